@@ -1,0 +1,61 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "wearbloom-fleet",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "dispatcher", targets: ["Dispatcher"]),
+        .executable(name: "render-worker", targets: ["RenderWorker"]),
+        .executable(name: "image-worker", targets: ["ImageWorker"]),
+        .executable(name: "fleet-bench", targets: ["FleetBench"]),
+        .executable(name: "fleet-drill", targets: ["FleetDrill"]),
+        .library(name: "Shared", targets: ["Shared"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // System libraries, found by their pkg-config names (Debian's -dev packages).
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        // Fixed-argument wrappers for the variadic C calls Swift cannot make.
+        .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"]),
+
+        .target(
+            name: "Shared",
+            dependencies: [
+                "CLibPQ", "CFleetShims", "CSodium",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "Dispatcher",
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "RenderWorker",
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "ImageWorker",
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "FleetDrill",
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "FleetBench",
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "SharedTests", dependencies: ["Shared", "FleetDrill"]),
+    ]
+)

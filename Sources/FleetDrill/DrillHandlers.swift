@@ -1,0 +1,75 @@
+import Foundation
+import Shared
+
+/// `drill.noop`: does nothing. With `sentAtNs` (wall clock, ns) in the payload, the result
+/// carries `startLatencyNs`, the time from enqueue to the handler starting.
+struct NoopHandler: JobHandler {
+    let kind = JobKind.drillNoop
+    let executions: ExecutionLog?
+
+    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+        let started = wallClockNanoseconds()
+        executions?.append(job)
+        guard job.payload.contains("sentAtNs") else { return nil }
+        let payload = try job.decodePayload(LatencyPayload.self)
+        return .object(["startLatencyNs": .number(Double(started - payload.sentAtNs))])
+    }
+
+    struct LatencyPayload: Decodable { let sentAtNs: Int64 }
+}
+
+/// `drill.script`: behaves as its payload says, to exercise the queue's failure paths.
+struct ScriptHandler: JobHandler {
+    let kind = JobKind.drillScript
+    let executions: ExecutionLog?
+
+    struct Script: Decodable {
+        /// Sleeps this long (honouring cancellation).
+        var sleepMs: Int?
+        /// Fails with a retryable error while `attempt <= failAttempts`.
+        var failAttempts: Int?
+        /// Fails permanently.
+        var permanent: Bool?
+        /// Ignores cancellation while sleeping (a handler stuck in C code, say).
+        var ignoreCancel: Bool?
+    }
+
+    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+        executions?.append(job)
+        let script = try job.decodePayload(Script.self)
+        if let sleep = script.sleepMs {
+            if script.ignoreCancel == true {
+                usleep(useconds_t(sleep * 1000))
+            } else {
+                try await Task.sleep(for: .milliseconds(sleep))
+            }
+        }
+        if script.permanent == true { throw JobError.permanent(code: "DRILL_PERMANENT", message: "scripted permanent failure") }
+        if let fail = script.failAttempts, job.attempt <= fail {
+            throw JobError.retryable("scripted failure on attempt \(job.attempt)")
+        }
+        return .object(["attempt": .number(Double(job.attempt))])
+    }
+}
+
+/// Appends `jobId attempt` per execution to a file, so tests can count executions.
+final class ExecutionLog: Sendable {
+    private let descriptor: Int32
+
+    init?(path: String?) {
+        guard let path else { return nil }
+        descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        guard descriptor >= 0 else { return nil }
+    }
+
+    func append(_ job: ClaimedJob) {
+        let line = Array("\(job.id) \(job.attempt)\n".utf8)
+        _ = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+}
+
+func wallClockNanoseconds() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+}

@@ -1,0 +1,102 @@
+import Logging
+
+/// A setting that cannot be used; the process stops at start with this message.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public let variable: String
+    public let reason: String
+
+    public var description: String { "configuration error: \(variable): \(reason)" }
+}
+
+/// Settings shared by every executable, read from the environment. `docs/configuration.md`
+/// lists each variable with its default.
+public struct FleetSettings: Sendable {
+    /// libpq URI or conninfo; empty means libpq's own defaults and `PG*` variables.
+    public var databaseURL: String
+    public var storageRoot: String
+    public var logLevel: Logger.Level
+    public var logFormat: LogFormat
+    public var poolSize: Int
+    public var worker: WorkerConfiguration
+
+    public enum LogFormat: String, Sendable { case json, text }
+
+    /// Reads the settings; `defaultConcurrency` is the executable's own per-kind default.
+    public static func load(
+        from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:]
+    ) throws -> FleetSettings {
+        let reader = EnvironmentReader(environment: environment)
+        let databaseURL = environment["DATABASE_URL"] ?? ""
+        do {
+            try PostgresConnection.validate(conninfo: databaseURL)
+        } catch PostgresError.invalidConnectionString(let message) {
+            throw ConfigurationError(variable: "DATABASE_URL", reason: message)
+        }
+        var concurrency = defaultConcurrency
+        for (kind, limit) in try reader.concurrency("FLEET_CONCURRENCY") { concurrency[kind] = limit }
+        let worker = WorkerConfiguration(
+            concurrency: concurrency,
+            queues: try reader.list("FLEET_QUEUES"),
+            lease: try reader.duration("FLEET_LEASE_SECONDS", unit: .seconds(1), default: 30, range: 1...3600),
+            pollInterval: try reader.duration("FLEET_POLL_INTERVAL_MS", unit: .milliseconds(1), default: 1000, range: 10...60_000),
+            shutdownGrace: try reader.duration("FLEET_SHUTDOWN_GRACE_SECONDS", unit: .seconds(1), default: 25, range: 0...3600),
+            retry: RetryPolicy(
+                base: try reader.duration("FLEET_RETRY_BASE_MS", unit: .milliseconds(1), default: 2000, range: 1...3_600_000),
+                cap: try reader.duration("FLEET_RETRY_CAP_SECONDS", unit: .seconds(1), default: 3600, range: 1...86_400)))
+        return FleetSettings(
+            databaseURL: databaseURL,
+            storageRoot: environment["FLEET_STORAGE_ROOT"] ?? ".data/images",
+            logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
+            logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),
+            poolSize: try reader.integer("FLEET_DB_POOL_SIZE", default: 8, range: 1...200),
+            worker: worker)
+    }
+}
+
+/// Typed reads of environment variables, each error naming its variable.
+struct EnvironmentReader {
+    let environment: [String: String]
+
+    func integer(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = environment[name], !text.isEmpty else { return value }
+        guard let number = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+            throw ConfigurationError(variable: name, reason: "'\(text)' is not a whole number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return number
+    }
+
+    func duration(_ name: String, unit: Duration, default value: Int, range: ClosedRange<Int>) throws -> Duration {
+        try unit * integer(name, default: value, range: range)
+    }
+
+    func choice<T: RawRepresentable>(_ name: String, default value: T) throws -> T where T.RawValue == String {
+        guard let text = environment[name], !text.isEmpty else { return value }
+        guard let choice = T(rawValue: text.lowercased()) else {
+            throw ConfigurationError(variable: name, reason: "'\(text)' is not one of the accepted values")
+        }
+        return choice
+    }
+
+    func list(_ name: String) throws -> [String]? {
+        guard let text = environment[name], !text.isEmpty else { return nil }
+        let items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard !items.contains(where: \.isEmpty) else { throw ConfigurationError(variable: name, reason: "empty item in '\(text)'") }
+        return items
+    }
+
+    /// `kind=limit,kind=limit`.
+    func concurrency(_ name: String) throws -> [JobKind: Int] {
+        var limits: [JobKind: Int] = [:]
+        for item in try list(name) ?? [] {
+            let parts = item.split(separator: "=", omittingEmptySubsequences: false)
+            guard parts.count == 2, let limit = Int(parts[1]), (1...10_000).contains(limit) else {
+                throw ConfigurationError(variable: name, reason: "'\(item)' is not kind=limit with a limit in 1...10000")
+            }
+            let kind = JobKind(rawValue: String(parts[0]))
+            guard kind.isKnown else { throw ConfigurationError(variable: name, reason: "\(QueueError.unknownKind(kind.rawValue))") }
+            limits[kind] = limit
+        }
+        return limits
+    }
+}
+

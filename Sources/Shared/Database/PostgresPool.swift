@@ -1,0 +1,92 @@
+import Foundation
+
+/// A bounded set of connections shared by a process's tasks. Connections open lazily, a
+/// broken one is dropped rather than reused, and a restarted server is simply reconnected to.
+public actor PostgresPool {
+    public let conninfo: String
+    public let maxConnections: Int
+    private let applicationName: String
+    private var idle: [PostgresConnection] = []
+    private var open = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    public init(conninfo: String, maxConnections: Int, applicationName: String = "wearbloom-fleet") {
+        self.conninfo = conninfo
+        self.maxConnections = max(1, maxConnections)
+        self.applicationName = applicationName
+    }
+
+    /// Lends a connection to `body` and takes it back afterwards.
+    public nonisolated func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = try await acquire()
+        do {
+            let value = try await body(connection)
+            await release(connection)
+            return value
+        } catch {
+            await release(connection)
+            throw error
+        }
+    }
+
+    /// Like `withConnection`, but a transient failure (lost link, server restarting) runs
+    /// `body` again on a fresh connection until `patience` runs out. Only for idempotent work.
+    public nonisolated func withRetry<T: Sendable>(
+        patience: Duration = .seconds(60),
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let clock = ContinuousClock()
+        let deadline = clock.now + patience
+        var delay = Duration.milliseconds(50)
+        while true {
+            do {
+                return try await withConnection(body)
+            } catch let error as PostgresError where error.isTransient && clock.now + delay < deadline {
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+            }
+        }
+    }
+
+    /// A single statement on a pooled connection.
+    @discardableResult
+    public nonisolated func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) async throws -> PostgresResult {
+        try await withConnection { try await $0.query(sql, parameters) }
+    }
+
+    /// Drops idle connections; connections in use close when returned.
+    public func close() {
+        idle.removeAll()
+        open = 0
+    }
+
+    private func acquire() async throws -> PostgresConnection {
+        while true {
+            if let connection = idle.popLast() { return connection }
+            if open < maxConnections {
+                open += 1
+                do {
+                    return try await PostgresConnection.connect(conninfo, applicationName: applicationName)
+                } catch {
+                    open -= 1
+                    wakeOne()
+                    throw error
+                }
+            }
+            await withCheckedContinuation { waiters.append($0) }
+        }
+    }
+
+    private func release(_ connection: PostgresConnection) {
+        if connection.isBroken {
+            open -= 1
+        } else {
+            idle.append(connection)
+        }
+        wakeOne()
+    }
+
+    private func wakeOne() {
+        if !waiters.isEmpty { waiters.removeFirst().resume() }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+
+/// A value sent as a statement parameter, in PostgreSQL's text format.
+public protocol PostgresEncodable: Sendable {
+    var postgresText: String { get }
+}
+
+extension String: PostgresEncodable { public var postgresText: String { self } }
+extension Int: PostgresEncodable { public var postgresText: String { String(self) } }
+extension Int32: PostgresEncodable { public var postgresText: String { String(self) } }
+extension Int64: PostgresEncodable { public var postgresText: String { String(self) } }
+extension Double: PostgresEncodable { public var postgresText: String { String(self) } }
+extension Bool: PostgresEncodable { public var postgresText: String { self ? "t" : "f" } }
+
+/// A one-dimensional array parameter (`text[]`, `bigint[]`, `jsonb[]`…) in array-literal form,
+/// so a whole batch travels as one parameter of one statement.
+public struct PostgresArray: PostgresEncodable {
+    public let elements: [String?]
+
+    public init(_ elements: [String?]) { self.elements = elements }
+    public init<T: PostgresEncodable>(_ values: [T]) { self.elements = values.map(\.postgresText) }
+    public init<T: PostgresEncodable>(_ values: [T?]) { self.elements = values.map { $0?.postgresText } }
+
+    public var postgresText: String {
+        var out = "{"
+        out.reserveCapacity(elements.count * 8 + 2)
+        for (index, element) in elements.enumerated() {
+            if index > 0 { out += "," }
+            guard let element else { out += "NULL"; continue }
+            out += "\""
+            for character in element.unicodeScalars {
+                if character == "\"" || character == "\\" { out += "\\" }
+                out.unicodeScalars.append(character)
+            }
+            out += "\""
+        }
+        return out + "}"
+    }
+}
+
+/// One row of a result, cells kept as PostgreSQL's text output.
+public struct PostgresRow: Sendable {
+    let columns: PostgresColumns
+    let cells: [String?]
+
+    public subscript(column: String) -> String? {
+        guard let index = columns.index[column] else { return nil }
+        return cells[index]
+    }
+
+    public func string(_ column: String) throws -> String {
+        guard let value = self[column] else { throw PostgresError.decoding(column: column, value: nil, expected: "text") }
+        return value
+    }
+
+    public func int64(_ column: String) throws -> Int64 {
+        guard let text = self[column], let value = Int64(text) else {
+            throw PostgresError.decoding(column: column, value: self[column], expected: "integer")
+        }
+        return value
+    }
+
+    public func int(_ column: String) throws -> Int { Int(try int64(column)) }
+
+    public func optionalInt64(_ column: String) throws -> Int64? {
+        guard self[column] != nil else { return nil }
+        return try int64(column)
+    }
+
+    public func double(_ column: String) throws -> Double {
+        guard let text = self[column], let value = Double(text) else {
+            throw PostgresError.decoding(column: column, value: self[column], expected: "number")
+        }
+        return value
+    }
+
+    public func bool(_ column: String) throws -> Bool {
+        switch self[column] {
+        case "t": return true
+        case "f": return false
+        case let other: throw PostgresError.decoding(column: column, value: other, expected: "boolean")
+        }
+    }
+
+    /// A `timestamptz` selected as `extract(epoch from …)`.
+    public func date(_ column: String) throws -> Date { Date(timeIntervalSince1970: try double(column)) }
+
+    public func optionalDate(_ column: String) throws -> Date? {
+        guard self[column] != nil else { return nil }
+        return try date(column)
+    }
+}
+
+final class PostgresColumns: Sendable {
+    let names: [String]
+    let index: [String: Int]
+
+    init(names: [String]) {
+        self.names = names
+        self.index = Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+}
+
+/// The outcome of one statement: its rows, and how many rows it touched.
+public struct PostgresResult: Sendable {
+    public let rows: [PostgresRow]
+    public let affectedRows: Int
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// One JSON object per line on standard error: `ts`, `level`, `msg`, `logger`, then the
+/// metadata (`job_id`, `worker_id`…) as top-level string fields.
+public struct JSONLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    private let label: String
+
+    public init(label: String, level: Logger.Level) {
+        self.label = label
+        self.logLevel = level
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var line = "{\"ts\":\"\(timestamp())\",\"level\":\"\(event.level.rawValue)\",\"msg\":\(quoted(event.message.description)),\"logger\":\(quoted(label))"
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
+            line += ",\(quoted(key)):\(quoted(value.description))"
+        }
+        line += "}\n"
+        StandardError.write(line)
+    }
+
+    private func timestamp() -> String {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        var parts = tm()
+        var seconds = time.tv_sec
+        gmtime_r(&seconds, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                      parts.tm_hour, parts.tm_min, parts.tm_sec, time.tv_nsec / 1_000_000)
+    }
+}
+
+/// A JSON string literal for `text`.
+func quoted(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case let control where control.value < 0x20: out += String(format: "\\u%04x", control.value)
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
+}
+
+/// Whole-line writes to standard error, so lines from many tasks never interleave.
+enum StandardError {
+    private static let lock = Mutex(())
+
+    static func write(_ text: String) {
+        lock.withLock { _ in
+            var bytes = Array(text.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes.withUnsafeMutableBytes { Foundation.write(2, $0.baseAddress! + offset, $0.count - offset) }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+}
+
+public enum FleetLogging {
+    /// Installs the process-wide log handler once, from the settings.
+    public static func bootstrap(format: FleetSettings.LogFormat, level: Logger.Level) {
+        LoggingSystem.bootstrap { label in
+            switch format {
+            case .json: return JSONLogHandler(label: label, level: level)
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+
+/// Where a job is in its life. `completed`, `dead` and `cancelled` are terminal.
+public enum JobState: String, Codable, Sendable, CaseIterable {
+    case available, running, completed, dead, cancelled
+
+    public var isTerminal: Bool { self == .completed || self == .dead || self == .cancelled }
+}
+
+/// A job to enqueue.
+public struct NewJob: Sendable, Hashable {
+    public var kind: JobKind
+    /// JSON object text handed to the handler.
+    public var payload: String
+    public var queue: String
+    /// 0 runs first, 9 last.
+    public var priority: Int
+    /// How long to wait before the first run.
+    public var delay: Duration
+    public var maxAttempts: Int
+    /// Enqueueing the same key again returns the first job instead of a second one.
+    public var idempotencyKey: String?
+
+    public init(
+        kind: JobKind, payload: String = "{}", queue: String = "default", priority: Int = 2,
+        delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil
+    ) {
+        self.kind = kind
+        self.payload = payload
+        self.queue = queue
+        self.priority = priority
+        self.delay = delay
+        self.maxAttempts = maxAttempts
+        self.idempotencyKey = idempotencyKey
+    }
+
+    public init<Payload: Encodable>(kind: JobKind, encoding payload: Payload, queue: String = "default", priority: Int = 2,
+                                    delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil) throws {
+        self.init(kind: kind, payload: String(decoding: try JSONEncoder().encode(payload), as: UTF8.self), queue: queue,
+                  priority: priority, delay: delay, maxAttempts: maxAttempts, idempotencyKey: idempotencyKey)
+    }
+}
+
+/// What enqueueing one job gave: its id, and whether it is new or an earlier job with the same key.
+public struct EnqueuedJob: Sendable, Hashable {
+    public let id: Int64
+    public let isNew: Bool
+}
+
+/// A job a worker holds a lease on, for one attempt.
+public struct ClaimedJob: Sendable, Hashable {
+    public let id: Int64
+    public let kind: JobKind
+    public let queue: String
+    public let priority: Int
+    /// 1 on the first run.
+    public let attempt: Int
+    public let maxAttempts: Int
+    public let payload: String
+    public let createdAt: Date
+
+    /// Decodes the payload; a payload of the wrong shape is a permanent failure, not a crash.
+    public func decodePayload<T: Decodable>(_ type: T.Type) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: Data(payload.utf8))
+        } catch {
+            throw JobError.permanent(code: "MALFORMED_PAYLOAD", message: "malformed \(kind) payload: \(describe(error))")
+        }
+    }
+}
+
+/// One failed attempt, as kept in the job's `errors`.
+public struct JobAttemptError: Codable, Sendable, Hashable {
+    public let attempt: Int
+    public let at: String
+    public let error: String
+    public let code: String?
+    public let worker: String?
+}
+
+/// Everything the table knows of one job.
+public struct JobRecord: Sendable, Hashable {
+    public let id: Int64
+    public let kind: JobKind
+    public let queue: String
+    public let state: JobState
+    public let priority: Int
+    public let attempt: Int
+    public let maxAttempts: Int
+    public let payload: String
+    public let result: String?
+    public let errors: [JobAttemptError]
+    public let idempotencyKey: String?
+    public let leaseOwner: String?
+    public let cancelRequested: Bool
+    public let createdAt: Date
+    public let runAt: Date
+    public let startedAt: Date?
+    public let finishedAt: Date?
+}
+
+/// How an attempt ended, as the worker records it.
+public struct JobOutcome: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// Done; `result` is JSON text or nil.
+        case completed(result: String?)
+        /// Failed; runs again after `retryIn`.
+        case retry(error: String, code: String?, retryIn: Duration)
+        /// Failed for good: attempts exhausted or a permanent error.
+        case dead(error: String, code: String?)
+        /// Stopped because someone cancelled it.
+        case cancelled
+        /// Not finished: handed back to the queue (shutdown), the attempt not counted.
+        case returned
+    }
+
+    public let jobID: Int64
+    public let attempt: Int
+    public let kind: Kind
+
+    public init(jobID: Int64, attempt: Int, kind: Kind) {
+        self.jobID = jobID
+        self.attempt = attempt
+        self.kind = kind
+    }
+}
+
+/// How a handler says an attempt failed. Any other error thrown counts as `.retryable`.
+public enum JobError: Error, CustomStringConvertible, Sendable {
+    /// Worth another attempt (after backoff), if attempts remain.
+    case retryable(String)
+    /// Retrying cannot help: the job goes `dead` at once, with `code`.
+    case permanent(code: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .retryable(let message): message
+        case .permanent(let code, let message): "\(code): \(message)"
+        }
+    }
+}
+
+/// A readable one-line account of any error.
+func describe(_ error: any Error) -> String {
+    if let error = error as? DecodingError {
+        switch error {
+        case .dataCorrupted(let context): return "not valid JSON (\(context.debugDescription))"
+        case .keyNotFound(let key, _): return "missing field '\(key.stringValue)'"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return "field '\(path)': \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+    return "\(error)"
+}

@@ -1,0 +1,305 @@
+import Foundation
+
+/// NOTIFY channels of the queue. Notifications are hints; pollers are the guarantee.
+public enum QueueChannel {
+    /// Payload: a job kind that has new work.
+    public static let jobs = "fleet_jobs"
+    /// Payload: `cancel <jobId> <owner>`.
+    public static let control = "fleet_control"
+}
+
+/// `QueueDriver` over libpq. Each method is one statement (two for a running job's cancel).
+public struct PostgresQueueDriver: QueueDriver {
+    public let pool: PostgresPool
+
+    public init(pool: PostgresPool) { self.pool = pool }
+
+    public func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
+        guard !jobs.isEmpty else { return [] }
+        // Keys repeated inside the batch would make ON CONFLICT touch a row twice: send each once.
+        var unique: [NewJob] = []
+        var firstIndexOfKey: [String: Int] = [:]
+        for job in jobs {
+            if let key = job.idempotencyKey {
+                if firstIndexOfKey[key] != nil { continue }
+                firstIndexOfKey[key] = unique.count
+            }
+            unique.append(job)
+        }
+        let rows = try await pool.query("""
+            WITH inserted AS (
+                INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key)
+                SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key
+                FROM unnest($1::text[], $2::text[], $3::smallint[], $4::integer[], $5::float8[], $6::jsonb[], $7::text[])
+                    AS input(kind, queue, priority, max_attempts, delay, payload, idempotency_key)
+                ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+                    DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
+                RETURNING id, idempotency_key, kind, (xmax = 0) AS is_new
+            ), notified AS (
+                SELECT count(*) AS kinds FROM (
+                    SELECT pg_notify('\(QueueChannel.jobs)', kind) FROM (SELECT DISTINCT kind FROM inserted WHERE is_new) AS k
+                ) AS n
+            )
+            SELECT id, idempotency_key, is_new FROM inserted, notified WHERE notified.kinds >= 0
+            """, [
+                PostgresArray(unique.map(\.kind.rawValue)), PostgresArray(unique.map(\.queue)),
+                PostgresArray(unique.map(\.priority)), PostgresArray(unique.map(\.maxAttempts)),
+                PostgresArray(unique.map(\.delay.seconds)), PostgresArray(unique.map(\.payload)),
+                PostgresArray(unique.map(\.idempotencyKey)),
+            ]).rows
+        // Keyed rows match by key; new unkeyed rows got ascending ids in input order.
+        var byKey: [String: EnqueuedJob] = [:]
+        var unkeyed: [EnqueuedJob] = []
+        for row in rows {
+            let job = EnqueuedJob(id: try row.int64("id"), isNew: try row.bool("is_new"))
+            if let key = row["idempotency_key"] { byKey[key] = job } else { unkeyed.append(job) }
+        }
+        unkeyed.sort { $0.id < $1.id }
+        var nextUnkeyed = unkeyed.makeIterator()
+        var results: [EnqueuedJob] = []
+        var seenKeys: Set<String> = []
+        for job in jobs {
+            if let key = job.idempotencyKey {
+                guard let found = byKey[key] else { throw QueueError.internalMismatch("no row returned for key \(key)") }
+                // A key repeated within the batch is a duplicate of its first occurrence.
+                results.append(seenKeys.insert(key).inserted ? found : EnqueuedJob(id: found.id, isNew: false))
+            } else {
+                guard let found = nextUnkeyed.next() else { throw QueueError.internalMismatch("fewer rows than jobs") }
+                results.append(found)
+            }
+        }
+        return results
+    }
+
+    public func jobClaim(_ request: ClaimRequest) async throws -> [ClaimedJob] {
+        let wanted = request.slots.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        guard !wanted.isEmpty else { return [] }
+        let rows = try await pool.query("""
+            WITH picked AS MATERIALIZED (
+                SELECT j.id
+                FROM unnest($1::text[], $2::integer[]) AS wanted(kind, slots)
+                CROSS JOIN LATERAL (
+                    SELECT id FROM jobs
+                    WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
+                      AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
+                    ORDER BY priority, run_at, id
+                    LIMIT wanted.slots
+                    FOR UPDATE SKIP LOCKED
+                ) AS j
+            )
+            UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, lease_owner = $3,
+                lease_expires_at = now() + make_interval(secs => $4), started_at = now()
+            FROM picked WHERE jobs.id = picked.id
+            RETURNING jobs.id, jobs.kind, jobs.queue, jobs.priority, jobs.attempt, jobs.max_attempts, jobs.payload,
+                extract(epoch FROM jobs.created_at) AS created_at
+            """, [
+                PostgresArray(wanted.map(\.key.rawValue)), PostgresArray(wanted.map(\.value)),
+                request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) },
+            ]).rows
+        return try rows.map { row in
+            ClaimedJob(
+                id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), queue: try row.string("queue"),
+                priority: try row.int("priority"), attempt: try row.int("attempt"), maxAttempts: try row.int("max_attempts"),
+                payload: try row.string("payload"), createdAt: try row.date("created_at"))
+        }.sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }
+    }
+
+    public func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64> {
+        guard !outcomes.isEmpty else { return [] }
+        var states: [String] = [], results: [String?] = [], errors: [String?] = [], codes: [String?] = []
+        var retryIn: [Double] = [], refunds: [Bool] = []
+        for outcome in outcomes {
+            var state = "available", result: String? = nil, error: String? = nil, code: String? = nil
+            var delay = 0.0, refund = false
+            switch outcome.kind {
+            case .completed(let value): state = "completed"; result = value
+            case .retry(let message, let errorCode, let wait): error = message; code = errorCode; delay = wait.seconds
+            case .dead(let message, let errorCode): state = "dead"; error = message; code = errorCode
+            case .cancelled: state = "cancelled"; error = "cancelled on request"; code = "CANCELLED"
+            case .returned: refund = true
+            }
+            states.append(state); results.append(result); errors.append(error); codes.append(code)
+            retryIn.append(delay); refunds.append(refund)
+        }
+        let parameters: [(any PostgresEncodable)?] = [
+            owner, PostgresArray(outcomes.map(\.jobID)), PostgresArray(outcomes.map(\.attempt)),
+            PostgresArray(states), PostgresArray(results), PostgresArray(errors), PostgresArray(codes),
+            PostgresArray(retryIn), PostgresArray(refunds),
+        ]
+        // Idempotent (compare-and-set), so a lost link is simply retried.
+        let rows = try await pool.withRetry { connection in
+            try await connection.query("""
+                UPDATE jobs SET
+                    state = o.state,
+                    result = o.result,
+                    attempt = jobs.attempt - o.refund::integer,
+                    run_at = CASE WHEN o.state = 'available' THEN now() + make_interval(secs => o.retry_in) ELSE jobs.run_at END,
+                    finished_at = CASE WHEN o.state = 'available' THEN NULL ELSE now() END,
+                    errors = CASE WHEN o.error IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(jsonb_build_object(
+                        'attempt', jobs.attempt, 'at', now(), 'error', o.error, 'code', o.code, 'worker', $1::text)) END,
+                    lease_owner = NULL,
+                    lease_expires_at = NULL
+                FROM unnest($2::bigint[], $3::integer[], $4::job_state[], $5::jsonb[], $6::text[], $7::text[], $8::float8[], $9::boolean[])
+                    AS o(id, attempt, state, result, error, code, retry_in, refund)
+                WHERE jobs.id = o.id AND jobs.state = 'running' AND jobs.lease_owner = $1 AND jobs.attempt = o.attempt
+                RETURNING jobs.id
+                """, parameters).rows
+        }
+        return Set(try rows.map { try $0.int64("id") })
+    }
+
+    public func jobExtendLeases(owner: String, ids: [Int64], lease: Duration) async throws -> LeaseRenewal {
+        let rows = try await pool.withRetry { connection in
+            try await connection.query("""
+                WITH beat AS (UPDATE workers SET last_heartbeat_at = now() WHERE id = $1)
+                UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2)
+                WHERE id = ANY($3::bigint[]) AND state = 'running' AND lease_owner = $1
+                RETURNING id, cancel_requested_at IS NOT NULL AS cancel_requested
+                """, [owner, lease.seconds, PostgresArray(ids)]).rows
+        }
+        var renewal = LeaseRenewal(kept: [], cancelRequested: [])
+        for row in rows {
+            let id = try row.int64("id")
+            renewal.kept.insert(id)
+            if try row.bool("cancel_requested") { renewal.cancelRequested.insert(id) }
+        }
+        return renewal
+    }
+
+    public func jobCancel(id: Int64) async throws -> CancelResult {
+        try await pool.withConnection { connection in
+            let rows = try await connection.query("""
+                WITH target AS (SELECT id, state AS previous FROM jobs WHERE id = $1 FOR UPDATE),
+                changed AS (
+                    UPDATE jobs SET
+                        state = CASE WHEN jobs.state = 'available' THEN 'cancelled'::job_state ELSE jobs.state END,
+                        finished_at = CASE WHEN jobs.state = 'available' THEN now() ELSE jobs.finished_at END,
+                        cancel_requested_at = coalesce(jobs.cancel_requested_at, now())
+                    FROM target WHERE jobs.id = target.id AND jobs.state IN ('available', 'running')
+                    RETURNING jobs.id
+                )
+                SELECT target.previous, jobs.lease_owner FROM target JOIN jobs ON jobs.id = target.id
+                """, [id]).rows
+            guard let row = rows.first else { return .notFound }
+            switch JobState(rawValue: try row.string("previous")) {
+            case .available: return .cancelled
+            case .running:
+                let owner = row["lease_owner"]
+                try await connection.query("SELECT pg_notify($1, $2)", [QueueChannel.control, "cancel \(id) \(owner ?? "-")"])
+                return .requested(owner: owner)
+            case let state?: return .alreadyFinished(state)
+            case nil: throw QueueError.internalMismatch("unknown job state")
+            }
+        }
+    }
+
+    public func jobGet(id: Int64) async throws -> JobRecord? {
+        guard let row = try await pool.query("""
+            SELECT id, kind, queue, state, priority, attempt, max_attempts, payload, result, errors, idempotency_key,
+                lease_owner, cancel_requested_at IS NOT NULL AS cancel_requested,
+                extract(epoch FROM created_at) AS created_at, extract(epoch FROM run_at) AS run_at,
+                extract(epoch FROM started_at) AS started_at, extract(epoch FROM finished_at) AS finished_at
+            FROM jobs WHERE id = $1
+            """, [id]).rows.first else { return nil }
+        guard let state = JobState(rawValue: try row.string("state")) else {
+            throw PostgresError.decoding(column: "state", value: row["state"], expected: "job_state")
+        }
+        let errors = try JSONDecoder().decode([JobAttemptError].self, from: Data(try row.string("errors").utf8))
+        return JobRecord(
+            id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), queue: try row.string("queue"),
+            state: state, priority: try row.int("priority"), attempt: try row.int("attempt"),
+            maxAttempts: try row.int("max_attempts"), payload: try row.string("payload"), result: row["result"],
+            errors: errors, idempotencyKey: row["idempotency_key"], leaseOwner: row["lease_owner"],
+            cancelRequested: try row.bool("cancel_requested"), createdAt: try row.date("created_at"),
+            runAt: try row.date("run_at"), startedAt: try row.optionalDate("started_at"),
+            finishedAt: try row.optionalDate("finished_at"))
+    }
+
+    public func jobRescueExpired(limit: Int) async throws -> [RescuedJob] {
+        let rows = try await pool.withRetry { connection in
+            try await connection.query("""
+                WITH expired AS (
+                    SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at < now()
+                    ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+                )
+                UPDATE jobs SET
+                    state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
+                                 WHEN jobs.attempt >= jobs.max_attempts THEN 'dead'::job_state
+                                 ELSE 'available'::job_state END,
+                    finished_at = CASE WHEN jobs.cancel_requested_at IS NULL AND jobs.attempt < jobs.max_attempts
+                                       THEN NULL ELSE now() END,
+                    run_at = now(),
+                    errors = jobs.errors || jsonb_build_array(jsonb_build_object(
+                        'attempt', jobs.attempt, 'at', now(), 'code', 'LEASE_EXPIRED', 'worker', jobs.lease_owner,
+                        'error', 'lease expired: worker ' || coalesce(jobs.lease_owner, '?') || ' stopped renewing it')),
+                    lease_owner = NULL,
+                    lease_expires_at = NULL
+                FROM expired
+                WHERE jobs.id = expired.id AND jobs.state = 'running' AND jobs.lease_expires_at < now()
+                RETURNING jobs.id, jobs.kind, jobs.state
+                """, [limit]).rows
+        }
+        return try rows.map { row in
+            RescuedJob(id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")),
+                       state: JobState(rawValue: try row.string("state")) ?? .available)
+        }
+    }
+
+    public func jobDeleteFinished(_ retention: Retention, limit: Int) async throws -> Int {
+        try await pool.query("""
+            DELETE FROM jobs WHERE id IN (
+                SELECT id FROM jobs
+                WHERE (state = 'completed' AND finished_at < now() - make_interval(secs => $1))
+                   OR (state = 'cancelled' AND finished_at < now() - make_interval(secs => $2))
+                   OR (state = 'dead' AND finished_at < now() - make_interval(secs => $3))
+                LIMIT $4
+            )
+            """, [retention.completed.seconds, retention.cancelled.seconds, retention.dead.seconds, limit]).affectedRows
+    }
+
+    public func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64] {
+        try await pool.query("""
+            UPDATE jobs SET state = 'dead', finished_at = now(),
+                errors = errors || jsonb_build_array(jsonb_build_object(
+                    'attempt', attempt, 'at', now(), 'code', 'UNKNOWN_KIND',
+                    'error', 'unknown job kind ''' || kind || ''': no worker of this fleet handles it'))
+            WHERE state = 'available' AND NOT (kind = ANY($1::text[])) AND created_at < now() - make_interval(secs => $2)
+            RETURNING id
+            """, [PostgresArray(known.map(\.rawValue).sorted()), grace.seconds]).rows.map { try $0.int64("id") }
+    }
+
+    public func workerRegister(_ worker: WorkerRecord) async throws {
+        try await pool.withRetry { connection in
+            try await connection.query("""
+                INSERT INTO workers (id, host, pid, executable, kinds) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT (id) DO UPDATE SET last_heartbeat_at = now(), stopped_at = NULL
+                """, [worker.id, worker.host, worker.pid, worker.executable, PostgresArray(worker.kinds.map(\.rawValue))])
+        }
+    }
+
+    public func workerStop(id: String) async throws {
+        try await pool.withRetry { connection in
+            try await connection.query("UPDATE workers SET stopped_at = now() WHERE id = $1", [id])
+        }
+    }
+
+    public func workerDeleteStale(olderThan age: Duration) async throws -> Int {
+        try await pool.query(
+            "DELETE FROM workers WHERE last_heartbeat_at < now() - make_interval(secs => $1)", [age.seconds]).affectedRows
+    }
+}
+
+/// Errors of the queue's API.
+public enum QueueError: Error, CustomStringConvertible, Sendable, Equatable {
+    case unknownKind(String)
+    case invalidJob(String)
+    case internalMismatch(String)
+
+    public var description: String {
+        switch self {
+        case .unknownKind(let kind): "unknown job kind '\(kind)'; known kinds: \(JobKind.catalogue.keys.sorted().map(\.rawValue).joined(separator: ", "))"
+        case .invalidJob(let reason): "invalid job: \(reason)"
+        case .internalMismatch(let reason): "queue driver mismatch: \(reason)"
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// The queue's storage seam: one method per SQL statement, named entity then verb. Every
+/// state change of a running job is a compare-and-set on "still running, still this
+/// owner, still this attempt", so a worker that lost its lease cannot overwrite anything.
+public protocol QueueDriver: Sendable {
+    /// Inserts jobs in one statement; an idempotency key already present returns the first job.
+    func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob]
+    /// Leases up to `slots[kind]` due jobs of each kind, priority then run-at order.
+    func jobClaim(_ request: ClaimRequest) async throws -> [ClaimedJob]
+    /// Records outcomes of attempts `owner` still holds; returns the ids it applied.
+    func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64>
+    /// Renews the leases `owner` still holds among `ids` and heartbeats the worker row.
+    func jobExtendLeases(owner: String, ids: [Int64], lease: Duration) async throws -> LeaseRenewal
+    /// Cancels a queued job, or asks the worker running it to stop.
+    func jobCancel(id: Int64) async throws -> CancelResult
+    func jobGet(id: Int64) async throws -> JobRecord?
+    /// Puts back running jobs whose lease expired, counting the attempt.
+    func jobRescueExpired(limit: Int) async throws -> [RescuedJob]
+    /// Deletes finished jobs older than their retention.
+    func jobDeleteFinished(_ retention: Retention, limit: Int) async throws -> Int
+    /// Ends as `dead` the queued jobs whose kind is not in `known`, once older than `grace`.
+    func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64]
+    func workerRegister(_ worker: WorkerRecord) async throws
+    func workerStop(id: String) async throws
+    func workerDeleteStale(olderThan: Duration) async throws -> Int
+}
+
+public struct ClaimRequest: Sendable {
+    public var owner: String
+    public var lease: Duration
+    public var slots: [JobKind: Int]
+    /// nil: any queue.
+    public var queues: [String]?
+
+    public init(owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil) {
+        self.owner = owner
+        self.lease = lease
+        self.slots = slots
+        self.queues = queues
+    }
+}
+
+public struct LeaseRenewal: Sendable, Equatable {
+    /// Jobs still held; the others were taken away (rescued, finished, deleted).
+    public var kept: Set<Int64>
+    /// Held jobs someone asked to cancel.
+    public var cancelRequested: Set<Int64>
+}
+
+public enum CancelResult: Sendable, Equatable {
+    /// It was queued and is now `cancelled`.
+    case cancelled
+    /// It is running; its worker has been told to stop.
+    case requested(owner: String?)
+    /// It had already ended in this state.
+    case alreadyFinished(JobState)
+    case notFound
+}
+
+public struct RescuedJob: Sendable, Equatable {
+    public let id: Int64
+    public let kind: JobKind
+    /// `available` to run again, `dead` when out of attempts, `cancelled` if cancel was asked.
+    public let state: JobState
+}
+
+/// How long finished jobs stay in the table.
+public struct Retention: Sendable, Equatable {
+    public var completed: Duration
+    public var cancelled: Duration
+    public var dead: Duration
+
+    public init(completed: Duration = .seconds(86_400), cancelled: Duration = .seconds(86_400), dead: Duration = .seconds(7 * 86_400)) {
+        self.completed = completed
+        self.cancelled = cancelled
+        self.dead = dead
+    }
+}
+
+public struct WorkerRecord: Sendable, Equatable {
+    public let id: String
+    public let host: String
+    public let pid: Int32
+    public let executable: String
+    public let kinds: [JobKind]
+
+    public init(id: String, host: String, pid: Int32, executable: String, kinds: [JobKind]) {
+        self.id = id
+        self.host = host
+        self.pid = pid
+        self.executable = executable
+        self.kinds = kinds
+    }
+}

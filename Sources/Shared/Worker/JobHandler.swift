@@ -1,0 +1,17 @@
+import Logging
+
+/// Runs the jobs of one kind. Throw `JobError.permanent` for failures retrying cannot fix
+/// (bad input); anything else thrown is retried with backoff until attempts run out.
+/// Cancellation (a cancel request, a lost lease, shutdown) arrives as Task cancellation.
+public protocol JobHandler: Sendable {
+    var kind: JobKind { get }
+    /// Returns the job's result (kept in `jobs.result`), or nil.
+    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue?
+}
+
+/// What a handler gets besides its job.
+public struct JobContext: Sendable {
+    /// Carries `job_id`, `kind` and `attempt` on every line.
+    public let logger: Logger
+    public let workerID: String
+}

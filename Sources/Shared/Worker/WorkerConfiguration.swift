@@ -1,0 +1,30 @@
+/// How a worker process claims and runs jobs.
+public struct WorkerConfiguration: Sendable {
+    /// How many jobs of each kind may run at once in this process.
+    public var concurrency: [JobKind: Int]
+    /// Only claim from these queues; nil claims from any.
+    public var queues: [String]?
+    /// A running job's lease; renewed every third of it while the job runs.
+    public var lease: Duration
+    /// The guaranteed look for work when no notification arrives (±10 % jitter).
+    public var pollInterval: Duration
+    /// On SIGTERM, how long running jobs may take to finish before they are handed back.
+    public var shutdownGrace: Duration
+    public var retry: RetryPolicy
+    /// The most jobs one claim statement takes.
+    public var maxClaimBatch: Int
+
+    public init(
+        concurrency: [JobKind: Int], queues: [String]? = nil, lease: Duration = .seconds(30),
+        pollInterval: Duration = .seconds(1), shutdownGrace: Duration = .seconds(25),
+        retry: RetryPolicy = RetryPolicy(), maxClaimBatch: Int = 1_000
+    ) {
+        self.concurrency = concurrency
+        self.queues = queues
+        self.lease = lease
+        self.pollInterval = pollInterval
+        self.shutdownGrace = shutdownGrace
+        self.retry = retry
+        self.maxClaimBatch = maxClaimBatch
+    }
+}

@@ -1,0 +1,296 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import Synchronization
+
+/// Runs registered handlers on jobs claimed from the queue: claims sized to free slots,
+/// leases renewed by heartbeat, outcomes written in batches, wake-ups by LISTEN/NOTIFY with
+/// a jittered poll as the guarantee, and expired leases rescued. On graceful shutdown it
+/// stops claiming, lets running jobs finish within the grace period, then hands the rest
+/// back to the queue at once.
+public final class WorkerRuntime: Service, Sendable {
+    public let id: String
+    private let configuration: WorkerConfiguration
+    private let driver: any QueueDriver
+    private let handlers: [JobKind: any JobHandler]
+    private let listener: PostgresListener
+    private let logger: Logger
+    private let executable: String
+    private let recorder: OutcomeRecorder
+    private let state: Mutex<State>
+    private let wakeups: AsyncStream<Void>
+    private let wakeContinuation: AsyncStream<Void>.Continuation
+
+    private struct State {
+        var free: [JobKind: Int]
+        var running: [Int64: RunningJob] = [:]
+        /// More due jobs are likely waiting: a freed slot should trigger a claim.
+        var backlog = true
+        var stopping = false
+    }
+
+    private struct RunningJob {
+        let job: ClaimedJob
+        let task: Task<Void, Never>
+        var disposition = Disposition.normal
+        /// Its outcome is being recorded; nothing else may record one.
+        var finishing = false
+    }
+
+    /// Why a running job was interrupted, which decides what its end records.
+    private enum Disposition {
+        case normal, cancelRequested, leaseLost, shutdown
+    }
+
+    public init(
+        executable: String, configuration: WorkerConfiguration, driver: any QueueDriver, conninfo: String,
+        handlers: [any JobHandler], logger: Logger
+    ) {
+        let host = ProcessInfo.processInfo.hostName
+        let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        self.id = "\(executable)@\(host):\(getpid()):\(suffix)"
+        self.executable = executable
+        self.configuration = configuration
+        self.driver = driver
+        self.handlers = Dictionary(handlers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        var logger = logger
+        logger[metadataKey: "worker_id"] = "\(id)"
+        self.logger = logger
+        self.listener = PostgresListener(conninfo: conninfo, channels: [QueueChannel.jobs, QueueChannel.control], logger: logger)
+        self.recorder = OutcomeRecorder(driver: driver, owner: id, logger: logger)
+        let free = Dictionary(uniqueKeysWithValues: self.handlers.keys.map { ($0, max(1, configuration.concurrency[$0] ?? 1)) })
+        self.state = Mutex(State(free: free))
+        (wakeups, wakeContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    public var kinds: [JobKind] { handlers.keys.sorted() }
+
+    public func run() async throws {
+        try await driver.workerRegister(WorkerRecord(
+            id: id, host: ProcessInfo.processInfo.hostName, pid: getpid(), executable: executable, kinds: kinds))
+        logger.info("worker started", metadata: [
+            "kinds": "\(kinds.map(\.rawValue))",
+            "concurrency": "\(state.withLock { $0.free.map { "\($0.key)=\($0.value)" }.sorted() })",
+        ])
+        listener.start()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.produce() }
+            group.addTask { await self.consumeNotifications() }
+            group.addTask { await repeatEvery(self.configuration.lease / 3) { await self.heartbeat() } }
+            group.addTask { await repeatEvery(self.configuration.pollInterval) { self.wake() } }
+            group.addTask {
+                let rescuer = Rescuer(driver: self.driver, logger: self.logger)
+                await repeatEvery(max(self.configuration.lease / 2, .seconds(1))) {
+                    if await rescuer.runOnce() > 0 { self.wake(backlog: true) }
+                }
+            }
+            // Returns when SIGTERM/SIGINT arrive (or the task is cancelled).
+            try? await gracefulShutdown()
+            await drain()
+            listener.stop()
+            group.cancelAll()
+        }
+        try? await driver.workerStop(id: id)
+        logger.info("worker stopped")
+    }
+
+    // MARK: Claiming
+
+    private func wake(backlog: Bool = false) {
+        if backlog { state.withLock { $0.backlog = true } }
+        wakeContinuation.yield()
+    }
+
+    private func produce() async {
+        var failureDelay = Duration.milliseconds(100)
+        for await _ in wakeups {
+            if state.withLock({ $0.stopping }) { return }
+            // Back-pressure: let the outcome writer catch up before taking more work.
+            while await recorder.pendingCount > 20_000 { try? await Task.sleep(for: .milliseconds(5)) }
+            let slots = state.withLock { state in
+                state.free.filter { $0.value > 0 }.mapValues { min($0, configuration.maxClaimBatch) }
+            }
+            guard !slots.isEmpty else { continue }
+            do {
+                let jobs = try await driver.jobClaim(ClaimRequest(
+                    owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues))
+                failureDelay = .milliseconds(100)
+                start(jobs, requested: slots.values.reduce(0, +))
+            } catch {
+                logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: failureDelay)
+                failureDelay = min(failureDelay * 2, .seconds(5))
+                wake()
+            }
+        }
+    }
+
+    private func start(_ jobs: [ClaimedJob], requested: Int) {
+        for job in jobs { Counter(label: "fleet_jobs_claimed_total", dimensions: [("kind", job.kind.rawValue)]).increment() }
+        state.withLock { state in
+            state.backlog = jobs.count == requested
+            for job in jobs {
+                state.free[job.kind, default: 0] -= 1
+                state.running[job.id] = RunningJob(job: job, task: Task { await self.execute(job) })
+            }
+        }
+    }
+
+    // MARK: Running
+
+    private func execute(_ job: ClaimedJob) async {
+        var logger = self.logger
+        logger[metadataKey: "job_id"] = "\(job.id)"
+        logger[metadataKey: "kind"] = "\(job.kind)"
+        logger[metadataKey: "attempt"] = "\(job.attempt)"
+        let started = ContinuousClock.now
+        let result: Result<JSONValue?, any Error>
+        do {
+            guard let handler = handlers[job.kind] else { throw JobError.permanent(code: "UNKNOWN_KIND", message: "no handler for \(job.kind)") }
+            result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id)))
+        } catch {
+            result = .failure(error)
+        }
+        Timer(label: "fleet_job_duration_seconds", dimensions: [("kind", job.kind.rawValue)])
+            .recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9))
+        await finish(job, result, logger: logger)
+    }
+
+    /// Records the attempt's outcome, then frees its slot. The job stays in `running` until
+    /// its outcome is queued for writing, so a drain that sees `running` empty misses nothing.
+    private func finish(_ job: ClaimedJob, _ result: Result<JSONValue?, any Error>, logger: Logger) async {
+        let disposition: Disposition? = state.withLock { state in
+            guard let entry = state.running[job.id], !entry.finishing else { return nil }
+            state.running[job.id]?.finishing = true
+            return entry.disposition
+        }
+        // nil: shutdown already handed the job back.
+        guard let disposition else { return }
+        if let outcome = outcome(of: job, disposition, result, logger: logger) {
+            await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: outcome))
+        }
+        let backlog = state.withLock { state in
+            state.running.removeValue(forKey: job.id)
+            state.free[job.kind, default: 0] += 1
+            return state.backlog
+        }
+        if backlog { wake() }
+    }
+
+    private func outcome(
+        of job: ClaimedJob, _ disposition: Disposition, _ result: Result<JSONValue?, any Error>, logger: Logger
+    ) -> JobOutcome.Kind? {
+        let outcome: JobOutcome.Kind
+        switch (disposition, result) {
+        case (.leaseLost, _):
+            logger.warning("job abandoned: its lease was lost")
+            return nil
+        case (_, .success(let value)):
+            outcome = .completed(result: value?.jsonText)
+        case (.cancelRequested, .failure):
+            outcome = .cancelled
+        case (.shutdown, .failure):
+            outcome = .returned
+        case (.normal, .failure(let error)):
+            outcome = failure(of: job, error)
+        }
+        log(outcome, of: job, logger: logger)
+        return outcome
+    }
+
+    private func failure(of job: ClaimedJob, _ error: any Error) -> JobOutcome.Kind {
+        if case JobError.permanent(let code, let message) = error { return .dead(error: message, code: code) }
+        let message = (error as? JobError)?.description ?? describe(error)
+        if job.attempt >= job.maxAttempts { return .dead(error: message, code: nil) }
+        return .retry(error: message, code: nil, retryIn: configuration.retry.delay(after: job.attempt))
+    }
+
+    private func log(_ outcome: JobOutcome.Kind, of job: ClaimedJob, logger: Logger) {
+        let label: String
+        switch outcome {
+        case .completed: label = "completed"; logger.debug("job completed")
+        case .retry(let error, _, let wait):
+            label = "retry"; logger.warning("job failed; will retry", metadata: ["error": "\(error)", "retry_in_s": "\(wait.seconds)"])
+        case .dead(let error, let code):
+            label = "dead"; logger.error("job dead", metadata: ["error": "\(error)", "code": "\(code ?? "-")"])
+        case .cancelled: label = "cancelled"; logger.info("job cancelled")
+        case .returned: label = "returned"; logger.info("job handed back to the queue")
+        }
+        Counter(label: "fleet_jobs_finished_total", dimensions: [("kind", job.kind.rawValue), ("outcome", label)]).increment()
+    }
+
+    // MARK: Leases and cancellation
+
+    private func heartbeat() async {
+        let running = state.withLock { Array($0.running.keys) }
+        let held = running + (await recorder.pendingIDs)
+        do {
+            let renewal = try await driver.jobExtendLeases(owner: id, ids: held, lease: configuration.lease)
+            let lost = Set(running).subtracting(renewal.kept)
+            for jobID in lost { interrupt(jobID, as: .leaseLost) }
+            for jobID in renewal.cancelRequested { interrupt(jobID, as: .cancelRequested) }
+        } catch {
+            logger.error("heartbeat failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func interrupt(_ jobID: Int64, as disposition: Disposition) {
+        state.withLock { state in
+            guard let entry = state.running[jobID], entry.disposition == .normal else { return }
+            state.running[jobID]?.disposition = disposition
+            entry.task.cancel()
+        }
+    }
+
+    private func consumeNotifications() async {
+        for await event in listener.events {
+            switch event {
+            case .connected:
+                wake(backlog: true)
+            case .notification(let channel, let payload) where channel == QueueChannel.jobs:
+                if handlers[JobKind(rawValue: payload)] != nil { wake(backlog: true) }
+            case .notification(_, let payload):
+                let words = payload.split(separator: " ")
+                if words.count == 3, words[0] == "cancel", words[2] == id, let jobID = Int64(words[1]) {
+                    interrupt(jobID, as: .cancelRequested)
+                }
+            }
+        }
+    }
+
+    // MARK: Shutdown
+
+    private func drain() async {
+        state.withLock { $0.stopping = true }
+        wakeContinuation.finish()
+        let clock = ContinuousClock()
+        let deadline = clock.now + configuration.shutdownGrace
+        let inFlight = state.withLock { $0.running.count }
+        logger.info("draining", metadata: ["running": "\(inFlight)", "grace_s": "\(configuration.shutdownGrace.seconds)"])
+        while state.withLock({ !$0.running.isEmpty }) && clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        // Past the grace period: stop the rest and hand them back.
+        let late = state.withLock { state in state.running.keys.map { $0 } }
+        late.forEach { interrupt($0, as: .shutdown) }
+        let windDown = clock.now + .seconds(1)
+        while state.withLock({ !$0.running.isEmpty }) && clock.now < windDown {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        // Handlers that ignore cancellation are abandoned; their jobs go back all the same.
+        let stuck = state.withLock { state in
+            let stuck = state.running.values.filter { !$0.finishing }.map(\.job)
+            for job in stuck { state.running[job.id]?.finishing = true }
+            return stuck
+        }
+        for job in stuck { await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: .returned)) }
+        // Outcomes being recorded right now land in the recorder within moments.
+        while state.withLock({ $0.running.values.contains { $0.finishing && !stuck.map(\.id).contains($0.job.id) } })
+            && clock.now < windDown + .seconds(1) {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        await recorder.drain()
+        if !late.isEmpty { logger.warning("handed back unfinished jobs", metadata: ["count": "\(late.count)"]) }
+    }
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A local PostgreSQL cluster in a folder of the project (default .data/postgres), for the
+# embedded default, the tests and the benchmarks. initdb refuses root, so as root the
+# server runs as the `postgres` user.
+#
+# usage: scripts/pg.sh start|stop|restart|status|url [--dir DIR] [--port PORT] [--fast]
+#   start    create the cluster if needed, start it, create database `wearbloom`
+#   stop     stop it (fast shutdown)
+#   restart  stop and start again (used by the restart tests)
+#   url      print the DATABASE_URL of the cluster
+#   --fast   fsync off: for throwaway test clusters only, never for benchmarks
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+command=${1:-}
+shift || true
+dir="$root/.data/postgres"
+port=54329
+fast=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dir) dir=$2; shift 2 ;;
+    --port) port=$2; shift 2 ;;
+    --fast) fast=1; shift ;;
+    *) echo "pg.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+[ -n "$bin" ] || { echo "pg.sh: PostgreSQL server binaries not found; run scripts/install-deps.sh" >&2; exit 1; }
+url="postgresql://postgres@127.0.0.1:$port/wearbloom"
+
+as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+running() { as_owner "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; }
+
+start() {
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    mkdir -p "$dir"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+    chmod 700 "$dir"
+    as_owner "$bin/initdb" -D "$dir" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$dir.initdb.log" 2>&1 \
+      || { cat "$dir.initdb.log" >&2; exit 1; }
+    {
+      echo "listen_addresses = '127.0.0.1'"
+      echo "port = $port"
+      echo "unix_socket_directories = '$dir'"
+      echo "max_connections = 300"
+      echo "shared_buffers = 256MB"
+      echo "log_min_messages = warning"
+      if [ "$fast" -eq 1 ]; then
+        echo "fsync = off"
+        echo "synchronous_commit = off"
+        echo "full_page_writes = off"
+      fi
+    } | as_owner tee -a "$dir/postgresql.conf" >/dev/null
+  fi
+  if ! running; then
+    as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start >/dev/null \
+      || { tail -20 "$dir/server.log" >&2; exit 1; }
+  fi
+  as_owner "$bin/psql" -h "$dir" -p "$port" -U postgres -d postgres -tAq \
+    -c "SELECT 1 FROM pg_database WHERE datname = 'wearbloom'" | grep -q 1 \
+    || as_owner "$bin/createdb" -h "$dir" -p "$port" -U postgres wearbloom
+}
+
+case $command in
+  start) start; echo "$url" ;;
+  stop) if running; then as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null; fi ;;
+  restart) as_owner "$bin/pg_ctl" -D "$dir" -m fast -w -t 60 restart -l "$dir/server.log" >/dev/null ;;
+  status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
+  url) echo "$url" ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
