@@ -79,7 +79,7 @@ struct EnvironmentReader {
 
     func list(_ name: String) throws -> [String]? {
         guard let text = environment[name], !text.isEmpty else { return nil }
-        let items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let items = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         guard !items.contains(where: \.isEmpty) else { throw ConfigurationError(variable: name, reason: "empty item in '\(text)'") }
         return items
     }

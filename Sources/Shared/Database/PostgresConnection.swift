@@ -70,6 +70,15 @@ public final class PostgresConnection: Sendable {
     /// True once the link failed; the pool drops such a connection instead of reusing it.
     public var isBroken: Bool { broken.withLock { $0 } }
 
+    /// Reads whatever the server sent while the connection sat idle, without waiting: a
+    /// server that restarted has sent its goodbye, and the connection is then known broken.
+    public func isAlive() -> Bool {
+        guard !isBroken else { return false }
+        let alive = queue.sync { PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK }
+        if !alive { broken.withLock { $0 = true } }
+        return alive
+    }
+
     /// Runs one parameterised statement (`$1`, `$2`…); values travel apart from the SQL.
     @discardableResult
     public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) async throws -> PostgresResult {

@@ -62,7 +62,11 @@ public actor PostgresPool {
 
     private func acquire() async throws -> PostgresConnection {
         while true {
-            if let connection = idle.popLast() { return connection }
+            if let connection = idle.popLast() {
+                if connection.isAlive() { return connection }
+                open -= 1
+                continue
+            }
             if open < maxConnections {
                 open += 1
                 do {

@@ -1,13 +1,15 @@
+// Synthetic job kinds, run by `fleet-drill` for queue tests, benchmarks and load drills.
 import Foundation
-import Shared
 
 /// `drill.noop`: does nothing. With `sentAtNs` (wall clock, ns) in the payload, the result
 /// carries `startLatencyNs`, the time from enqueue to the handler starting.
-struct NoopHandler: JobHandler {
-    let kind = JobKind.drillNoop
+public struct NoopHandler: JobHandler {
+    public let kind = JobKind.drillNoop
     let executions: ExecutionLog?
 
-    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+    public init(executions: ExecutionLog? = nil) { self.executions = executions }
+
+    public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let started = wallClockNanoseconds()
         executions?.append(job)
         guard job.payload.contains("sentAtNs") else { return nil }
@@ -19,11 +21,13 @@ struct NoopHandler: JobHandler {
 }
 
 /// `drill.script`: behaves as its payload says, to exercise the queue's failure paths.
-struct ScriptHandler: JobHandler {
-    let kind = JobKind.drillScript
+public struct ScriptHandler: JobHandler {
+    public let kind = JobKind.drillScript
     let executions: ExecutionLog?
 
-    struct Script: Decodable {
+    public init(executions: ExecutionLog? = nil) { self.executions = executions }
+
+    public struct Script: Codable, Sendable {
         /// Sleeps this long (honouring cancellation).
         var sleepMs: Int?
         /// Fails with a retryable error while `attempt <= failAttempts`.
@@ -32,9 +36,16 @@ struct ScriptHandler: JobHandler {
         var permanent: Bool?
         /// Ignores cancellation while sleeping (a handler stuck in C code, say).
         var ignoreCancel: Bool?
+
+        public init(sleepMs: Int? = nil, failAttempts: Int? = nil, permanent: Bool? = nil, ignoreCancel: Bool? = nil) {
+            self.sleepMs = sleepMs
+            self.failAttempts = failAttempts
+            self.permanent = permanent
+            self.ignoreCancel = ignoreCancel
+        }
     }
 
-    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+    public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         executions?.append(job)
         let script = try job.decodePayload(Script.self)
         if let sleep = script.sleepMs {
@@ -53,10 +64,10 @@ struct ScriptHandler: JobHandler {
 }
 
 /// Appends `jobId attempt` per execution to a file, so tests can count executions.
-final class ExecutionLog: Sendable {
+public final class ExecutionLog: Sendable {
     private let descriptor: Int32
 
-    init?(path: String?) {
+    public init?(path: String?) {
         guard let path else { return nil }
         descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         guard descriptor >= 0 else { return nil }
@@ -68,7 +79,7 @@ final class ExecutionLog: Sendable {
     }
 }
 
-func wallClockNanoseconds() -> Int64 {
+public func wallClockNanoseconds() -> Int64 {
     var time = timespec()
     clock_gettime(CLOCK_REALTIME, &time)
     return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)

@@ -1,0 +1,68 @@
+import Foundation
+import Synchronization
+
+/// A child process started with posix_spawn and reaped with waitpid, for the tools that
+/// start fleet processes (the benchmark, the tests). Output goes to a file or /dev/null.
+public final class ChildProcess: Sendable {
+    public let pid: pid_t
+    private let exit = Mutex<Int32?>(nil)
+
+    /// Starts `path` with `arguments`; stdout and stderr go to `outputPath` (appended) or nowhere.
+    public init(_ path: String, _ arguments: [String], environment: [String: String], outputPath: String? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let target = outputPath ?? "/dev/null"
+        posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, path, &actions, nil, argv, envp)
+        guard result == 0 else { throw ChildProcessError(message: "cannot start \(path): \(String(cString: strerror(result)))") }
+        pid = child
+    }
+
+    public func signal(_ signal: Int32) {
+        if exitStatus == nil { kill(pid, signal) }
+    }
+
+    /// The exit code (128 + signal when killed by one), or nil while it runs.
+    public var exitStatus: Int32? {
+        exit.withLock { status in
+            if let status { return status }
+            var raw: Int32 = 0
+            guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
+            status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            return status
+        }
+    }
+
+    /// Waits for the exit; nil if it still runs after `timeout`.
+    public func wait(timeout: Duration = .seconds(3600)) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while exitStatus == nil {
+            guard ContinuousClock.now < deadline else { return nil }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return exitStatus
+    }
+
+    /// Runs a command to the end and returns its exit code.
+    public static func run(_ path: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+                           outputPath: String? = nil) async throws -> Int32 {
+        let process = try ChildProcess(path, arguments, environment: environment, outputPath: outputPath)
+        return await process.wait() ?? -1
+    }
+
+    deinit {
+        if exitStatus == nil { kill(pid, SIGKILL); _ = waitpid(pid, nil, 0) }
+    }
+}
+
+public struct ChildProcessError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}

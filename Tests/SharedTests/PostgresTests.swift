@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+@testable import Shared
+
+@Suite struct PostgresTests {
+    @Test func arrayParametersSurviveQuotesBackslashesNullsAndUnicode() async throws {
+        let q = try await TestQueue.make()
+        let values: [String?] = [#"a "quoted" \ back"#, nil, "NULL", "", "{,}", "Zürich 👗", "line\nbreak"]
+        let rows = try await q.pool.query("SELECT x FROM unnest($1::text[]) WITH ORDINALITY AS u(x, n) ORDER BY n",
+                                          [PostgresArray(values)]).rows
+        #expect(rows.map { $0["x"] } == values)
+    }
+
+    @Test func serverErrorsCarryTheirSQLState() async throws {
+        let q = try await TestQueue.make()
+        await #expect {
+            try await q.pool.query("SELECT * FROM no_such_table")
+        } throws: { error in
+            guard case PostgresError.server(let state, let message, _) = error else { return false }
+            return state == "42P01" && message.contains("no_such_table")
+        }
+    }
+
+    @Test func badConnectionStringsAreRefusedBeforeConnecting() {
+        #expect(throws: PostgresError.self) { try PostgresConnection.validate(conninfo: "host=localhost nonsense_option=1") }
+        #expect(throws: PostgresError.self) { try PostgresConnection.validate(conninfo: "postgresql://a:b@[bad") }
+        #expect(throws: Never.self) { try PostgresConnection.validate(conninfo: "") }
+    }
+
+    @Test func connectionErrorsDoNotRevealThePassword() async throws {
+        await #expect {
+            _ = try await PostgresConnection.connect("postgresql://postgres:hunter2secret@127.0.0.1:1/x")
+        } throws: { error in
+            guard case PostgresError.connectionFailed(let message) = error else { return false }
+            return !message.contains("hunter2secret") && !"\(error)".contains("hunter2secret")
+        }
+    }
+
+    /// The pool and the listener both come back by themselves after the server restarts.
+    @Test func poolAndListenerReconnectAfterServerRestart() async throws {
+        let cluster = try await PostgresCluster.makePrivate()
+        defer { Task { await cluster.destroy() } }
+        let url = try await cluster.makeDatabase()
+        let pool = PostgresPool(conninfo: url, maxConnections: 2)
+        #expect(try await pool.query("SELECT 1 AS one").rows[0].int("one") == 1)
+        let listener = PostgresListener(conninfo: url, channels: ["probe"], logger: testLogger)
+        listener.start()
+        defer { listener.stop() }
+        var events = listener.events.makeAsyncIterator()
+        #expect(await events.next() == .connected)
+
+        try await cluster.restart()
+
+        let value = try await pool.withRetry { try await $0.query("SELECT 2 AS two").rows[0].int("two") }
+        #expect(value == 2)
+        #expect(await events.next() == .connected)
+        try await pool.query("SELECT pg_notify('probe', 'after restart')")
+        #expect(await events.next() == .notification(channel: "probe", payload: "after restart"))
+    }
+}
+
+@Suite struct MigratorTests {
+    @Test func tenProcessesMigratingAtOnceApplyEachVersionOnce() async throws {
+        let cluster = PostgresCluster.shared
+        let name = "m_\(UUID().uuidString.prefix(8).lowercased())"
+        try await PostgresConnection.connect(cluster.adminURL).query("CREATE DATABASE \(name)")
+        let url = cluster.url(database: name)
+        let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
+            for _ in 0..<10 { group.addTask { try await Migrator(logger: testLogger).migrate(conninfo: url) } }
+            return try await group.reduce(into: [Int]()) { $0 += $1 }
+        }
+        #expect(applied == Migrations.all.map(\.version))
+        let pool = PostgresPool(conninfo: url, maxConnections: 1)
+        let versions = try await pool.query("SELECT version FROM schema_migrations ORDER BY version").rows.map { try $0.int("version") }
+        #expect(versions == Migrations.all.map(\.version))
+        // Running again applies nothing.
+        #expect(try await Migrator(logger: testLogger).migrate(conninfo: url).isEmpty)
+    }
+}
+
+@Suite struct ConfigurationTests {
+    @Test func defaultsApplyWhenNothingIsSet() throws {
+        let settings = try FleetSettings.load(from: [:], defaultConcurrency: [.drillNoop: 7])
+        #expect(settings.databaseURL == "")
+        #expect(settings.worker.concurrency == [.drillNoop: 7])
+        #expect(settings.worker.lease == .seconds(30))
+        #expect(settings.logLevel == .info && settings.logFormat == .json)
+    }
+
+    @Test func overridesAreRead() throws {
+        let settings = try FleetSettings.load(from: [
+            "FLEET_CONCURRENCY": "drill.noop=3, drill.script=9", "FLEET_LEASE_SECONDS": "5",
+            "FLEET_QUEUES": "renders,images", "FLEET_LOG_LEVEL": "DEBUG",
+        ])
+        #expect(settings.worker.concurrency == [.drillNoop: 3, .drillScript: 9])
+        #expect(settings.worker.lease == .seconds(5))
+        #expect(settings.worker.queues == ["renders", "images"])
+        #expect(settings.logLevel == .debug)
+    }
+
+    @Test(arguments: [
+        ("DATABASE_URL", "postgresql://x@[broken"),
+        ("FLEET_LEASE_SECONDS", "soon"),
+        ("FLEET_LEASE_SECONDS", "0"),
+        ("FLEET_CONCURRENCY", "drill.noop"),
+        ("FLEET_CONCURRENCY", "image.resize=2"),
+        ("FLEET_LOG_LEVEL", "loud"),
+        ("FLEET_DB_POOL_SIZE", "-1"),
+        ("FLEET_QUEUES", "a,,b"),
+    ])
+    func aBadSettingNamesItsVariable(variable: String, value: String) {
+        #expect {
+            _ = try FleetSettings.load(from: [variable: value])
+        } throws: { error in
+            (error as? ConfigurationError)?.variable == variable && "\(error)".contains(variable)
+        }
+    }
+}

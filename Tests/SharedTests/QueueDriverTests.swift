@@ -1,0 +1,247 @@
+import Foundation
+import Testing
+@testable import Shared
+
+/// The driver's contract, statement by statement, against a real PostgreSQL.
+@Suite struct QueueDriverTests {
+    let owner = "test-worker"
+
+    func claim(_ q: TestQueue, _ slots: [JobKind: Int], owner: String? = nil, lease: Duration = .seconds(30)) async throws -> [ClaimedJob] {
+        try await q.driver.jobClaim(ClaimRequest(owner: owner ?? self.owner, lease: lease, slots: slots))
+    }
+
+    @Test func claimsInPriorityThenRunAtOrder() async throws {
+        let q = try await TestQueue.make()
+        let low = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 5))
+        let high = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 0))
+        let mid = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 2))
+        let claimed = try await claim(q, [.drillNoop: 10])
+        #expect(claimed.map(\.id) == [high.id, mid.id, low.id])
+        #expect(claimed.allSatisfy { $0.attempt == 1 })
+    }
+
+    @Test func claimTakesNoMoreThanTheFreeSlots() async throws {
+        let q = try await TestQueue.make()
+        _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillNoop) })
+        _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillScript) })
+        let claimed = try await claim(q, [.drillNoop: 3, .drillScript: 2])
+        #expect(claimed.filter { $0.kind == .drillNoop }.count == 3)
+        #expect(claimed.filter { $0.kind == .drillScript }.count == 2)
+    }
+
+    @Test func delayedJobWaitsForItsTime() async throws {
+        let q = try await TestQueue.make()
+        _ = try await q.queue.enqueue(NewJob(kind: .drillNoop, delay: .milliseconds(600)))
+        #expect(try await claim(q, [.drillNoop: 1]).isEmpty)
+        try await Task.sleep(for: .milliseconds(700))
+        #expect(try await claim(q, [.drillNoop: 1]).count == 1)
+    }
+
+    @Test func concurrentClaimsNeverShareAJob() async throws {
+        let q = try await TestQueue.make()
+        _ = try await q.queue.enqueue((0..<500).map { _ in NewJob(kind: .drillNoop) })
+        let batches = try await withThrowingTaskGroup(of: [Int64].self) { group in
+            for worker in 0..<8 {
+                group.addTask { try await claim(q, [.drillNoop: 100], owner: "w\(worker)").map(\.id) }
+            }
+            return try await group.reduce(into: [[Int64]]()) { $0.append($1) }
+        }
+        let all = batches.flatMap { $0 }
+        #expect(all.count == 500)
+        #expect(Set(all).count == 500)
+    }
+
+    @Test func idempotencyKeyReturnsTheFirstJob() async throws {
+        let q = try await TestQueue.make()
+        let first = try await q.queue.enqueue(NewJob(kind: .drillNoop, idempotencyKey: "render-42"))
+        let again = try await q.queue.enqueue(NewJob(kind: .drillNoop, payload: #"{"other":true}"#, idempotencyKey: "render-42"))
+        #expect(first.isNew)
+        #expect(!again.isNew)
+        #expect(again.id == first.id)
+        // Within one batch, and mixed with unkeyed jobs, results stay in input order.
+        let batch = try await q.queue.enqueue([
+            NewJob(kind: .drillNoop), NewJob(kind: .drillNoop, idempotencyKey: "k1"),
+            NewJob(kind: .drillNoop, idempotencyKey: "render-42"), NewJob(kind: .drillNoop, idempotencyKey: "k1"),
+            NewJob(kind: .drillNoop),
+        ])
+        #expect(batch.map(\.isNew) == [true, true, false, false, true])
+        #expect(batch[2].id == first.id)
+        #expect(batch[3].id == batch[1].id)
+        #expect(batch[0].id < batch[4].id)
+        #expect(try await q.states()[.available] == 4)
+    }
+
+    @Test func concurrentDuplicatesMakeOneJob() async throws {
+        let q = try await TestQueue.make()
+        let ids = try await withThrowingTaskGroup(of: EnqueuedJob.self) { group in
+            for _ in 0..<20 {
+                group.addTask { try await q.queue.enqueue(NewJob(kind: .drillNoop, idempotencyKey: "same")) }
+            }
+            return try await group.reduce(into: [EnqueuedJob]()) { $0.append($1) }
+        }
+        #expect(Set(ids.map(\.id)).count == 1)
+        #expect(ids.filter(\.isNew).count == 1)
+        #expect(try await q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == 1)
+    }
+
+    @Test func enqueueRefusesBadJobsWithClearErrors() async throws {
+        let q = try await TestQueue.make()
+        await #expect(throws: QueueError.unknownKind("image.resize")) { try await q.queue.enqueue(NewJob(kind: "image.resize")) }
+        await #expect(throws: QueueError.invalidJob("payload must be a JSON object")) {
+            try await q.queue.enqueue(NewJob(kind: .drillNoop, payload: "{not json"))
+        }
+        await #expect(throws: QueueError.invalidJob("priority 12 is outside 0...9")) {
+            try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 12))
+        }
+        // A bad job anywhere in a batch enqueues nothing.
+        await #expect(throws: QueueError.self) { try await q.queue.enqueue([NewJob(kind: .drillNoop), NewJob(kind: "nope")]) }
+        #expect(try await q.states().isEmpty)
+    }
+
+    @Test func finishIsACompareAndSetOnOwnerAndAttempt() async throws {
+        let q = try await TestQueue.make()
+        let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        let claimed = try #require(try await claim(q, [.drillNoop: 1]).first)
+        let stranger = try await q.driver.jobFinishMany(owner: "someone-else", outcomes: [
+            JobOutcome(jobID: job.id, attempt: 1, kind: .completed(result: nil))])
+        let staleAttempt = try await q.driver.jobFinishMany(owner: owner, outcomes: [
+            JobOutcome(jobID: job.id, attempt: 7, kind: .completed(result: nil))])
+        #expect(stranger.isEmpty && staleAttempt.isEmpty)
+        let applied = try await q.driver.jobFinishMany(owner: owner, outcomes: [
+            JobOutcome(jobID: claimed.id, attempt: claimed.attempt, kind: .completed(result: #"{"ok":true}"#))])
+        #expect(applied == [job.id])
+        // A second outcome for the same attempt changes nothing.
+        let twice = try await q.driver.jobFinishMany(owner: owner, outcomes: [
+            JobOutcome(jobID: claimed.id, attempt: claimed.attempt, kind: .dead(error: "late", code: nil))])
+        #expect(twice.isEmpty)
+        let record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .completed)
+        #expect(record.result == #"{"ok": true}"#)
+        #expect(record.finishedAt != nil && record.leaseOwner == nil)
+    }
+
+    @Test func retryWaitsThenDeadKeepsEveryError() async throws {
+        let q = try await TestQueue.make()
+        let job = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 2))
+        let first = try #require(try await claim(q, [.drillNoop: 1]).first)
+        _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [
+            JobOutcome(jobID: job.id, attempt: first.attempt, kind: .retry(error: "boom 1", code: "E1", retryIn: .milliseconds(400)))])
+        var record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .available)
+        #expect(record.runAt > Date().addingTimeInterval(0.2))
+        #expect(try await claim(q, [.drillNoop: 1]).isEmpty)
+        try await Task.sleep(for: .milliseconds(500))
+        let second = try #require(try await claim(q, [.drillNoop: 1]).first)
+        #expect(second.attempt == 2)
+        _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [
+            JobOutcome(jobID: job.id, attempt: 2, kind: .dead(error: "boom 2", code: nil))])
+        record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .dead)
+        #expect(record.errors.map(\.error) == ["boom 1", "boom 2"])
+        #expect(record.errors.map(\.attempt) == [1, 2])
+        #expect(record.errors[0].code == "E1" && record.errors[0].worker == owner)
+    }
+
+    @Test func returnedJobDoesNotSpendAnAttempt() async throws {
+        let q = try await TestQueue.make()
+        let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        _ = try await claim(q, [.drillNoop: 1])
+        _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [JobOutcome(jobID: job.id, attempt: 1, kind: .returned)])
+        let record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .available && record.attempt == 0 && record.errors.isEmpty)
+    }
+
+    @Test func cancelQueuedRunningAndFinishedJobs() async throws {
+        let q = try await TestQueue.make()
+        let queued = try await q.queue.enqueue(NewJob(kind: .drillScript))
+        #expect(try await q.queue.cancel(id: queued.id) == .cancelled)
+        #expect(try await q.queue.job(id: queued.id)?.state == .cancelled)
+        #expect(try await q.queue.cancel(id: queued.id) == .alreadyFinished(.cancelled))
+        #expect(try await q.queue.cancel(id: 999_999) == .notFound)
+
+        let listener = PostgresListener(conninfo: q.url, channels: [QueueChannel.control], logger: testLogger)
+        listener.start()
+        defer { listener.stop() }
+        var events = listener.events.makeAsyncIterator()
+        #expect(await events.next() == .connected)
+        let running = try await q.queue.enqueue(NewJob(kind: .drillScript))
+        _ = try await claim(q, [.drillScript: 1])
+        #expect(try await q.queue.cancel(id: running.id) == .requested(owner: owner))
+        #expect(await events.next() == .notification(channel: QueueChannel.control, payload: "cancel \(running.id) \(owner)"))
+        let renewal = try await q.driver.jobExtendLeases(owner: owner, ids: [running.id], lease: .seconds(30))
+        #expect(renewal.kept == [running.id] && renewal.cancelRequested == [running.id])
+    }
+
+    @Test func leasesRenewOnlyForTheirOwner() async throws {
+        let q = try await TestQueue.make()
+        let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        _ = try await claim(q, [.drillNoop: 1], lease: .seconds(1))
+        let mine = try await q.driver.jobExtendLeases(owner: owner, ids: [job.id], lease: .seconds(60))
+        let theirs = try await q.driver.jobExtendLeases(owner: "other", ids: [job.id], lease: .seconds(60))
+        #expect(mine.kept == [job.id] && mine.cancelRequested.isEmpty)
+        #expect(theirs.kept.isEmpty)
+        try await Task.sleep(for: .milliseconds(1200))
+        #expect(try await q.driver.jobRescueExpired(limit: 10).isEmpty)
+    }
+
+    @Test func rescuerPutsBackExpiredLeasesAndCountsTheAttempt() async throws {
+        let q = try await TestQueue.make()
+        let retryable = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 3))
+        let lastChance = try await q.queue.enqueue(NewJob(kind: .drillScript, maxAttempts: 1))
+        _ = try await claim(q, [.drillNoop: 1, .drillScript: 1], lease: .milliseconds(300))
+        #expect(try await q.driver.jobRescueExpired(limit: 10).isEmpty)
+        try await Task.sleep(for: .milliseconds(400))
+        let rescued = try await q.driver.jobRescueExpired(limit: 10)
+        #expect(Set(rescued.map(\.state)) == [.available, .dead])
+        let again = try #require(try await q.queue.job(id: retryable.id))
+        #expect(again.state == .available && again.attempt == 1)
+        #expect(again.errors.first?.code == "LEASE_EXPIRED")
+        #expect(again.errors.first?.error.contains(owner) == true)
+        #expect(try await q.queue.job(id: lastChance.id)?.state == .dead)
+        // The worker that lost the lease can no longer finish the attempt.
+        let late = try await q.driver.jobFinishMany(owner: owner, outcomes: [
+            JobOutcome(jobID: retryable.id, attempt: 1, kind: .completed(result: nil))])
+        #expect(late.isEmpty)
+        #expect(try await claim(q, [.drillNoop: 1]).first?.attempt == 2)
+    }
+
+    @Test func prunerDeletesOnlyOldFinishedJobs() async throws {
+        let q = try await TestQueue.make()
+        let jobs = try await q.queue.enqueue((0..<4).map { _ in NewJob(kind: .drillNoop) })
+        _ = try await q.queue.cancel(id: jobs[0].id)
+        _ = try await q.queue.cancel(id: jobs[1].id)
+        try await q.pool.query("UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id = $1", [jobs[0].id])
+        let deleted = try await Pruner(driver: q.driver, logger: testLogger).runOnce()
+        #expect(deleted == 1)
+        #expect(try await q.queue.job(id: jobs[0].id) == nil)
+        #expect(try await q.queue.job(id: jobs[1].id)?.state == .cancelled)
+        #expect(try await q.states()[.available] == 2)
+    }
+
+    @Test func unknownKindEndsDeadWithAClearError() async throws {
+        let q = try await TestQueue.make()
+        try await q.pool.query("INSERT INTO jobs (kind, created_at) VALUES ('image.resize', now() - interval '1 hour'), ('image.resize', now())")
+        let sweeper = UnknownKindSweeper(driver: q.driver, grace: .seconds(600), logger: testLogger)
+        let killed = try await sweeper.runOnce()
+        #expect(killed.count == 1)
+        let record = try #require(try await q.queue.job(id: killed[0]))
+        #expect(record.state == .dead)
+        #expect(record.errors.first?.code == "UNKNOWN_KIND")
+        #expect(record.errors.first?.error == "unknown job kind 'image.resize': no worker of this fleet handles it")
+    }
+
+    /// The claim must stay an index scan on the partial index as finished rows pile up.
+    @Test func claimReadsThePartialIndex() async throws {
+        let q = try await TestQueue.make()
+        try await q.pool.query("""
+            INSERT INTO jobs (kind, state, finished_at) SELECT 'drill.noop', 'completed', now() FROM generate_series(1, 20000);
+            INSERT INTO jobs (kind) SELECT 'drill.noop' FROM generate_series(1, 50);
+            ANALYZE jobs;
+            """)
+        let plan = try await q.pool.query("""
+            EXPLAIN SELECT id FROM jobs WHERE state = 'available' AND kind = 'drill.noop' AND run_at <= now()
+            ORDER BY priority, run_at, id LIMIT 10 FOR UPDATE SKIP LOCKED
+            """).rows.compactMap { $0["QUERY PLAN"] }.joined(separator: "\n")
+        #expect(plan.contains("jobs_claim_idx"), "\(plan)")
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+@testable import Shared
+
+/// A `fleet-drill` worker process, started from the build folder beside the test bundle.
+final class DrillProcess: Sendable {
+    let child: ChildProcess
+    let logPath: String
+
+    init(databaseURL: String, executionLog: String? = nil, environment: [String: String] = [:]) throws {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fleet-drill").path
+        let binary = FileManager.default.fileExists(atPath: beside) ? beside : packageRoot.appendingPathComponent(".build/debug/fleet-drill").path
+        var env = ProcessInfo.processInfo.environment
+        env["DATABASE_URL"] = databaseURL
+        env["FLEET_LOG_LEVEL"] = env["FLEET_LOG_LEVEL"] ?? "warning"
+        env["FLEET_POLL_INTERVAL_MS"] = "200"
+        env["FLEET_RETRY_BASE_MS"] = "50"
+        for (key, value) in environment { env[key] = value }
+        logPath = temporaryPath("fleet-drill") + ".log"
+        child = try ChildProcess(binary, executionLog.map { ["--execution-log", $0] } ?? [], environment: env, outputPath: logPath)
+    }
+
+    func signal(_ signal: Int32) { child.signal(signal) }
+
+    func wait(timeout: Duration = .seconds(30)) async -> Int32? { await child.wait(timeout: timeout) }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+}
+
+/// Reads an execution log: how many times each job id ran.
+func executionCounts(_ path: String) -> [Int64: Int] {
+    let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    var counts: [Int64: Int] = [:]
+    for line in text.split(separator: "\n") {
+        if let id = line.split(separator: " ").first.flatMap({ Int64($0) }) { counts[id, default: 0] += 1 }
+    }
+    return counts
+}
+
+func temporaryPath(_ name: String) -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8))").path
+}

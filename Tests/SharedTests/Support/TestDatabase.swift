@@ -1,0 +1,106 @@
+import Foundation
+import Logging
+@testable import Shared
+
+/// The package's root folder, found from this file's path.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent()
+
+let testLogger: Logger = {
+    var logger = Logger(label: "test")
+    logger.logLevel = .critical
+    return logger
+}()
+
+/// A PostgreSQL cluster started by the project's own `scripts/pg.sh`.
+struct PostgresCluster: Sendable {
+    let directory: String
+    let port: Int
+
+    /// The shared test cluster: `FLEET_TEST_DATABASE_URL` when the test script set it,
+    /// otherwise `.data/test-postgres`, started on first use.
+    static let shared = PostgresCluster(directory: packageRoot.appendingPathComponent(".data/test-postgres").path, port: 54330)
+
+    /// A cluster of its own, for tests that restart the server.
+    static func makePrivate() async throws -> PostgresCluster {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-pg-\(UUID().uuidString.prefix(8))").path
+        let cluster = PostgresCluster(directory: directory, port: Int.random(in: 40_000...49_999))
+        try await cluster.start()
+        return cluster
+    }
+
+    /// Starts the shared cluster once per test run, unless the test script already did.
+    private static let sharedStart = Task {
+        if ProcessInfo.processInfo.environment["FLEET_TEST_DATABASE_URL"] == nil { try await shared.start() }
+    }
+
+    static func startSharedOnce() async { _ = await sharedStart.result }
+
+    var adminURL: String { "postgresql://postgres@127.0.0.1:\(port)/postgres" }
+
+    func url(database: String) -> String { "postgresql://postgres@127.0.0.1:\(port)/\(database)" }
+
+    func start() async throws { try await script("start") }
+    func restart() async throws { try await script("restart") }
+
+    /// Stops the server and deletes its folder.
+    func destroy() async {
+        try? await script("stop")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func script(_ command: String) async throws {
+        let status = try await ChildProcess.run(packageRoot.appendingPathComponent("scripts/pg.sh").path,
+                                                [command, "--dir", directory, "--port", "\(port)", "--fast"])
+        guard status == 0 else { throw TestFailure("scripts/pg.sh \(command) exited \(status)") }
+    }
+
+    /// A fresh, migrated database; each test gets its own so tests run in parallel.
+    func makeDatabase() async throws -> String {
+        if self.directory == PostgresCluster.shared.directory { await PostgresCluster.startSharedOnce() }
+        let name = "t_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
+        let admin = try await PostgresConnection.connect(adminURL)
+        try await admin.query("CREATE DATABASE \(name)")
+        let url = url(database: name)
+        try await Migrator(logger: testLogger).migrate(conninfo: url)
+        return url
+    }
+}
+
+/// A migrated database on the shared cluster, with a pool and a queue over it.
+struct TestQueue: Sendable {
+    let url: String
+    let pool: PostgresPool
+    let driver: PostgresQueueDriver
+    let queue: JobQueue
+
+    static func make(cluster: PostgresCluster = .shared) async throws -> TestQueue {
+        let url = try await cluster.makeDatabase()
+        let pool = PostgresPool(conninfo: url, maxConnections: 10)
+        let driver = PostgresQueueDriver(pool: pool)
+        return TestQueue(url: url, pool: pool, driver: driver, queue: JobQueue(driver: driver))
+    }
+
+    /// Counts of jobs per state.
+    func states() async throws -> [JobState: Int] {
+        var counts: [JobState: Int] = [:]
+        for row in try await pool.query("SELECT state::text, count(*) AS n FROM jobs GROUP BY state").rows {
+            counts[JobState(rawValue: try row.string("state"))!] = try row.int("n")
+        }
+        return counts
+    }
+
+    /// Waits until `condition` holds, polling; fails the test after `timeout`.
+    func waitUntil(timeout: Duration = .seconds(60), _ what: String, _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !(try await condition()) {
+            guard ContinuousClock.now < deadline else { throw TestFailure("timed out waiting for \(what); states: \(try await states())") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+@testable import Shared
+
+/// Counts how many of its jobs run at once.
+final class GaugeHandler: JobHandler {
+    let kind = JobKind.drillNoop
+    private let gauge = Mutex((now: 0, peak: 0, done: 0))
+
+    var peak: Int { gauge.withLock { $0.peak } }
+    var done: Int { gauge.withLock { $0.done } }
+
+    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+        gauge.withLock { $0.now += 1; $0.peak = max($0.peak, $0.now) }
+        try await Task.sleep(for: .milliseconds(50))
+        gauge.withLock { $0.now -= 1; $0.done += 1 }
+        return nil
+    }
+}
+
+/// A worker runtime running in this process, stopped by a graceful shutdown.
+struct RunningWorker {
+    let runtime: WorkerRuntime
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+
+    init(_ q: TestQueue, handlers: [any JobHandler], concurrency: [JobKind: Int], grace: Duration = .seconds(5)) {
+        runtime = WorkerRuntime(
+            executable: "test-worker",
+            configuration: WorkerConfiguration(concurrency: concurrency, lease: .seconds(30), pollInterval: .milliseconds(200),
+                                               shutdownGrace: grace, retry: RetryPolicy(base: .milliseconds(20))),
+            driver: q.driver, conninfo: q.url, handlers: handlers, logger: testLogger)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: runtime)], logger: testLogger))
+        self.group = group
+        task = Task { try await group.run() }
+    }
+
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+}
+
+@Suite struct WorkerRuntimeTests {
+    func script(_ script: ScriptHandler.Script, maxAttempts: Int = 5) throws -> NewJob {
+        try NewJob(kind: .drillScript, encoding: script, maxAttempts: maxAttempts)
+    }
+
+    @Test func concurrencyPerKindIsNeverExceeded() async throws {
+        let q = try await TestQueue.make()
+        let gauge = GaugeHandler()
+        let worker = RunningWorker(q, handlers: [gauge], concurrency: [.drillNoop: 3])
+        _ = try await q.queue.enqueue((0..<30).map { _ in NewJob(kind: .drillNoop) })
+        try await q.waitUntil("all done") { try await q.states()[.completed] == 30 }
+        try await worker.stop()
+        #expect(gauge.peak == 3)
+        #expect(gauge.done == 30)
+    }
+
+    @Test func failuresRetryThenCompleteOrEndDead() async throws {
+        let q = try await TestQueue.make()
+        let worker = RunningWorker(q, handlers: [ScriptHandler()], concurrency: [.drillScript: 4])
+        let flaky = try await q.queue.enqueue(script(.init(failAttempts: 2)))
+        let hopeless = try await q.queue.enqueue(script(.init(failAttempts: 10), maxAttempts: 3))
+        let permanent = try await q.queue.enqueue(script(.init(permanent: true)))
+        let malformed = try await q.queue.enqueue(NewJob(kind: .drillScript, payload: #"{"sleepMs": "soon"}"#))
+        try await q.waitUntil("all ended") { try await q.states()[.available, default: 0] + q.states()[.running, default: 0] == 0 }
+        try await worker.stop()
+
+        let flakyRecord = try #require(try await q.queue.job(id: flaky.id))
+        #expect(flakyRecord.state == .completed && flakyRecord.attempt == 3 && flakyRecord.errors.count == 2)
+        let hopelessRecord = try #require(try await q.queue.job(id: hopeless.id))
+        #expect(hopelessRecord.state == .dead && hopelessRecord.attempt == 3)
+        #expect(hopelessRecord.errors.map(\.error) == (1...3).map { "scripted failure on attempt \($0)" })
+        let permanentRecord = try #require(try await q.queue.job(id: permanent.id))
+        #expect(permanentRecord.state == .dead && permanentRecord.attempt == 1)
+        #expect(permanentRecord.errors.first?.code == "DRILL_PERMANENT")
+        let malformedRecord = try #require(try await q.queue.job(id: malformed.id))
+        #expect(malformedRecord.state == .dead && malformedRecord.attempt == 1)
+        #expect(malformedRecord.errors.first?.code == "MALFORMED_PAYLOAD")
+        #expect(malformedRecord.errors.first?.error.contains("sleepMs") == true)
+    }
+
+    @Test func cancellingARunningJobStopsItsHandler() async throws {
+        let q = try await TestQueue.make()
+        let worker = RunningWorker(q, handlers: [ScriptHandler()], concurrency: [.drillScript: 2])
+        let job = try await q.queue.enqueue(script(.init(sleepMs: 60_000)))
+        try await q.waitUntil("running") { try await q.states()[.running] == 1 }
+        let started = ContinuousClock.now
+        #expect(try await q.queue.cancel(id: job.id) == .requested(owner: worker.runtime.id))
+        try await q.waitUntil("cancelled") { try await q.queue.job(id: job.id)?.state == .cancelled }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        try await worker.stop()
+    }
+
+    @Test func gracefulShutdownFinishesShortJobsAndHandsBackTheRest() async throws {
+        let q = try await TestQueue.make()
+        let worker = RunningWorker(q, handlers: [ScriptHandler()], concurrency: [.drillScript: 10], grace: .milliseconds(800))
+        let short = try await q.queue.enqueue((0..<4).map { _ in try script(.init(sleepMs: 200)) })
+        let long = try await q.queue.enqueue((0..<3).map { _ in try script(.init(sleepMs: 60_000)) })
+        let stubborn = try await q.queue.enqueue(script(.init(sleepMs: 4_000, ignoreCancel: true)))
+        try await q.waitUntil("all running") { try await q.states()[.running] == 8 }
+        let stopping = ContinuousClock.now
+        try await worker.stop()
+        #expect(ContinuousClock.now - stopping < .seconds(4))
+        for job in short { #expect(try await q.queue.job(id: job.id)?.state == .completed) }
+        for job in long + [stubborn] {
+            let record = try #require(try await q.queue.job(id: job.id))
+            #expect(record.state == .available && record.attempt == 0 && record.leaseOwner == nil)
+        }
+    }
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Starts the fleet on the embedded default: installs the Debian packages if missing,
+# starts a local PostgreSQL under .data/postgres (unless DATABASE_URL is set), builds,
+# runs the dispatcher and the workers, sends a batch of drill jobs through the queue and
+# prints what happened. With --serve the fleet keeps running until Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+serve=0
+[ "${1:-}" = "--serve" ] && serve=1
+scripts/install-deps.sh
+if [ -z "${DATABASE_URL:-}" ]; then
+  DATABASE_URL=$(scripts/pg.sh start)
+  export DATABASE_URL
+  echo "embedded PostgreSQL: $DATABASE_URL (stop it with scripts/pg.sh stop)"
+fi
+export FLEET_STORAGE_ROOT=${FLEET_STORAGE_ROOT:-$PWD/.data/images}
+export FLEET_LOG_FORMAT=${FLEET_LOG_FORMAT:-json}
+echo "building (release)..."
+swift build -c release >/dev/null
+bin=$(swift build -c release --show-bin-path)
+logs=.data/logs
+mkdir -p "$logs" "$FLEET_STORAGE_ROOT"
+"$bin/dispatcher" migrate 2>>"$logs/dispatcher.log"
+
+pids=()
+stop_fleet() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap stop_fleet EXIT
+for executable in dispatcher render-worker image-worker fleet-drill; do
+  "$bin/$executable" 2>>"$logs/$executable.log" &
+  pids+=($!)
+  echo "started $executable (pid $!), log: $logs/$executable.log"
+done
+
+echo "sending 2,000 drill jobs through the queue..."
+"$bin/fleet-bench" smoke --jobs 2000
+if [ "$serve" -eq 1 ]; then
+  echo "fleet running; Ctrl-C stops it"
+  wait
+fi
