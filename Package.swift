@@ -54,7 +54,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "FleetBench",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            exclude: ["peers"]
         ),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "FleetDrill"]),
     ]

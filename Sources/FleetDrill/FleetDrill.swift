@@ -18,10 +18,6 @@ struct FleetDrill: AsyncParsableCommand {
     var executionLog: String?
 
     func run() async throws {
-        let settings = try FleetProcess.bootstrap(defaultConcurrency: [.drillNoop: 256, .drillScript: 64])
-        let log = ExecutionLog(path: executionLog)
-        try await FleetProcess.runWorker(
-            executable: "fleet-drill", settings: settings,
-            handlers: [NoopHandler(executions: log), ScriptHandler(executions: log)])
+        try await DrillWorker.run(executable: "fleet-drill", executionLog: executionLog)
     }
 }

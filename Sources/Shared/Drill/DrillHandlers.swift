@@ -84,3 +84,16 @@ public func wallClockNanoseconds() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &time)
     return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
 }
+
+/// The drill worker process: the fleet's runtime with the synthetic kinds only.
+public enum DrillWorker {
+    public static let defaultConcurrency: [JobKind: Int] = [.drillNoop: 256, .drillScript: 64]
+
+    public static func run(executable: String, executionLog: String?) async throws {
+        let settings = try FleetProcess.bootstrap(defaultConcurrency: defaultConcurrency)
+        let log = ExecutionLog(path: executionLog)
+        try await FleetProcess.runWorker(
+            executable: executable, settings: settings,
+            handlers: [NoopHandler(executions: log), ScriptHandler(executions: log)])
+    }
+}
