@@ -213,6 +213,13 @@ class Workers:
         self.procs.clear()
 
 
+def overridden(settings: dict, a: argparse.Namespace) -> dict:
+    for key in ("batch_size", "max_concurrent_tasks"):
+        if getattr(a, key) is not None:
+            settings[key] = getattr(a, key)
+    return settings
+
+
 async def clean(q: Queries) -> None:
     await q.clear_queue()  # TRUNCATE pgqueuer
     await q.clear_queue_log()  # TRUNCATE pgqueuer_log
@@ -246,10 +253,7 @@ async def cmd_drain(a: argparse.Namespace, conn: asyncpg.Connection, workers: Wo
     q = Queries(AsyncpgDriver(stamped))  # type: ignore[arg-type]
     await clean(q)
     any_left = f"SELECT EXISTS (SELECT 1 FROM {queue_table(q)})"  # cheap poll
-    for key in ("batch_size", "max_concurrent_tasks"):
-        if getattr(a, key) is not None:
-            DRAIN_SETTINGS[key] = getattr(a, key)
-    await workers.start(a, a.workers, DRAIN_SETTINGS)
+    await workers.start(a, a.workers, overridden(DRAIN_SETTINGS, a))
     await asyncio.sleep(0.3)  # all workers idle on LISTEN
     eps, payloads, prios = ["noop"] * a.jobs, [b"x"] * a.jobs, [0] * a.jobs
     await q.enqueue(eps, payloads, prios)  # one statement, one commit
@@ -278,7 +282,7 @@ async def cmd_drain(a: argparse.Namespace, conn: asyncpg.Connection, workers: Wo
 async def cmd_latency(a: argparse.Namespace, conn: asyncpg.Connection, workers: Workers) -> dict:
     q = queries_for(conn)
     await clean(q)
-    await workers.start(a, 1, LATENCY_SETTINGS)
+    await workers.start(a, 1, overridden(LATENCY_SETTINGS, a))
     worker = workers.procs[0]
     await asyncio.sleep(0.3)
     samples: list[float] = []
@@ -333,10 +337,11 @@ def main() -> int:
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--timeout", type=float, default=300.0)
-    p.add_argument("--batch-size", type=int, help="override DRAIN_SETTINGS (for sweeps)")
-    p.add_argument("--max-concurrent-tasks", type=int, help="override; 0 = unlimited")
     p = sub.add_parser("latency")
     p.add_argument("--samples", type=int, default=200)
+    for p in (sub.choices["drain"], sub.choices["latency"]):  # for settings sweeps only
+        p.add_argument("--batch-size", type=int, help="override the built-in setting")
+        p.add_argument("--max-concurrent-tasks", type=int, help="override; 0 = unlimited")
     p = sub.add_parser("worker")  # internal: one QueueManager process
     p.add_argument("--batch-size", type=int, required=True)
     p.add_argument("--max-concurrent-tasks", type=int, default=0)

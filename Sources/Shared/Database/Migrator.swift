@@ -29,7 +29,6 @@ public struct Migrator: Sendable {
     }
 
     private func applyPending(on connection: PostgresConnection) async throws -> [Int] {
-        try await connection.query("SET client_min_messages = warning")
         try await connection.query("""
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 version integer PRIMARY KEY,

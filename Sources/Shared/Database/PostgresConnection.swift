@@ -64,6 +64,8 @@ public final class PostgresConnection: Sendable {
             PQfinish(handle)
             throw PostgresError.connectionFailed(message)
         }
+        // Server notices ("relation already exists, skipping") are not for the fleet's logs.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
         return handle
     }
 

@@ -89,7 +89,10 @@ public struct PostgresQueueDriver: QueueDriver {
             )
             UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, lease_owner = $3,
                 lease_expires_at = now() + make_interval(secs => $4), started_at = now()
-            FROM picked WHERE jobs.id = picked.id
+            -- The claim's commit need not wait for the disk: if a crash loses it, the job is simply
+            -- claimed again, and the completion (which does wait) of the lost claim is refused.
+            FROM picked, (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
+            WHERE jobs.id = picked.id
             RETURNING jobs.id, jobs.kind, jobs.queue, jobs.priority, jobs.attempt, jobs.max_attempts, jobs.payload,
                 extract(epoch FROM jobs.created_at) AS created_at
             """, [

@@ -116,7 +116,8 @@ public final class WorkerRuntime: Service, Sendable {
                 let jobs = try await driver.jobClaim(ClaimRequest(
                     owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues))
                 failureDelay = .milliseconds(100)
-                start(jobs, requested: slots.values.reduce(0, +))
+                logger.trace("claimed", metadata: ["count": "\(jobs.count)", "requested": "\(slots.values.reduce(0, +))"])
+                start(jobs, requested: slots)
             } catch {
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: failureDelay)
@@ -126,10 +127,15 @@ public final class WorkerRuntime: Service, Sendable {
         }
     }
 
-    private func start(_ jobs: [ClaimedJob], requested: Int) {
-        for job in jobs { Counter(label: "fleet_jobs_claimed_total", dimensions: [("kind", job.kind.rawValue)]).increment() }
+    private func start(_ jobs: [ClaimedJob], requested: [JobKind: Int]) {
+        var claimed: [JobKind: Int] = [:]
+        for job in jobs { claimed[job.kind, default: 0] += 1 }
+        for (kind, count) in claimed {
+            Counter(label: "fleet_jobs_claimed_total", dimensions: [("kind", kind.rawValue)]).increment(by: count)
+        }
         state.withLock { state in
-            state.backlog = jobs.count == requested
+            // A kind that filled every slot asked for probably has more waiting.
+            state.backlog = requested.contains { claimed[$0.key, default: 0] == $0.value }
             for job in jobs {
                 state.free[job.kind, default: 0] -= 1
                 state.running[job.id] = RunningJob(job: job, task: Task { await self.execute(job) })
