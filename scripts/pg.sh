@@ -24,6 +24,7 @@ while [ $# -gt 0 ]; do
     *) echo "pg.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+dir=$(realpath -m "$dir")
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -n "$bin" ] || { echo "pg.sh: PostgreSQL server binaries not found; run scripts/install-deps.sh" >&2; exit 1; }
 url="postgresql://postgres@127.0.0.1:$port/wearbloom"

@@ -2,7 +2,7 @@
 """Benchmark driver for the PyPI queue library pgqueuer (1.6.0, asyncpg driver).
 
 fleet-bench runs this file as a subprocess to measure pgqueuer on the same
-PostgreSQL, in the same run, as our own queue.  Usage:
+PostgreSQL, in the same run, as our own queue:
 
     python pgqueuer_driver.py --dsn DSN install
     python pgqueuer_driver.py --dsn DSN enqueue --jobs 100000 --batch 1000
@@ -10,37 +10,38 @@ PostgreSQL, in the same run, as our own queue.  Usage:
     python pgqueuer_driver.py --dsn DSN latency --samples 200
 
 Every command prints exactly one JSON object as the LAST line of stdout (logs
-go to stderr); on failure that object has an "error" key and the exit code is
-non-zero.
+go to stderr).  On failure that object is {"error": ..., "command": ...} and
+the exit code is 1.
 
 What is measured, and why it is fair:
-  * install: uninstall + install of pgqueuer's own schema (Queries.uninstall /
-    Queries.install, i.e. what `pgq uninstall && pgq install` does), with
-    pgqueuer's default durability ("durable": all tables LOGGED, like ours).
-  * enqueue: N no-op jobs in batches of B, one Queries.enqueue(list, list, list)
-    call per batch (one INSERT ... UNNEST statement = one transaction).  Only
-    the enqueue calls are timed; building the lists is not.  Afterwards the
-    queue and log tables are truncated so the next command starts clean.
+  * install: Queries.uninstall() + Queries.install(), i.e. `pgq uninstall &&
+    pgq install`, with pgqueuer's default durability "durable" (all tables
+    LOGGED, WAL + fsync on commit, like ours).
+  * enqueue: N no-op jobs ("noop", payload b"x") in batches of B, one
+    Queries.enqueue(list, list, list) call per batch (one INSERT ... UNNEST
+    statement, one commit).  Only the enqueue calls are timed, not building
+    the lists.  This command truncates pgqueuer's queue and log tables before
+    and after, so every command starts and ends with empty tables.
   * drain: W worker *processes* (this script, hidden `worker` command), each a
     QueueManager on its own asyncpg connection with a no-op async entrypoint.
-    Workers first prove their LISTEN connection works (a NOTIFY health-check
-    round trip) and report READY; only then are all N jobs enqueued in ONE
-    batched call.  The clock starts when that call (its commit) returns and
-    stops when pgqueuer's queue table is empty; pgqueuer deletes a job from it
-    and writes its 'successful' log row in the same statement, which is
-    verified afterwards (exactly N successful log rows).  Throughput settings
-    are chosen to give pgqueuer its best result on a 2-core box (see
-    DRAIN_SETTINGS), and reported in the output JSON.
-  * latency: one idle worker woken by pgqueuer's default LISTEN/NOTIFY
-    mechanism (dequeue_timeout is 30 s, so polling cannot explain the numbers).
-    Per sample: time.time_ns() goes into the payload, one job is enqueued, the
-    handler computes time.time_ns() - sent at entry and reports it on its
-    stdout pipe; the next sample is sent ~15 ms after the previous one was seen.
-    A few warm-up samples are discarded.
+    A worker reports READY only after its LISTEN connection got its own NOTIFY
+    health check back.  Then all N jobs are enqueued in ONE call (one commit;
+    workers can see nothing before it).  The clock starts when that statement
+    returned from PostgreSQL (before pgqueuer's Python-side id conversion) and
+    stops when pgqueuer's queue table is empty (polled every 10 ms with a cheap
+    EXISTS): pgqueuer deletes a finished job and writes its 'successful' log
+    row in one statement; exactly N such rows are verified afterwards.
+    Settings are the best of a sweep (DRAIN_SETTINGS) and reported in the JSON.
+  * latency: one idle worker, woken by pgqueuer's default LISTEN/NOTIFY (its
+    fallback poll is 30 s, so polling cannot explain the numbers).  Per sample
+    time.time_ns() goes into the payload, ONE job is enqueued, the handler
+    reports time.time_ns() - sent at entry over its stdout pipe, and the next
+    sample follows ~15 ms after this one was seen.  5 warm-up samples are
+    discarded.  enqueue_p50/p99_ms show the enqueue commit alone.
 
-All worker processes are started by this script, terminated by pid (SIGTERM,
-then SIGKILL after 5 s) in a finally block, and exit by themselves if their
-parent dies.  No network is used except the given DSN.
+Workers are started by this script only, stopped by pid (SIGTERM, SIGKILL after
+5 s) in a finally block, and exit on their own if this process dies.  No
+network is used except the given DSN.
 """
 from __future__ import annotations
 
@@ -61,17 +62,22 @@ from pgqueuer.models import Job
 
 log = logging.getLogger("pgqueuer_driver")
 
-# Best throughput found on the 2-core bench box (see the report for the sweep):
-# batch_size 10..100 all land within a few %; unlimited max_concurrent_tasks
-# (None) avoids the per-worker budget CTE in the dequeue query, a bounded value
-# must be >= 2 * batch_size (pgqueuer's rule).  One asyncpg connection per
-# worker (AsyncpgDriver), as in pgqueuer's docs.
-DRAIN_SETTINGS = {"batch_size": 50, "max_concurrent_tasks": 0, "dequeue_timeout_s": 30.0}
-# Latency: wake-up is LISTEN/NOTIFY; the 30 s dequeue_timeout is only a fallback.
-LATENCY_SETTINGS = {"batch_size": 10, "max_concurrent_tasks": 0, "dequeue_timeout_s": 30.0}
-COMMON_SETTINGS = {"driver": "AsyncpgDriver (1 asyncpg connection per worker process)",
-                   "durability": "durable (pgqueuer default)", "heartbeat_timeout_s": 30.0,
-                   "log_aggregation_interval_s": 30.0, "pgqueuer": None}
+# Drain: best of a sweep on the 2-core bench box (20k jobs, W=1/2, batch_size
+# 10/25/50/100/200/500, max_concurrent_tasks unlimited vs 2-4x batch_size,
+# AsyncpgDriver vs AsyncpgPoolDriver).  batch_size dominates: 10 -> ~6k jobs/s,
+# 50 -> ~20k, 200 -> ~23k with 2 workers; 500 is within noise of 200.  A bounded
+# max_concurrent_tasks (pgqueuer requires >= 2 * batch_size) adds a per-worker
+# budget CTE to every dequeue and was never faster than unlimited (0 -> None,
+# pgqueuer's default).  A pool driver was not faster than one connection.
+DRAIN_SETTINGS = {"batch_size": 200, "max_concurrent_tasks": 0, "dequeue_timeout_s": 30.0}
+# Latency: batch_size 1 makes pgqueuer's status-log buffer (max_size =
+# batch_size) flush right after each job rather than on its ~100 ms timer,
+# where it can collide with the next sample; p50/p99 came out a bit better
+# than with batch_size 10.
+LATENCY_SETTINGS = {"batch_size": 1, "max_concurrent_tasks": 0, "dequeue_timeout_s": 30.0}
+COMMON_SETTINGS = {"driver": "AsyncpgDriver (one asyncpg connection per worker process)",
+                   "wakeup": "LISTEN/NOTIFY", "durability": "durable (pgqueuer default)",
+                   "heartbeat_timeout_s": 30.0, "log_aggregation_interval_s": 30.0}
 READY_TIMEOUT_S = 30.0
 LATENCY_WARMUP = 5
 
@@ -80,20 +86,9 @@ class BenchError(Exception):
     pass
 
 
-def emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def queries_for(conn: asyncpg.Connection) -> Queries:
-    return Queries(AsyncpgDriver(conn))
-
-
 class StampedConnection:
-    """Duck-typed asyncpg connection for the parent's AsyncpgDriver that records
-    when each fetch returned (= the enqueue statement has committed), before
-    pgqueuer converts the 20k returned ids in Python, so that conversion time
-    is not hidden from the drain clock."""
+    """asyncpg connection stand-in for the parent's AsyncpgDriver: remembers
+    when the last fetch came back from PostgreSQL (= the statement committed)."""
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn, self.returned_at = conn, 0.0
@@ -107,24 +102,11 @@ class StampedConnection:
         return await self.conn.execute(query, *args)
 
 
-def queue_table(q: Queries) -> str:
-    return q.qbe.settings.qualified.queue_table
-
-
-def log_table(q: Queries) -> str:
-    return q.qbe.settings.qualified.queue_table_log
-
-
 # ----------------------------------------------------------------- worker side
 async def cmd_worker(a: argparse.Namespace) -> None:
-    if os.environ.get("PGQ_POOL"):
-        from pgqueuer import AsyncpgPoolDriver
-        conn = await asyncpg.create_pool(a.dsn, min_size=2, max_size=int(os.environ["PGQ_POOL"]))
-        qm = QueueManager(Queries(AsyncpgPoolDriver(conn)))
-    else:
-        conn = await asyncpg.connect(a.dsn)
-        qm = QueueManager(queries_for(conn))
-    out = sys.stdout
+    conn = await asyncpg.connect(a.dsn)
+    qm = QueueManager(Queries(AsyncpgDriver(conn)))
+    out = sys.stdout  # protocol pipe to the parent: "READY", "LAT <ns>"
 
     @qm.entrypoint("noop")
     async def noop(job: Job) -> None:
@@ -132,8 +114,7 @@ async def cmd_worker(a: argparse.Namespace) -> None:
 
     @qm.entrypoint("latency")
     async def latency(job: Job) -> None:
-        delta = time.time_ns() - int(job.payload or b"0")
-        out.write(f"LAT {delta}\n")
+        out.write(f"LAT {time.time_ns() - int(job.payload or b'0')}\n")
         out.flush()
 
     loop = asyncio.get_running_loop()
@@ -144,8 +125,7 @@ async def cmd_worker(a: argparse.Namespace) -> None:
         batch_size=a.batch_size,
         max_concurrent_tasks=a.max_concurrent_tasks or None,
         dequeue_timeout=timedelta(seconds=a.dequeue_timeout)))
-    # Ready = our LISTEN connection has received our own health-check NOTIFY.
-    while not run.done():
+    while not run.done():  # ready = our own health-check NOTIFY came back
         try:
             await qm.listener_healthy(timeout=timedelta(seconds=1))
             break
@@ -155,9 +135,9 @@ async def cmd_worker(a: argparse.Namespace) -> None:
         await asyncio.sleep(0.2)  # let the first (empty) dequeue finish: idle
         out.write("READY\n")
         out.flush()
-    while not run.done():  # exit on our own if the parent process is gone
+    while not run.done():
         await asyncio.wait({run}, timeout=0.5)
-        if os.getppid() != parent:
+        if os.getppid() != parent:  # orphaned: the parent is gone
             qm.shutdown.set()
     await run
     await conn.close()
@@ -167,21 +147,21 @@ async def cmd_worker(a: argparse.Namespace) -> None:
 class Workers:
     """Worker subprocesses started by this process; stopped by pid."""
 
-    def __init__(self) -> None:
-        self.procs: list[asyncio.subprocess.Process] = []
+    def __init__(self, dsn: str) -> None:
+        self.dsn, self.procs = dsn, []
 
-    async def start(self, a: argparse.Namespace, n: int, settings: dict) -> None:
+    async def start(self, n: int, settings: dict) -> None:
         for _ in range(n):
             self.procs.append(await asyncio.create_subprocess_exec(
-                sys.executable, os.path.abspath(__file__), "--dsn", a.dsn, "worker",
+                sys.executable, os.path.abspath(__file__), "--dsn", self.dsn, "worker",
                 "--batch-size", str(settings["batch_size"]),
                 "--max-concurrent-tasks", str(settings["max_concurrent_tasks"]),
                 "--dequeue-timeout", str(settings["dequeue_timeout_s"]),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE))
         for p in self.procs:
-            line = await self.readline(p, READY_TIMEOUT_S)
-            if line != "READY":
+            if (line := await self.readline(p, READY_TIMEOUT_S)) != "READY":
                 raise BenchError(f"worker {p.pid} not ready: {line!r}")
+        await asyncio.sleep(0.3)  # every worker idle in its LISTEN wait
         log.info("%d worker(s) ready: pids %s", n, [p.pid for p in self.procs])
 
     @staticmethod
@@ -207,17 +187,22 @@ class Workers:
             try:
                 await asyncio.wait_for(p.wait(), 5.0)
             except asyncio.TimeoutError:
-                log.warning("worker %d ignored SIGTERM, killing", p.pid)
+                log.warning("worker %d ignored SIGTERM, killing it", p.pid)
                 p.kill()
                 await p.wait()
         self.procs.clear()
 
 
-def overridden(settings: dict, a: argparse.Namespace) -> dict:
-    for key in ("batch_size", "max_concurrent_tasks"):
-        if getattr(a, key) is not None:
-            settings[key] = getattr(a, key)
-    return settings
+def settings_for(base: dict, a: argparse.Namespace) -> dict:
+    overrides = {k: getattr(a, k) for k in ("batch_size", "max_concurrent_tasks")
+                 if getattr(a, k, None) is not None}
+    return {**base, **overrides}
+
+
+def pct(values: list[float], p: int) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return round(ordered[max(0, -(-len(ordered) * p // 100) - 1)], 3)
 
 
 async def clean(q: Queries) -> None:
@@ -225,15 +210,13 @@ async def clean(q: Queries) -> None:
     await q.clear_queue_log()  # TRUNCATE pgqueuer_log
 
 
-async def cmd_install(a: argparse.Namespace, conn: asyncpg.Connection) -> dict:
-    q = queries_for(conn)
+async def cmd_install(a, q: Queries, db, workers) -> dict:
     await q.uninstall()  # DROP ... IF EXISTS of every pgqueuer object
     await q.install()
     return {"ok": True}
 
 
-async def cmd_enqueue(a: argparse.Namespace, conn: asyncpg.Connection) -> dict:
-    q = queries_for(conn)
+async def cmd_enqueue(a, q: Queries, db, workers) -> dict:
     await clean(q)
     elapsed, done = 0.0, 0
     while done < a.jobs:
@@ -243,83 +226,76 @@ async def cmd_enqueue(a: argparse.Namespace, conn: asyncpg.Connection) -> dict:
         await q.enqueue(eps, payloads, prios)
         elapsed += time.perf_counter() - t0
         done += n
-    await clean(q)  # leave the tables empty for the next command
+    await clean(q)
     return {"metric": "enqueue", "value": round(a.jobs / elapsed, 1), "unit": "jobs/s",
             "jobs": a.jobs, "batch": a.batch, "seconds": round(elapsed, 4)}
 
 
-async def cmd_drain(a: argparse.Namespace, conn: asyncpg.Connection, workers: Workers) -> dict:
-    stamped = StampedConnection(conn)
-    q = Queries(AsyncpgDriver(stamped))  # type: ignore[arg-type]
+async def cmd_drain(a, q: Queries, db: StampedConnection, workers: Workers) -> dict:
+    settings = settings_for(DRAIN_SETTINGS, a)
+    table = q.qbe.settings.qualified.queue_table
     await clean(q)
-    any_left = f"SELECT EXISTS (SELECT 1 FROM {queue_table(q)})"  # cheap poll
-    await workers.start(a, a.workers, overridden(DRAIN_SETTINGS, a))
-    await asyncio.sleep(0.3)  # all workers idle on LISTEN
+    await workers.start(a.workers, settings)
     eps, payloads, prios = ["noop"] * a.jobs, [b"x"] * a.jobs, [0] * a.jobs
     await q.enqueue(eps, payloads, prios)  # one statement, one commit
-    t0 = stamped.returned_at
-    log.info("enqueue returned; pgqueuer's id conversion took %.1f ms",
-             (time.perf_counter() - t0) * 1e3)
+    t0 = db.returned_at  # the enqueue statement came back = committed
     deadline = t0 + a.timeout
-    while await conn.fetchval(any_left):
+    while await db.conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
         if time.perf_counter() > deadline:
-            left = await conn.fetchval(f"SELECT count(*) FROM {queue_table(q)}")
+            left = await db.conn.fetchval(f"SELECT count(*) FROM {table}")
             raise BenchError(f"drain timed out after {a.timeout} s with {left} jobs left")
         workers.check_alive()
         await asyncio.sleep(0.01)
     seconds = time.perf_counter() - t0
-    ok = await conn.fetchval(
-        f"SELECT count(*) FROM {log_table(q)} WHERE status = 'successful'")
+    ok = await db.conn.fetchval(f"SELECT count(*) FROM {q.qbe.settings.qualified.queue_table_log}"
+                             " WHERE status = 'successful'")
     if ok != a.jobs:
-        raise BenchError(f"expected {a.jobs} successful jobs in the log, found {ok}")
+        raise BenchError(f"expected {a.jobs} successful jobs in pgqueuer's log, found {ok}")
     await workers.stop()
     await clean(q)
     return {"metric": "drain", "value": round(a.jobs / seconds, 1), "unit": "jobs/s",
             "workers": a.workers, "jobs": a.jobs, "seconds": round(seconds, 4),
-            "settings": {**COMMON_SETTINGS, **DRAIN_SETTINGS}}
+            "settings": {**COMMON_SETTINGS, **settings}}
 
 
-async def cmd_latency(a: argparse.Namespace, conn: asyncpg.Connection, workers: Workers) -> dict:
-    q = queries_for(conn)
+async def cmd_latency(a, q: Queries, db, workers: Workers) -> dict:
+    settings = settings_for(LATENCY_SETTINGS, a)
     await clean(q)
-    await workers.start(a, 1, overridden(LATENCY_SETTINGS, a))
-    worker = workers.procs[0]
-    await asyncio.sleep(0.3)
-    samples: list[float] = []
+    await workers.start(1, settings)
+    samples, enqueue_ms = [], []
     for i in range(LATENCY_WARMUP + a.samples):
+        t0 = time.perf_counter()
         await q.enqueue("latency", str(time.time_ns()).encode())
-        line = await workers.readline(worker, 5.0)
+        t1 = time.perf_counter()
+        line = await workers.readline(workers.procs[0], 5.0)
         if not line.startswith("LAT "):
             raise BenchError(f"unexpected worker output {line!r}")
         if i >= LATENCY_WARMUP:
             samples.append(int(line[4:]) / 1e6)
+            enqueue_ms.append((t1 - t0) * 1e3)
         await asyncio.sleep(0.015)
     await workers.stop()
     await clean(q)
-    samples.sort()
+    return {"p50_ms": pct(samples, 50), "p99_ms": pct(samples, 99),
+            "max_ms": round(max(samples), 3), "samples": len(samples),
+            "enqueue_p50_ms": pct(enqueue_ms, 50), "enqueue_p99_ms": pct(enqueue_ms, 99),
+            "settings": {**COMMON_SETTINGS, **settings}}
 
-    def pct(p: float) -> float:  # nearest-rank percentile
-        return round(samples[max(0, -(-len(samples) * p // 100) - 1)], 3)
 
-    return {"p50_ms": pct(50), "p99_ms": pct(99), "max_ms": round(samples[-1], 3),
-            "samples": len(samples), "settings": {**COMMON_SETTINGS, **LATENCY_SETTINGS}}
+COMMANDS = {"install": cmd_install, "enqueue": cmd_enqueue,
+            "drain": cmd_drain, "latency": cmd_latency}
 
 
 async def run_parent(a: argparse.Namespace) -> dict:
     task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     conn = await asyncpg.connect(a.dsn, timeout=10)
-    workers = Workers()
+    db = StampedConnection(conn)
+    q = Queries(AsyncpgDriver(db))  # type: ignore[arg-type]
+    workers = Workers(a.dsn)
     try:
-        if a.command == "install":
-            return await cmd_install(a, conn)
-        if a.command == "enqueue":
-            return await cmd_enqueue(a, conn)
-        if a.command == "drain":
-            return await cmd_drain(a, conn, workers)
-        return await cmd_latency(a, conn, workers)
+        return await COMMANDS[a.command](a, q, db, workers)
     finally:
         await asyncio.shield(workers.stop())
         await conn.close()
@@ -336,10 +312,10 @@ def main() -> int:
     p = sub.add_parser("drain")
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--timeout", type=float, default=300.0, help="give up after this (s)")
     p = sub.add_parser("latency")
     p.add_argument("--samples", type=int, default=200)
-    for p in (sub.choices["drain"], sub.choices["latency"]):  # for settings sweeps only
+    for p in (sub.choices["drain"], sub.choices["latency"]):  # for settings sweeps
         p.add_argument("--batch-size", type=int, help="override the built-in setting")
         p.add_argument("--max-concurrent-tasks", type=int, help="override; 0 = unlimited")
     p = sub.add_parser("worker")  # internal: one QueueManager process
@@ -356,14 +332,15 @@ def main() -> int:
     import pgqueuer
     COMMON_SETTINGS["pgqueuer"] = pgqueuer.__version__
     try:
-        emit(asyncio.run(run_parent(a)))
-        return 0
+        result = asyncio.run(run_parent(a))
     except BaseException as e:  # noqa: BLE001 - the JSON line must always be printed
-        msg = "interrupted" if isinstance(e, (asyncio.CancelledError, KeyboardInterrupt)) else (
-            f"{type(e).__name__}: {e}")
-        log.error("%s failed: %s", a.command, msg)
-        emit({"error": msg, "command": a.command})
-        return 1
+        cancelled = isinstance(e, (asyncio.CancelledError, KeyboardInterrupt))
+        result = {"error": "interrupted" if cancelled else f"{type(e).__name__}: {e}",
+                  "command": a.command}
+        log.error("%s failed: %s", a.command, result["error"])
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 1 if "error" in result else 0
 
 
 if __name__ == "__main__":
