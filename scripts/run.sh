@@ -15,11 +15,11 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 export FLEET_STORAGE_ROOT=${FLEET_STORAGE_ROOT:-$PWD/.data/images}
 export FLEET_LOG_FORMAT=${FLEET_LOG_FORMAT:-json}
-echo "building (release)..."
-swift build -c release >/dev/null
-bin=$(swift build -c release --show-bin-path)
 logs=.data/logs
 mkdir -p "$logs" "$FLEET_STORAGE_ROOT"
+echo "building (release; log in $logs/build.log)..."
+swift build -c release >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; exit 1; }
+bin=$(swift build -c release --show-bin-path)
 "$bin/dispatcher" migrate 2>>"$logs/dispatcher.log"
 
 pids=()
