@@ -61,10 +61,7 @@ import Testing
 
 @Suite struct MigratorTests {
     @Test func tenProcessesMigratingAtOnceApplyEachVersionOnce() async throws {
-        let cluster = PostgresCluster.shared
-        let name = "m_\(UUID().uuidString.prefix(8).lowercased())"
-        try await PostgresConnection.connect(cluster.adminURL).query("CREATE DATABASE \(name)")
-        let url = cluster.url(database: name)
+        let url = try await PostgresCluster.shared.makeEmptyDatabase()
         let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
             for _ in 0..<10 { group.addTask { try await Migrator(logger: testLogger).migrate(conninfo: url) } }
             return try await group.reduce(into: [Int]()) { $0 += $1 }

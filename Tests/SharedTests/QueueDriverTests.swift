@@ -31,9 +31,9 @@ import Testing
 
     @Test func delayedJobWaitsForItsTime() async throws {
         let q = try await TestQueue.make()
-        _ = try await q.queue.enqueue(NewJob(kind: .drillNoop, delay: .milliseconds(600)))
+        _ = try await q.queue.enqueue(NewJob(kind: .drillNoop, delay: .seconds(60)))
         #expect(try await claim(q, [.drillNoop: 1]).isEmpty)
-        try await Task.sleep(for: .milliseconds(700))
+        try await q.travelInTime(.seconds(61))
         #expect(try await claim(q, [.drillNoop: 1]).count == 1)
     }
 
@@ -125,12 +125,12 @@ import Testing
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 2))
         let first = try #require(try await claim(q, [.drillNoop: 1]).first)
         _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [
-            JobOutcome(jobID: job.id, attempt: first.attempt, kind: .retry(error: "boom 1", code: "E1", retryIn: .milliseconds(400)))])
+            JobOutcome(jobID: job.id, attempt: first.attempt, kind: .retry(error: "boom 1", code: "E1", retryIn: .seconds(60)))])
         var record = try #require(try await q.queue.job(id: job.id))
         #expect(record.state == .available)
-        #expect(record.runAt > Date().addingTimeInterval(0.2))
+        #expect(record.runAt > Date().addingTimeInterval(50))
         #expect(try await claim(q, [.drillNoop: 1]).isEmpty)
-        try await Task.sleep(for: .milliseconds(500))
+        try await q.travelInTime(.seconds(61))
         let second = try #require(try await claim(q, [.drillNoop: 1]).first)
         #expect(second.attempt == 2)
         _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [
@@ -175,12 +175,12 @@ import Testing
     @Test func leasesRenewOnlyForTheirOwner() async throws {
         let q = try await TestQueue.make()
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
-        _ = try await claim(q, [.drillNoop: 1], lease: .seconds(1))
-        let mine = try await q.driver.jobExtendLeases(owner: owner, ids: [job.id], lease: .seconds(60))
-        let theirs = try await q.driver.jobExtendLeases(owner: "other", ids: [job.id], lease: .seconds(60))
+        _ = try await claim(q, [.drillNoop: 1], lease: .seconds(30))
+        let mine = try await q.driver.jobExtendLeases(owner: owner, ids: [job.id], lease: .seconds(120))
+        let theirs = try await q.driver.jobExtendLeases(owner: "other", ids: [job.id], lease: .seconds(1))
         #expect(mine.kept == [job.id] && mine.cancelRequested.isEmpty)
         #expect(theirs.kept.isEmpty)
-        try await Task.sleep(for: .milliseconds(1200))
+        try await q.travelInTime(.seconds(60))
         #expect(try await q.driver.jobRescueExpired(limit: 10).isEmpty)
     }
 
@@ -188,9 +188,9 @@ import Testing
         let q = try await TestQueue.make()
         let retryable = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 3))
         let lastChance = try await q.queue.enqueue(NewJob(kind: .drillScript, maxAttempts: 1))
-        _ = try await claim(q, [.drillNoop: 1, .drillScript: 1], lease: .milliseconds(300))
+        _ = try await claim(q, [.drillNoop: 1, .drillScript: 1], lease: .seconds(30))
         #expect(try await q.driver.jobRescueExpired(limit: 10).isEmpty)
-        try await Task.sleep(for: .milliseconds(400))
+        try await q.travelInTime(.seconds(31))
         let rescued = try await q.driver.jobRescueExpired(limit: 10)
         #expect(Set(rescued.map(\.state)) == [.available, .dead])
         let again = try #require(try await q.queue.job(id: retryable.id))

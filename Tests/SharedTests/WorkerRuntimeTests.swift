@@ -67,7 +67,7 @@ struct RunningWorker {
         let hopeless = try await q.queue.enqueue(script(.init(failAttempts: 10), maxAttempts: 3))
         let permanent = try await q.queue.enqueue(script(.init(permanent: true)))
         let malformed = try await q.queue.enqueue(NewJob(kind: .drillScript, payload: #"{"sleepMs": "soon"}"#))
-        try await q.waitUntil("all ended") { try await q.states()[.available, default: 0] + q.states()[.running, default: 0] == 0 }
+        try await q.waitUntil("all ended") { try await q.states().keys.allSatisfy(\.isTerminal) }
         try await worker.stop()
 
         let flakyRecord = try #require(try await q.queue.job(id: flaky.id))

@@ -11,6 +11,9 @@ public final class PostgresConnection: Sendable {
     private nonisolated(unsafe) let handle: OpaquePointer
     private let queue: DispatchQueue
     private let broken = Mutex(false)
+    /// Statement text → prepared statement name, only touched on `queue`. The fleet's
+    /// statements are fixed strings, so this stays small.
+    private nonisolated(unsafe) var prepared: [String: String] = [:]
 
     private init(handle: OpaquePointer, queue: DispatchQueue) {
         self.handle = handle
@@ -107,27 +110,46 @@ public final class PostgresConnection: Sendable {
 
     private func execute(_ sql: String, _ parameters: [String?]) throws -> PostgresResult {
         // Without parameters the simple protocol runs it, which also allows several statements.
-        let result = parameters.isEmpty
-            ? PQexec(handle, sql)
-            : withOptionalCStringArray(parameters) { values in
-                PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0)
+        // With parameters the statement is prepared once per connection: parsing and planning
+        // the hot statements (claim, finish) on every call would cost more than running them.
+        let result: OpaquePointer?
+        if parameters.isEmpty {
+            result = PQexec(handle, sql)
+        } else {
+            let name = try prepare(sql, parameterCount: parameters.count)
+            result = withOptionalCStringArray(parameters) { values in
+                PQexecPrepared(handle, name, Int32(parameters.count), values, nil, nil, 0)
             }
+        }
         guard let result else { throw lostConnection() }
         defer { PQclear(result) }
         switch PQresultStatus(result) {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
             return decode(result)
         default:
-            if PQstatus(handle) != CONNECTION_OK { throw lostConnection() }
-            let field = { (code: Character) -> String? in
-                PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
-            }
-            throw PostgresError.server(
-                sqlState: field("C") ?? "XX000",
-                message: field("M") ?? String(cString: PQresultErrorMessage(result)),
-                detail: field("D")
-            )
+            throw error(from: result)
         }
+    }
+
+    private func prepare(_ sql: String, parameterCount: Int) throws -> String {
+        if let name = prepared[sql] { return name }
+        let name = "fleet_\(prepared.count)"
+        guard let result = PQprepare(handle, name, sql, Int32(parameterCount), nil) else { throw lostConnection() }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw error(from: result) }
+        prepared[sql] = name
+        return name
+    }
+
+    private func error(from result: OpaquePointer) -> PostgresError {
+        if PQstatus(handle) != CONNECTION_OK { return lostConnection() }
+        let field = { (code: Character) -> String? in
+            PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
+        }
+        return .server(
+            sqlState: field("C") ?? "XX000",
+            message: field("M") ?? String(cString: PQresultErrorMessage(result)),
+            detail: field("D"))
     }
 
     private func lostConnection() -> PostgresError {

@@ -29,6 +29,14 @@ struct PostgresCluster: Sendable {
         return cluster
     }
 
+    /// A fresh database with no tables.
+    func makeEmptyDatabase() async throws -> String {
+        if directory == PostgresCluster.shared.directory { await PostgresCluster.startSharedOnce() }
+        let name = "t_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
+        try await PostgresConnection.connect(adminURL).query("CREATE DATABASE \(name)")
+        return url(database: name)
+    }
+
     /// Starts the shared cluster once per test run, unless the test script already did.
     private static let sharedStart = Task {
         if ProcessInfo.processInfo.environment["FLEET_TEST_DATABASE_URL"] == nil { try await shared.start() }
@@ -57,11 +65,7 @@ struct PostgresCluster: Sendable {
 
     /// A fresh, migrated database; each test gets its own so tests run in parallel.
     func makeDatabase() async throws -> String {
-        if self.directory == PostgresCluster.shared.directory { await PostgresCluster.startSharedOnce() }
-        let name = "t_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
-        let admin = try await PostgresConnection.connect(adminURL)
-        try await admin.query("CREATE DATABASE \(name)")
-        let url = url(database: name)
+        let url = try await makeEmptyDatabase()
         try await Migrator(logger: testLogger).migrate(conninfo: url)
         return url
     }
@@ -79,6 +83,15 @@ struct TestQueue: Sendable {
         let pool = PostgresPool(conninfo: url, maxConnections: 10)
         let driver = PostgresQueueDriver(pool: pool)
         return TestQueue(url: url, pool: pool, driver: driver, queue: JobQueue(driver: driver))
+    }
+
+    /// Moves every job's clock back by `interval`, as if that much time had passed: delays,
+    /// backoffs and leases run out without the test sleeping.
+    func travelInTime(_ interval: Duration) async throws {
+        try await pool.query("""
+            UPDATE jobs SET run_at = run_at - make_interval(secs => $1),
+                lease_expires_at = lease_expires_at - make_interval(secs => $1)
+            """, [interval.seconds])
     }
 
     /// Counts of jobs per state.
