@@ -87,8 +87,13 @@ import Testing
     @Test func enqueueRefusesBadJobsWithClearErrors() async throws {
         let q = try await TestQueue.make()
         await #expect(throws: QueueError.unknownKind("image.resize")) { try await q.queue.enqueue(NewJob(kind: "image.resize")) }
-        await #expect(throws: QueueError.invalidJob("payload must be a JSON object")) {
-            try await q.queue.enqueue(NewJob(kind: .drillNoop, payload: "{not json"))
+        for payload in ["{not json", "[1, 2]", "\"text\"", ""] {
+            await #expect {
+                try await q.queue.enqueue(NewJob(kind: .drillNoop, payload: payload))
+            } throws: { error in
+                guard case QueueError.invalidJob(let reason) = error else { return false }
+                return reason.hasPrefix("payload must be a JSON object")
+            }
         }
         await #expect(throws: QueueError.invalidJob("priority 12 is outside 0...9")) {
             try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 12))

@@ -22,19 +22,24 @@ public struct PostgresArray: PostgresEncodable {
     public init<T: PostgresEncodable>(_ values: [T?]) { self.elements = values.map { $0?.postgresText } }
 
     public var postgresText: String {
-        var out = "{"
-        out.reserveCapacity(elements.count * 8 + 2)
+        // Byte by byte: batches of thousands of elements are encoded on the enqueue hot path.
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(elements.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
         for (index, element) in elements.enumerated() {
-            if index > 0 { out += "," }
-            guard let element else { out += "NULL"; continue }
-            out += "\""
-            for character in element.unicodeScalars {
-                if character == "\"" || character == "\\" { out += "\\" }
-                out.unicodeScalars.append(character)
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            guard let element else {
+                out.append(contentsOf: "NULL".utf8)
+                continue
             }
-            out += "\""
+            out.append(UInt8(ascii: "\""))
+            for byte in element.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
+            }
+            out.append(UInt8(ascii: "\""))
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

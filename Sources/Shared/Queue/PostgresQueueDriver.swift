@@ -26,14 +26,20 @@ public struct PostgresQueueDriver: QueueDriver {
             }
             unique.append(job)
         }
+        // ON CONFLICT makes every row a speculative insertion (extra locking and WAL), so only
+        // batches that carry keys pay for it.
+        let keyed = unique.contains { $0.idempotencyKey != nil }
+        let onConflict = keyed ? """
+            ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+                    DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
+            """ : ""
         let rows = try await pool.query("""
             WITH inserted AS (
                 INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key)
                 SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key
                 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::integer[], $5::float8[], $6::jsonb[], $7::text[])
                     AS input(kind, queue, priority, max_attempts, delay, payload, idempotency_key)
-                ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
-                    DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
+                \(onConflict)
                 RETURNING id, idempotency_key, kind, (xmax = 0) AS is_new
             ), notified AS (
                 SELECT count(*) AS kinds FROM (
