@@ -36,17 +36,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .target(
+            name: "FleetCommands",
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "ImageWorker",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "FleetDrill",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import FleetCommands
 import Shared
 
 @main
@@ -8,8 +9,8 @@ struct Dispatcher: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dispatcher",
         abstract: "The fleet's front door and clock: enqueue and status for backend services, queue maintenance.",
-        discussion: "Settings come from the environment (DATABASE_URL, FLEET_*); see docs/configuration.md.",
-        subcommands: [Run.self, Migrate.self, Enqueue.self, Job.self, Cancel.self],
+        discussion: settingsNote,
+        subcommands: [Run.self, MigrateCommand.self, Enqueue.self, Job.self, Cancel.self],
         defaultSubcommand: Run.self)
 }
 
@@ -24,15 +25,6 @@ struct Run: AsyncParsableCommand {
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
         logger.info("dispatcher started")
         try await FleetProcess.runServices([MaintenanceService(driver: PostgresQueueDriver(pool: pool), logger: logger)], logger: logger)
-    }
-}
-
-struct Migrate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply pending database migrations and exit.")
-
-    func run() async throws {
-        let settings = try FleetProcess.bootstrap()
-        try await FleetProcess.migrate(settings, logger: Logger(label: "dispatcher"))
     }
 }
 

@@ -3,7 +3,7 @@ import Shared
 
 /// pgqueuer (PyPI), driven by `peers/pgqueuer_driver.py` in a virtualenv the bench creates
 /// under `.bench/venv`, on the same database server as the fleet.
-struct PgqueuerPeer {
+struct PgqueuerPeer: QueueSystem {
     static let requirements = ["pgqueuer==1.6.0", "asyncpg==0.32.0"]
     let python: String
     let driver: String

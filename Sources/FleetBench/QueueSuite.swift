@@ -14,32 +14,27 @@ struct QueueSuite: AsyncParsableCommand {
     @Option(help: "Jobs per enqueue measurement.") var enqueueJobs = 100_000
     @Option(help: "Jobs per enqueue statement.") var batch = 5_000
     @Option(help: "Single jobs sent for the latency measurement.") var latencySamples = 300
-    @Option(help: "drill.noop jobs each fleet worker process runs at once.") var workerConcurrency = 512
+    @Option(help: "drill.noop jobs each fleet worker process runs at once.") var workerConcurrency = 1_000
     @Flag(help: "Measure the fleet only, not pgqueuer.") var skipPeers = false
 
     func run() async throws {
         let database = try await BenchDatabase.prepare()
         let fleet = FleetQueueBench(database: database, workerConcurrency: workerConcurrency)
         let peer = skipPeers ? nil : try await PgqueuerPeer.prepare(databaseURL: database.url)
+        var systems: [(name: String, system: any QueueSystem)] = [("fleet", fleet)]
+        if let peer { systems.append(("pgqueuer", peer)) }
         var report = Report()
         for round in 1...max(1, options.repeats) {
-            progress("round \(round)/\(options.repeats): fleet")
-            report.add("queue.enqueue.fleet", try await fleet.enqueueRate(jobs: enqueueJobs, batch: batch), unit: "jobs/s")
-            for workers in [1, 2] {
-                report.add("queue.drain_\(workers)p.fleet", try await fleet.drainRate(jobs: drainJobs, workers: workers), unit: "jobs/s")
+            for (name, system) in systems {
+                progress("round \(round)/\(options.repeats): \(name)")
+                report.add("queue.enqueue.\(name)", try await system.enqueueRate(jobs: enqueueJobs, batch: batch), unit: "jobs/s")
+                for workers in [1, 2] {
+                    report.add("queue.drain_\(workers)p.\(name)", try await system.drainRate(jobs: drainJobs, workers: workers), unit: "jobs/s")
+                }
+                let latency = try await system.startLatency(samples: latencySamples)
+                report.add("queue.latency_p50.\(name)", latency.p50, unit: "ms")
+                report.add("queue.latency_p99.\(name)", latency.p99, unit: "ms")
             }
-            let latency = try await fleet.startLatency(samples: latencySamples)
-            report.add("queue.latency_p50.fleet", latency.p50, unit: "ms")
-            report.add("queue.latency_p99.fleet", latency.p99, unit: "ms")
-            guard let peer else { continue }
-            progress("round \(round)/\(options.repeats): pgqueuer")
-            report.add("queue.enqueue.pgqueuer", try await peer.enqueueRate(jobs: enqueueJobs, batch: batch), unit: "jobs/s")
-            for workers in [1, 2] {
-                report.add("queue.drain_\(workers)p.pgqueuer", try await peer.drainRate(jobs: drainJobs, workers: workers), unit: "jobs/s")
-            }
-            let peerLatency = try await peer.startLatency(samples: latencySamples)
-            report.add("queue.latency_p50.pgqueuer", peerLatency.p50, unit: "ms")
-            report.add("queue.latency_p99.pgqueuer", peerLatency.p99, unit: "ms")
         }
         let rows = comparisons(report)
         if options.json {
@@ -73,8 +68,18 @@ struct QueueSuite: AsyncParsableCommand {
     }
 }
 
+/// A queue measured by the suite: the fleet or a peer.
+protocol QueueSystem {
+    /// Jobs per second enqueued in statements of `batch`.
+    func enqueueRate(jobs: Int, batch: Int) async throws -> Double
+    /// Jobs per second drained by `workers` idle worker processes, from the enqueue's commit.
+    func drainRate(jobs: Int, workers: Int) async throws -> Double
+    /// Milliseconds from just before enqueueing one job to its handler starting.
+    func startLatency(samples: Int) async throws -> (p50: Double, p99: Double)
+}
+
 /// The fleet's side of the queue suite.
-struct FleetQueueBench {
+struct FleetQueueBench: QueueSystem {
     let database: BenchDatabase
     let workerConcurrency: Int
     var queue: JobQueue { JobQueue(driver: PostgresQueueDriver(pool: database.pool)) }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Logging
+import FleetCommands
 import Shared
 
 @main
@@ -7,25 +7,13 @@ struct ImageWorker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "image-worker",
         abstract: "Normalises uploads and removes garment backgrounds.",
-        discussion: "Settings come from the environment (DATABASE_URL, FLEET_*); see docs/configuration.md.",
-        subcommands: [Run.self, Migrate.self],
+        discussion: settingsNote,
+        subcommands: [Run.self, MigrateCommand.self],
         defaultSubcommand: Run.self)
 }
 
-struct Run: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Claim and run jobs until SIGTERM or SIGINT, then drain.")
-
-    func run() async throws {
-        let settings = try FleetProcess.bootstrap()
-        try await FleetProcess.runWorker(executable: "image-worker", settings: settings, handlers: [])
-    }
-}
-
-struct Migrate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply pending database migrations and exit.")
-
-    func run() async throws {
-        let settings = try FleetProcess.bootstrap()
-        try await FleetProcess.migrate(settings, logger: Logger(label: "image-worker"))
-    }
+struct Run: WorkerRunCommand {
+    static let executable = "image-worker"
+    static let defaultConcurrency: [JobKind: Int] = [:]
+    static func handlers(settings: FleetSettings) -> [any JobHandler] { [] }
 }

@@ -267,6 +267,14 @@ public final class WorkerRuntime: Service, Sendable {
 
     // MARK: Shutdown
 
+    /// Polls `condition` on the state until it is false or `deadline` passes; a cancelled
+    /// task (a hard stop) does not wait at all.
+    private func waitWhile(until deadline: ContinuousClock.Instant, _ condition: (borrowing State) -> Bool) async {
+        while !Task.isCancelled && ContinuousClock.now < deadline && state.withLock({ condition($0) }) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     private func drain() async {
         state.withLock { $0.stopping = true }
         wakeContinuation.finish()
@@ -274,16 +282,12 @@ public final class WorkerRuntime: Service, Sendable {
         let deadline = clock.now + configuration.shutdownGrace
         let inFlight = state.withLock { $0.running.count }
         logger.info("draining", metadata: ["running": "\(inFlight)", "grace_s": "\(configuration.shutdownGrace.seconds)"])
-        while state.withLock({ !$0.running.isEmpty }) && clock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        await waitWhile(until: deadline) { $0.running.isEmpty == false }
         // Past the grace period: stop the rest and hand them back.
         let late = state.withLock { state in state.running.keys.map { $0 } }
         late.forEach { interrupt($0, as: .shutdown) }
         let windDown = clock.now + .seconds(1)
-        while state.withLock({ !$0.running.isEmpty }) && clock.now < windDown {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+        await waitWhile(until: windDown) { $0.running.isEmpty == false }
         // Handlers that ignore cancellation are abandoned; their jobs go back all the same.
         let stuck = state.withLock { state in
             let stuck = state.running.values.filter { !$0.finishing }.map(\.job)
@@ -292,10 +296,8 @@ public final class WorkerRuntime: Service, Sendable {
         }
         for job in stuck { await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: .returned)) }
         // Outcomes being recorded right now land in the recorder within moments.
-        while state.withLock({ $0.running.values.contains { $0.finishing && !stuck.map(\.id).contains($0.job.id) } })
-            && clock.now < windDown + .seconds(1) {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        let stuckIDs = Set(stuck.map(\.id))
+        await waitWhile(until: windDown + .seconds(1)) { $0.running.keys.contains { !stuckIDs.contains($0) } }
         await recorder.drain()
         if !late.isEmpty { logger.warning("handed back unfinished jobs", metadata: ["count": "\(late.count)"]) }
     }

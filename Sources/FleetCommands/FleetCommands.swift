@@ -1,0 +1,37 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Shared
+
+/// `migrate`, the same in every executable.
+public struct MigrateCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(commandName: "migrate", abstract: "Apply pending database migrations and exit.")
+
+    public init() {}
+
+    public func run() async throws {
+        let settings = try FleetProcess.bootstrap()
+        try await FleetProcess.migrate(settings, logger: Logger(label: ProcessInfo.processInfo.processName))
+    }
+}
+
+/// `run` of a worker executable: its name and its handlers are all that differ.
+public protocol WorkerRunCommand: AsyncParsableCommand {
+    static var executable: String { get }
+    static var defaultConcurrency: [JobKind: Int] { get }
+    static func handlers(settings: FleetSettings) throws -> [any JobHandler]
+}
+
+extension WorkerRunCommand {
+    public static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: "run", abstract: "Claim and run jobs until SIGTERM or SIGINT, then drain.")
+    }
+
+    public func run() async throws {
+        let settings = try FleetProcess.bootstrap(defaultConcurrency: Self.defaultConcurrency)
+        try await FleetProcess.runWorker(executable: Self.executable, settings: settings, handlers: try Self.handlers(settings: settings))
+    }
+}
+
+/// The note every executable's `--help` ends with.
+public let settingsNote = "Settings come from the environment (DATABASE_URL, FLEET_*); see docs/configuration.md."
