@@ -30,7 +30,9 @@ public enum Migrations {
             cancel_requested_at timestamptz,
             created_at timestamptz NOT NULL DEFAULT now(),
             started_at timestamptz,
-            finished_at timestamptz
+            finished_at timestamptz,
+            -- A lease exactly while running: "lease_owner = me" alone proves the job is running.
+            CONSTRAINT jobs_lease_iff_running CHECK ((state = 'running') = (lease_owner IS NOT NULL))
         ) WITH (fillfactor = 85, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 
         -- The claim reads only this partial index: finished rows never slow it down.

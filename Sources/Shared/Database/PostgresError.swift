@@ -36,10 +36,4 @@ public enum PostgresError: Error, CustomStringConvertible, Sendable {
         case .invalidConnectionString, .decoding: false
         }
     }
-
-    /// SQLSTATE 23505: a unique constraint refused the row.
-    public var isUniqueViolation: Bool {
-        if case .server(let state, _, _) = self { return state == "23505" }
-        return false
-    }
 }

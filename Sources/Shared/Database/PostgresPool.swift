@@ -54,12 +54,6 @@ public actor PostgresPool {
         try await withConnection { try await $0.query(sql, parameters) }
     }
 
-    /// Drops idle connections; connections in use close when returned.
-    public func close() {
-        idle.removeAll()
-        open = 0
-    }
-
     private func acquire() async throws -> PostgresConnection {
         while true {
             if let connection = idle.popLast() {

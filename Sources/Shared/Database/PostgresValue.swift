@@ -67,11 +67,6 @@ public struct PostgresRow: Sendable {
 
     public func int(_ column: String) throws -> Int { Int(try int64(column)) }
 
-    public func optionalInt64(_ column: String) throws -> Int64? {
-        guard self[column] != nil else { return nil }
-        return try int64(column)
-    }
-
     public func double(_ column: String) throws -> Double {
         guard let text = self[column], let value = Double(text) else {
             throw PostgresError.decoding(column: column, value: self[column], expected: "number")

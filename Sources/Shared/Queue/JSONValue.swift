@@ -43,12 +43,5 @@ public enum JSONValue: Codable, Hashable, Sendable {
         return String(decoding: (try? encoder.encode(self)) ?? Data("null".utf8), as: UTF8.self)
     }
 
-    public subscript(key: String) -> JSONValue? {
-        if case .object(let object) = self { return object[key] }
-        return nil
-    }
-
-    public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
     public var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
-    public var intValue: Int? { doubleValue.flatMap { Int(exactly: $0.rounded()) } }
 }

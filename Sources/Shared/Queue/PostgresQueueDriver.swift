@@ -14,6 +14,34 @@ public struct PostgresQueueDriver: QueueDriver {
 
     public init(pool: PostgresPool) { self.pool = pool }
 
+    /// Records outcomes; `$1` owner, then one array per outcome field.
+    static let finishManySQL = """
+        UPDATE jobs SET
+            state = o.state,
+            result = o.result,
+            attempt = jobs.attempt - o.refund::integer,
+            run_at = CASE WHEN o.state = 'available' THEN now() + make_interval(secs => o.retry_in) ELSE jobs.run_at END,
+            finished_at = CASE WHEN o.state = 'available' THEN NULL ELSE now() END,
+            errors = CASE WHEN o.error IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(jsonb_build_object(
+                'attempt', jobs.attempt, 'at', now(), 'error', o.error, 'code', o.code, 'worker', $1::text)) END,
+            lease_owner = NULL,
+            lease_expires_at = NULL
+        FROM unnest($2::bigint[], $3::integer[], $4::job_state[], $5::jsonb[], $6::text[], $7::text[], $8::float8[], $9::boolean[])
+            AS o(id, attempt, state, result, error, code, retry_in, refund)
+        -- "lease_owner = me" implies running (constraint jobs_lease_iff_running). Naming the
+        -- state here would let the planner walk the running-jobs index once per outcome.
+        WHERE jobs.id = o.id AND jobs.lease_owner = $1 AND jobs.attempt = o.attempt
+        RETURNING jobs.id
+        """
+
+    /// Heartbeats the worker and renews its leases; `$1` owner, `$2` lease seconds, `$3` job ids.
+    static let extendLeasesSQL = """
+        WITH beat AS (UPDATE workers SET last_heartbeat_at = now() WHERE id = $1)
+        UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2)
+        WHERE id = ANY($3::bigint[]) AND lease_owner = $1
+        RETURNING id, cancel_requested_at IS NOT NULL AS cancel_requested
+        """
+
     public func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
         // Keys repeated inside the batch would make ON CONFLICT touch a row twice: send each once.
@@ -137,34 +165,14 @@ public struct PostgresQueueDriver: QueueDriver {
         ]
         // Idempotent (compare-and-set), so a lost link is simply retried.
         let rows = try await pool.withRetry { connection in
-            try await connection.query("""
-                UPDATE jobs SET
-                    state = o.state,
-                    result = o.result,
-                    attempt = jobs.attempt - o.refund::integer,
-                    run_at = CASE WHEN o.state = 'available' THEN now() + make_interval(secs => o.retry_in) ELSE jobs.run_at END,
-                    finished_at = CASE WHEN o.state = 'available' THEN NULL ELSE now() END,
-                    errors = CASE WHEN o.error IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(jsonb_build_object(
-                        'attempt', jobs.attempt, 'at', now(), 'error', o.error, 'code', o.code, 'worker', $1::text)) END,
-                    lease_owner = NULL,
-                    lease_expires_at = NULL
-                FROM unnest($2::bigint[], $3::integer[], $4::job_state[], $5::jsonb[], $6::text[], $7::text[], $8::float8[], $9::boolean[])
-                    AS o(id, attempt, state, result, error, code, retry_in, refund)
-                WHERE jobs.id = o.id AND jobs.state = 'running' AND jobs.lease_owner = $1 AND jobs.attempt = o.attempt
-                RETURNING jobs.id
-                """, parameters).rows
+            try await connection.query(Self.finishManySQL, parameters).rows
         }
         return Set(try rows.map { try $0.int64("id") })
     }
 
     public func jobExtendLeases(owner: String, ids: [Int64], lease: Duration) async throws -> LeaseRenewal {
         let rows = try await pool.withRetry { connection in
-            try await connection.query("""
-                WITH beat AS (UPDATE workers SET last_heartbeat_at = now() WHERE id = $1)
-                UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2)
-                WHERE id = ANY($3::bigint[]) AND state = 'running' AND lease_owner = $1
-                RETURNING id, cancel_requested_at IS NOT NULL AS cancel_requested
-                """, [owner, lease.seconds, PostgresArray(ids)]).rows
+            try await connection.query(Self.extendLeasesSQL, [owner, lease.seconds, PostgresArray(ids)]).rows
         }
         var renewal = LeaseRenewal(kept: [], cancelRequested: [])
         for row in rows {
