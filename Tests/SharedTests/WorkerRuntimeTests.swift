@@ -27,10 +27,11 @@ struct RunningWorker {
     let group: ServiceGroup
     let task: Task<Void, any Error>
 
-    init(_ q: TestQueue, handlers: [any JobHandler], concurrency: [JobKind: Int], grace: Duration = .seconds(5)) {
+    init(_ q: TestQueue, handlers: [any JobHandler], concurrency: [JobKind: Int], grace: Duration = .seconds(5),
+         pollInterval: Duration = .milliseconds(200)) {
         runtime = WorkerRuntime(
             executable: "test-worker",
-            configuration: WorkerConfiguration(concurrency: concurrency, lease: .seconds(30), pollInterval: .milliseconds(200),
+            configuration: WorkerConfiguration(concurrency: concurrency, lease: .seconds(30), pollInterval: pollInterval,
                                                shutdownGrace: grace, retry: RetryPolicy(base: .milliseconds(20))),
             driver: q.driver, conninfo: q.url, handlers: handlers, logger: testLogger)
         let group = ServiceGroup(configuration: .init(services: [.init(service: runtime)], logger: testLogger))

@@ -20,13 +20,18 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var line = "{\"ts\":\"\(timestamp())\",\"level\":\"\(event.level.rawValue)\",\"msg\":\(quoted(event.message.description)),\"logger\":\(quoted(label))"
+        StandardError.write(line(for: event, at: timestamp()))
+    }
+
+    /// One log line: `ts`, `level`, `msg`, `logger`, then the metadata, event's over handler's.
+    func line(for event: LogEvent, at timestamp: String) -> String {
+        var line = "{\"ts\":\"\(timestamp)\",\"level\":\"\(event.level.rawValue)\",\"msg\":\(quoted(event.message.description)),\"logger\":\(quoted(label))"
         let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
             line += ",\(quoted(key)):\(quoted(value.description))"
         }
-        line += "}\n"
-        StandardError.write(line)
+        if let error = event.error, merged["error"] == nil { line += ",\"error\":\(quoted("\(error)"))" }
+        return line + "}\n"
     }
 
     private func timestamp() -> String {

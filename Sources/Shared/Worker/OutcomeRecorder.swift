@@ -41,7 +41,8 @@ actor OutcomeRecorder {
     private func flushLoop() async {
         var delay = Duration.milliseconds(100)
         while !buffer.isEmpty {
-            inFlight = Array(buffer.prefix(maxBatch))
+            // In id order, as the heartbeat locks them, so the two never deadlock on each other.
+            inFlight = buffer.prefix(maxBatch).sorted { $0.jobID < $1.jobID }
             buffer.removeFirst(inFlight.count)
             do {
                 let applied = try await driver.jobFinishMany(owner: owner, outcomes: inFlight)

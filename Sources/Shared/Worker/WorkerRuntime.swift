@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Metrics
 import ServiceLifecycle
 import Synchronization
 
@@ -18,6 +17,7 @@ public final class WorkerRuntime: Service, Sendable {
     private let logger: Logger
     private let executable: String
     private let recorder: OutcomeRecorder
+    private let metrics: WorkerMetrics
     private let state: Mutex<State>
     private let wakeups: AsyncStream<Void>
     private let wakeContinuation: AsyncStream<Void>.Continuation
@@ -59,6 +59,7 @@ public final class WorkerRuntime: Service, Sendable {
         self.logger = logger
         self.listener = PostgresListener(conninfo: conninfo, channels: [QueueChannel.jobs, QueueChannel.control], logger: logger)
         self.recorder = OutcomeRecorder(driver: driver, owner: id, logger: logger)
+        self.metrics = WorkerMetrics(kinds: Array(self.handlers.keys))
         let free = Dictionary(uniqueKeysWithValues: self.handlers.keys.map { ($0, max(1, configuration.concurrency[$0] ?? 1)) })
         self.state = Mutex(State(free: free))
         (wakeups, wakeContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -130,9 +131,7 @@ public final class WorkerRuntime: Service, Sendable {
     private func start(_ jobs: [ClaimedJob], requested: [JobKind: Int]) {
         var claimed: [JobKind: Int] = [:]
         for job in jobs { claimed[job.kind, default: 0] += 1 }
-        for (kind, count) in claimed {
-            Counter(label: "fleet_jobs_claimed_total", dimensions: [("kind", kind.rawValue)]).increment(by: count)
-        }
+        for (kind, count) in claimed { metrics.claimed(kind, count: count) }
         state.withLock { state in
             // A kind that filled every slot asked for probably has more waiting.
             state.backlog = requested.contains { claimed[$0.key, default: 0] == $0.value }
@@ -158,8 +157,7 @@ public final class WorkerRuntime: Service, Sendable {
         } catch {
             result = .failure(error)
         }
-        Timer(label: "fleet_job_duration_seconds", dimensions: [("kind", job.kind.rawValue)])
-            .recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9))
+        metrics.ran(job.kind, for: ContinuousClock.now - started)
         await finish(job, result, logger: logger)
     }
 
@@ -213,24 +211,24 @@ public final class WorkerRuntime: Service, Sendable {
     }
 
     private func log(_ outcome: JobOutcome.Kind, of job: ClaimedJob, logger: Logger) {
-        let label: String
+        let label: WorkerMetrics.Outcome
         switch outcome {
-        case .completed: label = "completed"; logger.debug("job completed")
+        case .completed: label = .completed; logger.debug("job completed")
         case .retry(let error, _, let wait):
-            label = "retry"; logger.warning("job failed; will retry", metadata: ["error": "\(error)", "retry_in_s": "\(wait.seconds)"])
+            label = .retry; logger.warning("job failed; will retry", metadata: ["error": "\(error)", "retry_in_s": "\(wait.seconds)"])
         case .dead(let error, let code):
-            label = "dead"; logger.error("job dead", metadata: ["error": "\(error)", "code": "\(code ?? "-")"])
-        case .cancelled: label = "cancelled"; logger.info("job cancelled")
-        case .returned: label = "returned"; logger.info("job handed back to the queue")
+            label = .dead; logger.error("job dead", metadata: ["error": "\(error)", "code": "\(code ?? "-")"])
+        case .cancelled: label = .cancelled; logger.info("job cancelled")
+        case .returned: label = .returned; logger.info("job handed back to the queue")
         }
-        Counter(label: "fleet_jobs_finished_total", dimensions: [("kind", job.kind.rawValue), ("outcome", label)]).increment()
+        metrics.finished(job.kind, label)
     }
 
     // MARK: Leases and cancellation
 
     private func heartbeat() async {
         let running = state.withLock { Array($0.running.keys) }
-        let held = running + (await recorder.pendingIDs)
+        let held = (running + (await recorder.pendingIDs)).sorted()
         do {
             let renewal = try await driver.jobExtendLeases(owner: id, ids: held, lease: configuration.lease)
             let lost = Set(running).subtracting(renewal.kept)
