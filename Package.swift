@@ -30,7 +30,7 @@ let package = Package(
         .target(
             name: "Shared",
             dependencies: [
-                "CLibPQ", "CFleetShims", "CSodium",
+                "CLibPQ", "CVips", "CFleetShims", "CSodium",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -61,6 +61,6 @@ let package = Package(
             dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             exclude: ["peers"]
         ),
-        .testTarget(name: "SharedTests", dependencies: ["Shared", "FleetDrill"]),
+        .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "FleetDrill"]),
     ]
 )

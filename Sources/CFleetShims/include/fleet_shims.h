@@ -4,6 +4,7 @@
 #define FLEET_SHIMS_H
 
 #include <curl/curl.h>
+#include <vips/vips.h>
 
 // curl_easy_setopt, one wrapper per argument type.
 CURLcode fleet_curl_setopt_long(CURL *handle, CURLoption option, long value);
@@ -18,5 +19,22 @@ CURLcode fleet_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 
 // curl_multi_setopt.
 CURLMcode fleet_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
+
+// libvips: VIPS_INIT is a macro, and every operation takes a NULL-terminated option list.
+int fleet_vips_init(const char *program);
+// Opens the file lazily (header only); fail_on is a VipsFailOn.
+VipsImage *fleet_vips_open(const char *path, int fail_on);
+// Shrink-on-load thumbnail, at most `width` wide, never upscaled, EXIF orientation applied,
+// converted to sRGB.
+int fleet_vips_thumbnail(const char *path, VipsImage **out, int width, int fail_on);
+// Removes alpha by compositing on white.
+int fleet_vips_flatten_white(VipsImage *in, VipsImage **out);
+int fleet_vips_to_srgb(VipsImage *in, VipsImage **out);
+// JPEG in memory, metadata stripped, optimised Huffman tables. Free the buffer with g_free.
+int fleet_vips_jpeg_buffer(VipsImage *in, void **buffer, size_t *length, int quality);
+// Frees a buffer libvips allocated.
+void fleet_g_free(void *pointer);
+// Drops a reference to an image.
+void fleet_vips_unref(VipsImage *image);
 
 #endif

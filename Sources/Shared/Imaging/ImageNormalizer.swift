@@ -1,0 +1,83 @@
+import CFleetShims
+import CVips
+import Foundation
+
+/// Limits checked on the header, before any pixel is decoded.
+public struct ImageLimits: Sendable, Equatable {
+    public var maxBytes: Int
+    public var maxPixels: Int
+
+    /// Admits a 48 MP phone photo (8064 × 6048) with room to spare.
+    public init(maxBytes: Int = 60 << 20, maxPixels: Int = 60_000_000) {
+        self.maxBytes = maxBytes
+        self.maxPixels = maxPixels
+    }
+}
+
+/// A normalised upload: JPEG bytes and their size.
+public struct NormalizedImage: Sendable {
+    public let jpeg: Data
+    public let width: Int
+    public let height: Int
+}
+
+/// One libvips pipeline per upload: header checks, shrink-on-load thumbnail to at most
+/// `maxWidth` wide (never upscaled) with EXIF orientation applied, alpha flattened on white,
+/// sRGB, metadata stripped, JPEG at `quality` with optimised Huffman tables.
+public struct ImageNormalizer: Sendable {
+    public var limits: ImageLimits
+    public var maxWidth: Int
+    public var quality: Int
+
+    /// The loaders accepted: JPEG, PNG, WebP, HEIC (libvips class-name prefixes).
+    static let acceptedLoaders = ["VipsForeignLoadJpeg", "VipsForeignLoadPng", "VipsForeignLoadWebp", "VipsForeignLoadHeif"]
+
+    public init(limits: ImageLimits = ImageLimits(), maxWidth: Int = 1200, quality: Int = 80) {
+        self.limits = limits
+        self.maxWidth = maxWidth
+        self.quality = quality
+    }
+
+    /// Normalises the file at `path`. Blocking and CPU-bound: call it off the cooperative pool.
+    public func normalize(path: String) throws -> NormalizedImage {
+        try Vips.start()
+        try checkHeader(path: path)
+        let failOn = Int32(VIPS_FAIL_ON_ERROR.rawValue)
+        var image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, Int32(maxWidth), failOn) }
+        if image.hasAlpha {
+            let flat = image
+            image = try VipsImageRef.make { fleet_vips_flatten_white(flat.pointer, $0) }
+        }
+        if image.interpretation != VIPS_INTERPRETATION_sRGB {
+            let source = image
+            image = try VipsImageRef.make { fleet_vips_to_srgb(source.pointer, $0) }
+        }
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard fleet_vips_jpeg_buffer(image.pointer, &buffer, &length, Int32(quality)) == 0, let buffer else {
+            throw ImageError.invalid(Vips.takeError())
+        }
+        defer { fleet_g_free(buffer) }
+        return NormalizedImage(jpeg: Data(bytes: buffer, count: length), width: image.width, height: image.height)
+    }
+
+    /// Size, format and pixel count, read from the header only.
+    private func checkHeader(path: String) throws {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        guard let bytes = (attributes?[.size] as? NSNumber)?.intValue else { throw ImageError.invalid("cannot read \(path)") }
+        guard bytes > 0 else { throw ImageError.invalid("empty file") }
+        guard bytes <= limits.maxBytes else { throw ImageError.tooLarge("\(bytes) bytes, more than \(limits.maxBytes)") }
+        guard let loader = vips_foreign_find_load(path).map({ String(cString: $0) }) else {
+            vips_error_clear()
+            throw ImageError.invalid("not an image libvips recognises")
+        }
+        guard ImageNormalizer.acceptedLoaders.contains(where: loader.hasPrefix) else {
+            throw ImageError.unsupported("\(loader.replacingOccurrences(of: "VipsForeignLoad", with: "")) images are not accepted (JPEG, PNG, WebP, HEIC)")
+        }
+        let image = try VipsImageRef.open(path)
+        let pixels = image.width * image.height * max(1, image.pages)
+        guard pixels <= limits.maxPixels else {
+            throw ImageError.tooLarge("\(image.width) × \(image.height) is \(pixels) pixels, more than \(limits.maxPixels)")
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import CFleetShims
+import CVips
+import Foundation
+import Synchronization
+
+/// libvips, started once per process: untrusted loaders (SVG, PDF, ImageMagick…) blocked,
+/// the operation cache off (uploads are never processed twice).
+enum Vips {
+    private static let started: Bool = {
+        guard fleet_vips_init("wearbloom-fleet") == 0 else { return false }
+        vips_block_untrusted_set(1)
+        vips_cache_set_max(0)
+        return true
+    }()
+
+    static func start() throws {
+        guard started else { throw ImageError.invalid("libvips failed to start: \(takeError())") }
+    }
+
+    /// The text of libvips' last error(s), cleared for the next call.
+    static func takeError() -> String {
+        let text = String(cString: vips_error_buffer()).trimmingCharacters(in: .whitespacesAndNewlines)
+        vips_error_clear()
+        return text.isEmpty ? "unknown libvips error" : text
+    }
+}
+
+/// An owned `VipsImage *`, released when dropped.
+final class VipsImageRef {
+    let pointer: UnsafeMutablePointer<VipsImage>
+
+    init(_ pointer: UnsafeMutablePointer<VipsImage>) { self.pointer = pointer }
+    deinit { fleet_vips_unref(pointer) }
+
+    var width: Int { Int(vips_image_get_width(pointer)) }
+    var height: Int { Int(vips_image_get_height(pointer)) }
+    var bands: Int { Int(vips_image_get_bands(pointer)) }
+    var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
+    var interpretation: VipsInterpretation { vips_image_get_interpretation(pointer) }
+    var pages: Int { Int(vips_image_get_n_pages(pointer)) }
+
+    /// Opens a file lazily (header only).
+    static func open(_ path: String) throws -> VipsImageRef {
+        try Vips.start()
+        guard let image = fleet_vips_open(path, Int32(VIPS_FAIL_ON_ERROR.rawValue)) else { throw ImageError.invalid(Vips.takeError()) }
+        return VipsImageRef(image)
+    }
+
+    /// Runs a libvips operation that writes one output image.
+    static func make(_ operation: (UnsafeMutablePointer<UnsafeMutablePointer<VipsImage>?>) -> Int32) throws -> VipsImageRef {
+        var out: UnsafeMutablePointer<VipsImage>?
+        guard operation(&out) == 0, let out else { throw ImageError.invalid(Vips.takeError()) }
+        return VipsImageRef(out)
+    }
+}

@@ -1,0 +1,113 @@
+import CVips
+import Foundation
+import Testing
+@testable import Shared
+
+let corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/corpus")
+
+/// The normalise pipeline with real libvips on the real corpus and on generated bad inputs.
+@Suite struct ImageNormalizerTests {
+    /// Display size (after EXIF orientation) of each corpus file.
+    static let corpusFiles: [(String, Int, Int)] = [
+        ("bythewater-2560x1600.jpg", 2560, 1600), ("colorfulcups-2560x1600.jpg", 2560, 1600),
+        ("honeywave-1080x1920.jpg", 1080, 1920), ("phone-4032x3024-orient6.jpg", 3024, 4032),
+        ("colorfulcups-960x600-rgba.png", 960, 600), ("colorfulcups-1920x1200.webp", 1920, 1200),
+        ("colorfulcups-1920x1200.heic", 1920, 1200),
+    ]
+
+    @Test(arguments: corpusFiles)
+    func normalisesEveryCorpusFile(name: String, displayWidth: Int, displayHeight: Int) throws {
+        let input = corpus.appendingPathComponent(name).path
+        let before = try Data(contentsOf: URL(fileURLWithPath: input))
+        let image = try ImageNormalizer().normalize(path: input)
+
+        // At most 1200 wide, never upscaled, aspect kept (orientation applied).
+        let expectedWidth = min(1200, displayWidth)
+        #expect(image.width == expectedWidth)
+        #expect(abs(image.height - displayHeight * expectedWidth / displayWidth) <= 1)
+        let output = temporaryPath("normalized") + ".jpg"
+        try AtomicFile.write(image.jpeg, to: output)
+        let decoded = try VipsImageRef.open(output)
+        #expect(decoded.width == image.width && decoded.height == image.height)
+        #expect(decoded.bands == 3 && !decoded.hasAlpha)
+        #expect(decoded.interpretation == VIPS_INTERPRETATION_sRGB)
+        // Metadata stripped: no EXIF (so no GPS, no orientation), no XMP, no ICC.
+        for field in ["exif-data", "xmp-data", "icc-profile-data", "orientation"] {
+            #expect(vips_image_get_typeof(decoded.pointer, field) == 0, "\(field) left in \(name)")
+        }
+        #expect(jpegLuminanceTable(image.jpeg) == ijgLuminanceTable(quality: 80))
+        // The upload is untouched.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: input)) == before)
+    }
+
+    @Test func badInputsEndWithTheirCodes() throws {
+        let folder = temporaryPath("bad-images")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let phone = try Data(contentsOf: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg"))
+        let cases: [(String, Data, String)] = [
+            ("truncated.jpg", phone.prefix(phone.count / 3), "IMAGE_INVALID"),
+            ("empty.jpg", Data(), "IMAGE_INVALID"),
+            ("text.jpg", Data("this is not an image\n".utf8), "IMAGE_INVALID"),
+            ("bomb.png", pngHeaderOnly(width: 30_000, height: 30_000), "IMAGE_TOO_LARGE"),
+            ("vector.svg", Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="4000" height="4000"><rect width="10" height="10"/></svg>"#.utf8), "IMAGE_UNSUPPORTED"),
+        ]
+        for (name, data, code) in cases {
+            let path = "\(folder)/\(name)"
+            try data.write(to: URL(fileURLWithPath: path))
+            #expect {
+                _ = try ImageNormalizer().normalize(path: path)
+            } throws: { error in
+                (error as? ImageError)?.code == code
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == data, "\(name) was modified")
+        }
+        #expect(throws: ImageError.tooLarge("2775348 bytes, more than 1000000")) {
+            _ = try ImageNormalizer(limits: ImageLimits(maxBytes: 1_000_000)).normalize(path: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg").path)
+        }
+    }
+}
+
+/// A PNG whose header claims `width` × `height` but whose pixel data is one empty zlib stream:
+/// the shape of a decompression bomb, which must be refused from the header alone.
+func pngHeaderOnly(width: UInt32, height: UInt32) -> Data {
+    func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
+        let typed = Array(type.utf8) + body
+        return bigEndian(UInt32(body.count)) + typed + bigEndian(crc32(typed))
+    }
+    let header = bigEndian(width) + bigEndian(height) + [8, 2, 0, 0, 0]
+    return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", header)
+                + chunk("IDAT", [0x78, 0x9C, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]) + chunk("IEND", []))
+}
+
+func bigEndian(_ value: UInt32) -> [UInt8] { [24, 16, 8, 0].map { UInt8((value >> $0) & 0xFF) } }
+
+func crc32(_ bytes: [UInt8]) -> UInt32 {
+    var crc: UInt32 = 0xFFFF_FFFF
+    for byte in bytes {
+        crc ^= UInt32(byte)
+        for _ in 0..<8 { crc = (crc >> 1) ^ (crc & 1 == 1 ? 0xEDB8_8320 : 0) }
+    }
+    return ~crc
+}
+
+/// The first (luminance) quantisation table of a JPEG, in the file's zig-zag order.
+func jpegLuminanceTable(_ jpeg: Data) -> [Int] {
+    let bytes = [UInt8](jpeg)
+    var index = 2
+    while index + 4 < bytes.count, bytes[index] == 0xFF {
+        let marker = bytes[index + 1]
+        let length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
+        if marker == 0xDB, bytes[index + 4] & 0x0F == 0 { return bytes[(index + 5)..<(index + 69)].map(Int.init) }
+        index += 2 + length
+    }
+    return []
+}
+
+/// libjpeg's luminance table for `quality`, in zig-zag order.
+func ijgLuminanceTable(quality: Int) -> [Int] {
+    let standard = [16, 11, 12, 14, 12, 10, 16, 14, 13, 14, 18, 17, 16, 19, 24, 40, 26, 24, 22, 22, 24, 49, 35, 37, 29, 40, 58, 51,
+                    61, 60, 57, 51, 56, 55, 64, 72, 92, 78, 64, 68, 87, 69, 55, 56, 80, 109, 81, 87, 95, 98, 103, 104, 103, 62, 77,
+                    113, 121, 112, 100, 120, 92, 101, 103, 99]
+    let scale = quality < 50 ? 5000 / quality : 200 - 2 * quality
+    return standard.map { min(255, max(1, ($0 * scale + 50) / 100)) }
+}
