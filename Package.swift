@@ -62,5 +62,6 @@ let package = Package(
             exclude: ["peers"]
         ),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "FleetDrill"]),
+        .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
     ]
 )

@@ -15,8 +15,10 @@ struct ImageWorker: AsyncParsableCommand {
 
 struct Run: WorkerRunCommand {
     static let executable = "image-worker"
-    static let defaultConcurrency: [JobKind: Int] = [:]
-    static func handlers(settings: FleetSettings) -> [any JobHandler] { [] }
+    static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2]
+    static func handlers(settings: FleetSettings) -> [any JobHandler] {
+        [NormalizeHandler(storage: FileImageStorage(root: settings.storageRoot), normalizer: ImageNormalizer())]
+    }
 }
 
 /// The normalise pipeline on one file, without the queue.

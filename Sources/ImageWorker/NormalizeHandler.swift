@@ -1,0 +1,47 @@
+import Foundation
+import Shared
+
+/// `image.normalize`: reads an upload from storage, normalises it, and stores the JPEG as a
+/// body photo or a garment photo. Bad images end the job at once with their code; the
+/// upload is never modified.
+struct NormalizeHandler: JobHandler {
+    let kind = JobKind.imageNormalize
+    let storage: any ImageStorage
+    let normalizer: ImageNormalizer
+
+    struct Payload: Codable {
+        enum Target: String, Codable { case body, garment }
+        let userId: StorageID
+        let uploadId: StorageID
+        let target: Target
+        /// The body photo's or the garment's id.
+        let imageId: StorageID
+    }
+
+    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+        let payload = try job.decodePayload(Payload.self)
+        let input: String
+        do {
+            input = try await storage.fileForReading(.upload(user: payload.userId, upload: payload.uploadId))
+        } catch let error as StorageError {
+            throw JobError.permanent(code: "IMAGE_NOT_FOUND", message: "\(error)")
+        }
+        let normalizer = self.normalizer
+        let image: NormalizedImage
+        do {
+            image = try await offload { try normalizer.normalize(path: input) }
+        } catch let error as ImageError {
+            throw JobError.permanent(code: error.code, message: "\(error)")
+        }
+        let output: StorageKey = switch payload.target {
+        case .body: .bodyPhoto(user: payload.userId, photo: payload.imageId)
+        case .garment: .garment(user: payload.userId, garment: payload.imageId)
+        }
+        try await storage.write(image.jpeg, to: output)
+        context.logger.info("normalised", metadata: ["path": "\(output.relativePath)", "width": "\(image.width)", "height": "\(image.height)"])
+        return .object([
+            "path": .string(output.relativePath), "width": .number(Double(image.width)),
+            "height": .number(Double(image.height)), "bytes": .number(Double(image.jpeg.count)),
+        ])
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+/// The image tree behind a small seam: the filesystem now, object storage later as another
+/// conformer, not a rewrite.
+public protocol ImageStorage: Sendable {
+    /// A local file holding the object's bytes, for libvips to read (object storage would
+    /// download a copy). Throws `StorageError.notFound`.
+    func fileForReading(_ key: StorageKey) async throws -> String
+    /// Stores `data` at `key`, replacing any previous object only once it is complete.
+    func write(_ data: Data, to key: StorageKey) async throws
+    /// Deletes every file of `user`; returns how many.
+    func deleteAll(of user: StorageID) async throws -> Int
+}
+
+/// `ImageStorage` on a local folder (`FLEET_STORAGE_ROOT`, production `/data/images`).
+public struct FileImageStorage: ImageStorage {
+    public let root: String
+
+    public init(root: String) { self.root = root }
+
+    public func path(of key: StorageKey) -> String { "\(root)/\(key.relativePath)" }
+
+    public func fileForReading(_ key: StorageKey) async throws -> String {
+        let path = path(of: key)
+        guard FileManager.default.fileExists(atPath: path) else { throw StorageError.notFound(key.relativePath) }
+        return path
+    }
+
+    public func write(_ data: Data, to key: StorageKey) async throws {
+        try AtomicFile.write(data, to: path(of: key))
+    }
+
+    public func deleteAll(of user: StorageID) async throws -> Int {
+        let folder = "\(root)/\(user)"
+        guard let files = FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] else { return 0 }
+        let count = files.filter { !isDirectory("\(folder)/\($0)") }.count
+        try FileManager.default.removeItem(atPath: folder)
+        return count
+    }
+
+    private func isDirectory(_ path: String) -> Bool {
+        var directory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && directory.boolValue
+    }
+}

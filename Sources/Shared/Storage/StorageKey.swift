@@ -1,0 +1,73 @@
+/// An opaque id (cuid2 in the backend) checked so that no path can leave the storage tree:
+/// 1 to 64 characters of `A-Z a-z 0-9 _ -`.
+public struct StorageID: Hashable, Sendable, CustomStringConvertible, Codable {
+    public let value: String
+
+    public init(_ value: String) throws {
+        guard (1...64).contains(value.utf8.count),
+              value.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }) else {
+            throw StorageError.invalidID(String(value.prefix(80)))
+        }
+        self.value = value
+    }
+
+    public init(from decoder: any Decoder) throws {
+        try self.init(try decoder.singleValueContainer().decode(String.self))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(value)
+    }
+
+    public var description: String { value }
+}
+
+/// Where each file of a user lives, relative to the storage root (PRODUCT.md's layout).
+public enum StorageKey: Hashable, Sendable {
+    /// An upload as the backend stored it, before normalisation.
+    case upload(user: StorageID, upload: StorageID)
+    case bodyPhoto(user: StorageID, photo: StorageID)
+    case garment(user: StorageID, garment: StorageID)
+    case garmentCutout(user: StorageID, garment: StorageID)
+    case garmentPreview(user: StorageID, garment: StorageID)
+    case render(user: StorageID, render: StorageID)
+
+    public var user: StorageID {
+        switch self {
+        case .upload(let user, _), .bodyPhoto(let user, _), .garment(let user, _), .garmentCutout(let user, _),
+             .garmentPreview(let user, _), .render(let user, _): user
+        }
+    }
+
+    /// The path below the root, e.g. `u1/garments/g1_cutout.png`.
+    public var relativePath: String {
+        switch self {
+        case .upload(let user, let upload): "\(user)/uploads/\(upload)"
+        case .bodyPhoto(let user, let photo): "\(user)/body/\(photo).jpg"
+        case .garment(let user, let garment): "\(user)/garments/\(garment).jpg"
+        case .garmentCutout(let user, let garment): "\(user)/garments/\(garment)_cutout.png"
+        case .garmentPreview(let user, let garment): "\(user)/garments/\(garment)_preview.jpg"
+        case .render(let user, let render): "\(user)/renders/\(render).jpg"
+        }
+    }
+}
+
+public enum StorageError: Error, CustomStringConvertible, Sendable, Equatable {
+    case invalidID(String)
+    case notFound(String)
+
+    public var description: String {
+        switch self {
+        case .invalidID(let id): "invalid id '\(id)': 1 to 64 characters of A-Z, a-z, 0-9, _ and -"
+        case .notFound(let path): "no file at \(path)"
+        }
+    }
+}
+
+private extension UInt8 {
+    var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import Logging
+import Testing
+@testable import ImageWorker
+@testable import Shared
+
+/// The normalise job through the handler, with a real filesystem tree and real libvips.
+@Suite struct NormalizeHandlerTests {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("images-\(UUID().uuidString.prefix(8))").path
+    var storage: FileImageStorage { FileImageStorage(root: root) }
+    let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/corpus")
+
+    func job(_ payload: String, attempt: Int = 1) -> ClaimedJob {
+        ClaimedJob(id: 1, kind: .imageNormalize, queue: "default", priority: 2, attempt: attempt, maxAttempts: 5,
+                   payload: payload, createdAt: Date())
+    }
+
+    func run(_ payload: String) async throws -> JSONValue? {
+        let handler = NormalizeHandler(storage: storage, normalizer: ImageNormalizer())
+        return try await handler.run(job(payload), context: JobContext(logger: Logger(label: "test"), workerID: "test"))
+    }
+
+    func upload(_ data: Data, user: String, id: String) throws {
+        try AtomicFile.write(data, to: "\(root)/\(user)/uploads/\(id)")
+    }
+
+    @Test func storesTheNormalisedGarmentAndReportsIt() async throws {
+        try upload(Data(contentsOf: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg")), user: "u1", id: "up1")
+        let result = try await run(#"{"userId":"u1","uploadId":"up1","target":"garment","imageId":"g1"}"#)
+        let written = try Data(contentsOf: URL(fileURLWithPath: "\(root)/u1/garments/g1.jpg"))
+        #expect(result == .object(["path": .string("u1/garments/g1.jpg"), "width": .number(1200), "height": .number(1600),
+                                   "bytes": .number(Double(written.count))]))
+        // No temporary file is left beside it.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(root)/u1/garments") == ["g1.jpg"])
+    }
+
+    @Test func aBadUploadEndsWithItsCodeAndStaysAsItWas() async throws {
+        let text = Data("not an image".utf8)
+        try upload(text, user: "u1", id: "up2")
+        await #expect {
+            _ = try await run(#"{"userId":"u1","uploadId":"up2","target":"body","imageId":"b1"}"#)
+        } throws: { error in
+            guard case JobError.permanent(let code, _) = error else { return false }
+            return code == "IMAGE_INVALID"
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: "\(root)/u1/uploads/up2")) == text)
+        #expect(!FileManager.default.fileExists(atPath: "\(root)/u1/body/b1.jpg"))
+    }
+
+    @Test(arguments: [
+        #"{"userId":"../etc","uploadId":"up1","target":"body","imageId":"b1"}"#,
+        #"{"userId":"u1","uploadId":"a/b","target":"body","imageId":"b1"}"#,
+        #"{"userId":"u1","uploadId":"up1","target":"body","imageId":""}"#,
+        #"{"userId":"u1","uploadId":"up1","target":"avatar","imageId":"b1"}"#,
+    ])
+    func idsThatCouldLeaveTheTreeAreRefused(payload: String) async throws {
+        await #expect {
+            _ = try await run(payload)
+        } throws: { error in
+            guard case JobError.permanent(let code, _) = error else { return false }
+            return code == "MALFORMED_PAYLOAD"
+        }
+    }
+
+    @Test func aMissingUploadIsAPermanentError() async throws {
+        await #expect {
+            _ = try await run(#"{"userId":"u9","uploadId":"none","target":"body","imageId":"b1"}"#)
+        } throws: { error in
+            guard case JobError.permanent(let code, _) = error else { return false }
+            return code == "IMAGE_NOT_FOUND"
+        }
+    }
+}
