@@ -15,9 +15,10 @@ struct ImageWorker: AsyncParsableCommand {
 
 struct Run: WorkerRunCommand {
     static let executable = "image-worker"
-    static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2]
+    static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2, .accountPurge: 4]
     static func handlers(settings: FleetSettings) -> [any JobHandler] {
-        [NormalizeHandler(storage: FileImageStorage(root: settings.storageRoot), normalizer: ImageNormalizer())]
+        let storage = FileImageStorage(root: settings.storageRoot)
+        return [NormalizeHandler(storage: storage, normalizer: ImageNormalizer()), PurgeHandler(storage: storage)]
     }
 }
 

@@ -16,8 +16,8 @@ import Testing
                    payload: payload, createdAt: Date())
     }
 
-    func run(_ payload: String) async throws -> JSONValue? {
-        let handler = NormalizeHandler(storage: storage, normalizer: ImageNormalizer())
+    func run(_ payload: String, handler: (any JobHandler)? = nil) async throws -> JSONValue? {
+        let handler = handler ?? NormalizeHandler(storage: storage, normalizer: ImageNormalizer())
         return try await handler.run(job(payload), context: JobContext(logger: Logger(label: "test"), workerID: "test"))
     }
 
@@ -70,5 +70,23 @@ import Testing
             guard case JobError.permanent(let code, _) = error else { return false }
             return code == "IMAGE_NOT_FOUND"
         }
+    }
+
+    @Test func purgeDeletesEveryFileOfOneUserAndNoOneElse() async throws {
+        let photo = try Data(contentsOf: corpus.appendingPathComponent("honeywave-1080x1920.jpg"))
+        for user in ["u1", "u2"] {
+            try upload(photo, user: user, id: "up1")
+            _ = try await run(#"{"userId":"\#(user)","uploadId":"up1","target":"garment","imageId":"g1"}"#)
+            _ = try await run(#"{"userId":"\#(user)","uploadId":"up1","target":"body","imageId":"b1"}"#)
+            try await storage.write(photo, to: .render(user: StorageID(user), render: StorageID("r1")))
+        }
+        let purge = PurgeHandler(storage: storage)
+        #expect(try await run(#"{"userId":"u1"}"#, handler: purge) == .object(["filesDeleted": .number(4)]))
+        #expect(!FileManager.default.fileExists(atPath: "\(root)/u1"))
+        #expect(FileManager.default.fileExists(atPath: "\(root)/u2/renders/r1.jpg"))
+        // Purging again is harmless; ids that could escape are refused.
+        #expect(try await run(#"{"userId":"u1"}"#, handler: purge) == .object(["filesDeleted": .number(0)]))
+        await #expect(throws: JobError.self) { _ = try await run(#"{"userId":".."}"#, handler: purge) }
+        #expect(FileManager.default.fileExists(atPath: "\(root)/u2/garments/g1.jpg"))
     }
 }

@@ -32,7 +32,7 @@ public struct FileImageStorage: ImageStorage {
 
     public func deleteAll(of user: StorageID) async throws -> Int {
         let folder = "\(root)/\(user)"
-        guard let files = FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] else { return 0 }
+        guard isDirectory(folder), let files = FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] else { return 0 }
         let count = files.filter { !isDirectory("\(folder)/\($0)") }.count
         try FileManager.default.removeItem(atPath: folder)
         return count

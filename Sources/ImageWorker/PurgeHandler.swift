@@ -1,0 +1,20 @@
+import Foundation
+import Shared
+
+/// `account.purge`: deletes every file of one user (body photos, uploads, garments, cutouts,
+/// renders). Purging a user with no files is a success, so a retried purge is harmless.
+struct PurgeHandler: JobHandler {
+    let kind = JobKind.accountPurge
+    let storage: any ImageStorage
+
+    struct Payload: Codable {
+        let userId: StorageID
+    }
+
+    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+        let payload = try job.decodePayload(Payload.self)
+        let deleted = try await storage.deleteAll(of: payload.userId)
+        context.logger.info("purged user files", metadata: ["user_id": "\(payload.userId)", "files": "\(deleted)"])
+        return .object(["filesDeleted": .number(Double(deleted))])
+    }
+}
