@@ -5,7 +5,7 @@ import Synchronization
 /// start fleet processes (the benchmark, the tests). Output goes to a file or /dev/null.
 public final class ChildProcess: Sendable {
     public let pid: pid_t
-    private let exit = Mutex<Int32?>(nil)
+    private let exit = Mutex<(status: Int32, peakRSSKilobytes: Int)?>(nil)
 
     /// Starts `path` with `arguments`; stdout and stderr go to `outputPath` (appended) or nowhere.
     public init(_ path: String, _ arguments: [String], environment: [String: String], outputPath: String? = nil) throws {
@@ -30,13 +30,19 @@ public final class ChildProcess: Sendable {
     }
 
     /// The exit code (128 + signal when killed by one), or nil while it runs.
-    public var exitStatus: Int32? {
-        exit.withLock { status in
-            if let status { return status }
+    public var exitStatus: Int32? { reap()?.status }
+
+    /// The most memory the process held, once it has exited.
+    public var peakRSSKilobytes: Int? { reap()?.peakRSSKilobytes }
+
+    private func reap() -> (status: Int32, peakRSSKilobytes: Int)? {
+        exit.withLock { ended in
+            if let ended { return ended }
             var raw: Int32 = 0
-            guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
-            status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
-            return status
+            var usage = rusage()
+            guard wait4(pid, &raw, WNOHANG, &usage) == pid else { return nil }
+            ended = ((raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f), Int(usage.ru_maxrss))
+            return ended
         }
     }
 
