@@ -15,11 +15,18 @@ VipsImage *fleet_vips_open(const char *path, int fail_on) {
     return vips_image_new_from_file(path, "fail_on", (VipsFailOn) fail_on, NULL);
 }
 
-int fleet_vips_thumbnail(const char *path, VipsImage **out, int width, int fail_on) {
+int fleet_vips_thumbnail(const char *path, VipsImage **out, int width, int fail_on, const char *export_profile) {
+    if (export_profile == NULL) {
+        return vips_thumbnail(path, out, width,
+                              "height", VIPS_MAX_COORD,
+                              "size", VIPS_SIZE_DOWN,
+                              "fail_on", (VipsFailOn) fail_on,
+                              NULL);
+    }
     return vips_thumbnail(path, out, width,
                           "height", VIPS_MAX_COORD,
                           "size", VIPS_SIZE_DOWN,
-                          "export_profile", "srgb",
+                          "export_profile", export_profile,
                           "fail_on", (VipsFailOn) fail_on,
                           NULL);
 }

@@ -9,7 +9,7 @@ struct ImageSuite: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "image", abstract: "The normalise pipeline against pyvips, Pillow and vipsthumbnail.")
 
-    static let requirements = ["pillow==11.3.0", "pillow-heif==1.1.0", "pyvips==3.0.0"]
+    static let requirements = ["pillow==13.0.0", "pillow-heif==1.8.1", "pyvips==3.2.0"]
 
     @OptionGroup var options: SuiteOptions
     @Option(help: "Images per measurement.") var count = 24

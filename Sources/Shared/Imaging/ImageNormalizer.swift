@@ -41,9 +41,12 @@ public struct ImageNormalizer: Sendable {
     /// Normalises the file at `path`. Blocking and CPU-bound: call it off the cooperative pool.
     public func normalize(path: String) throws -> NormalizedImage {
         try Vips.start()
-        try checkHeader(path: path)
+        let hasProfile = try checkHeader(path: path)
         let failOn = Int32(VIPS_FAIL_ON_ERROR.rawValue)
-        var image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, Int32(maxWidth), failOn) }
+        // Only a file with an embedded profile is converted through it: libvips 8.14 shifts the
+        // colours of untagged images when asked for an export profile (libvips#3479). Untagged
+        // images are taken as sRGB already, or converted by colourspace below.
+        var image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, Int32(maxWidth), failOn, hasProfile ? "srgb" : nil) }
         if image.hasAlpha {
             let flat = image
             image = try VipsImageRef.make { fleet_vips_flatten_white(flat.pointer, $0) }
@@ -61,8 +64,9 @@ public struct ImageNormalizer: Sendable {
         return NormalizedImage(jpeg: Data(bytes: buffer, count: length), width: image.width, height: image.height)
     }
 
-    /// Size, format and pixel count, read from the header only.
-    private func checkHeader(path: String) throws {
+    /// Size, format and pixel count, read from the header only. Returns whether the file
+    /// carries an ICC profile.
+    private func checkHeader(path: String) throws -> Bool {
         let attributes = try? FileManager.default.attributesOfItem(atPath: path)
         guard let bytes = (attributes?[.size] as? NSNumber)?.intValue else { throw ImageError.invalid("cannot read \(path)") }
         guard bytes > 0 else { throw ImageError.invalid("empty file") }
@@ -79,5 +83,6 @@ public struct ImageNormalizer: Sendable {
         guard pixels <= limits.maxPixels else {
             throw ImageError.tooLarge("\(image.width) × \(image.height) is \(pixels) pixels, more than \(limits.maxPixels)")
         }
+        return vips_image_get_typeof(image.pointer, "icc-profile-data") != 0
     }
 }

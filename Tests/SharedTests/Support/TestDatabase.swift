@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Logging
 @testable import Shared
 
@@ -24,7 +25,7 @@ struct PostgresCluster: Sendable {
     /// A cluster of its own, for tests that restart the server.
     static func makePrivate() async throws -> PostgresCluster {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-pg-\(UUID().uuidString.prefix(8))").path
-        let cluster = PostgresCluster(directory: directory, port: Int.random(in: 40_000...49_999))
+        let cluster = PostgresCluster(directory: directory, port: try freePort())
         try await cluster.start()
         return cluster
     }
@@ -58,9 +59,14 @@ struct PostgresCluster: Sendable {
     }
 
     private func script(_ command: String) async throws {
+        let log = temporaryPath("pg-script") + ".log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
         let status = try await ChildProcess.run(packageRoot.appendingPathComponent("scripts/pg.sh").path,
-                                                [command, "--dir", directory, "--port", "\(port)", "--fast"])
-        guard status == 0 else { throw TestFailure("scripts/pg.sh \(command) exited \(status)") }
+                                                [command, "--dir", directory, "--port", "\(port)", "--fast"], outputPath: log)
+        guard status == 0 else {
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            throw TestFailure("scripts/pg.sh \(command) exited \(status): \(output.suffix(1500))")
+        }
     }
 
     /// A fresh, migrated database; each test gets its own so tests run in parallel.
@@ -111,6 +117,22 @@ struct TestQueue: Sendable {
             try await Task.sleep(for: .milliseconds(50))
         }
     }
+}
+
+/// A loopback TCP port nothing listens on right now, asked of the kernel.
+func freePort() throws -> Int {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+    }
+    guard bound else { throw TestFailure("no free port") }
+    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 struct TestFailure: Error, CustomStringConvertible {
