@@ -51,6 +51,15 @@ int fleet_vips_jpeg_buffer(VipsImage *in, void **buffer, size_t *length, int qua
                                 NULL);
 }
 
+int fleet_vips_pixel(VipsImage *in, int x, int y, double rgb[3]) {
+    double *vector = NULL;
+    int n = 0;
+    if (vips_getpoint(in, &vector, &n, x, y, NULL)) return -1;
+    for (int i = 0; i < 3; i++) rgb[i] = i < n ? vector[i] : 0;
+    g_free(vector);
+    return 0;
+}
+
 void fleet_g_free(void *pointer) {
     g_free(pointer);
 }

@@ -1,3 +1,4 @@
+import CFleetShims
 import CVips
 import Foundation
 import Testing
@@ -33,7 +34,7 @@ let corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("sha
         #expect(decoded.interpretation == VIPS_INTERPRETATION_sRGB)
         // Metadata stripped: no EXIF (so no GPS, no orientation), no XMP, no ICC.
         for field in ["exif-data", "xmp-data", "icc-profile-data", "orientation"] {
-            #expect(vips_image_get_typeof(decoded.pointer, field) == 0, "\(field) left in \(name)")
+            #expect(decoded.withPointer { vips_image_get_typeof($0, field) } == 0, "\(field) left in \(name)")
         }
         #expect(jpegLuminanceTable(image.jpeg) == ijgLuminanceTable(quality: 80))
         // The upload is untouched.
@@ -65,6 +66,50 @@ let corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("sha
             _ = try ImageNormalizer(limits: ImageLimits(maxBytes: 1_000_000)).normalize(path: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg").path)
         }
     }
+}
+
+extension ImageNormalizerTests {
+    /// Untagged images keep their colours (libvips 8.14 shifts them when asked to export an
+    /// sRGB profile: pure blue came out as 85,15,253), and transparency becomes white.
+    @Test func untaggedColoursSurviveAndTransparencyTurnsWhite() throws {
+        let cases: [(name: String, pixel: [UInt8], expected: [Double])] = [
+            ("blue", [0, 0, 255, 255], [0, 0, 255]), ("grey", [128, 128, 128, 255], [128, 128, 128]),
+            ("transparent", [0, 0, 0, 0], [255, 255, 255]),
+        ]
+        for (name, pixel, expected) in cases {
+            let input = temporaryPath(name) + ".png"
+            try pngRGBA(width: 64, height: 64, pixel: pixel).write(to: URL(fileURLWithPath: input))
+            let output = temporaryPath(name) + ".jpg"
+            try AtomicFile.write(try ImageNormalizer().normalize(path: input).jpeg, to: output)
+            var rgb = [0.0, 0.0, 0.0]
+            #expect(try VipsImageRef.open(output).withPointer { fleet_vips_pixel($0, 32, 32, &rgb) } == 0)
+            for band in 0..<3 { #expect(abs(rgb[band] - expected[band]) <= 6, "\(name): \(rgb)") }
+        }
+    }
+}
+
+/// An uncompressed RGBA PNG of one colour (zlib stored blocks, so no compressor is needed).
+func pngRGBA(width: Int, height: Int, pixel: [UInt8]) -> Data {
+    func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
+        let typed = Array(type.utf8) + body
+        return bigEndian(UInt32(body.count)) + typed + bigEndian(crc32(typed))
+    }
+    var raw: [UInt8] = []
+    for _ in 0..<height { raw += [0] + (0..<width).flatMap { _ in pixel } }
+    var zlib: [UInt8] = [0x78, 0x01]
+    var offset = 0
+    repeat {
+        let size = min(65_535, raw.count - offset)
+        let final: UInt8 = offset + size == raw.count ? 1 : 0
+        zlib += [final, UInt8(size & 0xFF), UInt8(size >> 8), UInt8(~size & 0xFF), UInt8((~size >> 8) & 0xFF)]
+        zlib += raw[offset..<(offset + size)]
+        offset += size
+    } while offset < raw.count
+    var a: UInt32 = 1, b: UInt32 = 0
+    for byte in raw { a = (a + UInt32(byte)) % 65_521; b = (b + a) % 65_521 }
+    zlib += bigEndian(b << 16 | a)
+    let header = bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [8, 6, 0, 0, 0]
+    return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", header) + chunk("IDAT", zlib) + chunk("IEND", []))
 }
 
 /// A PNG whose header claims `width` × `height` but whose pixel data is one empty zlib stream:

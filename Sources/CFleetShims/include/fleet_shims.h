@@ -32,6 +32,8 @@ int fleet_vips_flatten_white(VipsImage *in, VipsImage **out);
 int fleet_vips_to_srgb(VipsImage *in, VipsImage **out);
 // JPEG in memory, metadata stripped, optimised Huffman tables. Free the buffer with g_free.
 int fleet_vips_jpeg_buffer(VipsImage *in, void **buffer, size_t *length, int quality);
+// The first three bands of the pixel at (x, y).
+int fleet_vips_pixel(VipsImage *in, int x, int y, double rgb[3]);
 // Frees a buffer libvips allocated.
 void fleet_g_free(void *pointer);
 // Drops a reference to an image.

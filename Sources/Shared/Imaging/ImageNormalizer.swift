@@ -49,15 +49,15 @@ public struct ImageNormalizer: Sendable {
         var image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, Int32(maxWidth), failOn, hasProfile ? "srgb" : nil) }
         if image.hasAlpha {
             let flat = image
-            image = try VipsImageRef.make { fleet_vips_flatten_white(flat.pointer, $0) }
+            image = try flat.withPointer { input in try VipsImageRef.make { fleet_vips_flatten_white(input, $0) } }
         }
         if image.interpretation != VIPS_INTERPRETATION_sRGB {
             let source = image
-            image = try VipsImageRef.make { fleet_vips_to_srgb(source.pointer, $0) }
+            image = try source.withPointer { input in try VipsImageRef.make { fleet_vips_to_srgb(input, $0) } }
         }
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard fleet_vips_jpeg_buffer(image.pointer, &buffer, &length, Int32(quality)) == 0, let buffer else {
+        guard image.withPointer({ fleet_vips_jpeg_buffer($0, &buffer, &length, Int32(quality)) }) == 0, let buffer else {
             throw ImageError.invalid(Vips.takeError())
         }
         defer { fleet_g_free(buffer) }
@@ -83,6 +83,6 @@ public struct ImageNormalizer: Sendable {
         guard pixels <= limits.maxPixels else {
             throw ImageError.tooLarge("\(image.width) × \(image.height) is \(pixels) pixels, more than \(limits.maxPixels)")
         }
-        return vips_image_get_typeof(image.pointer, "icc-profile-data") != 0
+        return image.withPointer { vips_image_get_typeof($0, "icc-profile-data") != 0 }
     }
 }

@@ -27,10 +27,16 @@ enum Vips {
 
 /// An owned `VipsImage *`, released when dropped.
 final class VipsImageRef {
-    let pointer: UnsafeMutablePointer<VipsImage>
+    private let pointer: UnsafeMutablePointer<VipsImage>
 
     init(_ pointer: UnsafeMutablePointer<VipsImage>) { self.pointer = pointer }
     deinit { fleet_vips_unref(pointer) }
+
+    /// Lends the raw image to C code; the reference stays alive until `body` returns (Swift
+    /// may otherwise release it right after reading the pointer, before the call runs).
+    func withPointer<R>(_ body: (UnsafeMutablePointer<VipsImage>) throws -> R) rethrows -> R {
+        try withExtendedLifetime(self) { try body(pointer) }
+    }
 
     var width: Int { Int(vips_image_get_width(pointer)) }
     var height: Int { Int(vips_image_get_height(pointer)) }
