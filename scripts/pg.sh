@@ -57,7 +57,7 @@ start() {
     } | as_owner tee -a "$dir/postgresql.conf" >/dev/null
   fi
   if ! running; then
-    as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start >/dev/null \
+    as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -o "-p $port" -w -t 60 start >/dev/null \
       || { tail -20 "$dir/server.log" >&2; exit 1; }
   fi
   as_owner "$bin/psql" -h "$dir" -p "$port" -U postgres -d postgres -tAq \
@@ -68,7 +68,7 @@ start() {
 case $command in
   start) start; echo "$url" ;;
   stop) if running; then as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null; fi ;;
-  restart) as_owner "$bin/pg_ctl" -D "$dir" -m fast -w -t 60 restart -l "$dir/server.log" >/dev/null ;;
+  restart) as_owner "$bin/pg_ctl" -D "$dir" -m fast -w -t 60 -o "-p $port" restart -l "$dir/server.log" >/dev/null ;;
   status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
   url) echo "$url" ;;
   *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;

@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs the Debian packages if missing,
-# starts a throwaway PostgreSQL (fsync off) under .data/test-postgres, builds, runs
-# `swift test`, and stops the database again.
+# starts a throwaway PostgreSQL (fsync off) under .data/test-postgres on port
+# FLEET_TEST_PG_PORT (default 54330), builds, runs `swift test`, and stops the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 dir=.data/test-postgres
-port=54330
-scripts/pg.sh start --dir "$dir" --port "$port" --fast >/dev/null
+port=${FLEET_TEST_PG_PORT:-54330}
 trap 'scripts/pg.sh stop --dir "$dir" --port "$port"' EXIT
-FLEET_TEST_DATABASE_URL=$(scripts/pg.sh url --port "$port")
-export FLEET_TEST_DATABASE_URL
+scripts/pg.sh start --dir "$dir" --port "$port" --fast >/dev/null
+export FLEET_TEST_PG_PORT=$port FLEET_TEST_PG_STARTED=1
 swift build --build-tests
 swift test --skip-build --disable-xctest

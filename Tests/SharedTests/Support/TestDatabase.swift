@@ -18,9 +18,11 @@ struct PostgresCluster: Sendable {
     let directory: String
     let port: Int
 
-    /// The shared test cluster: `FLEET_TEST_DATABASE_URL` when the test script set it,
-    /// otherwise `.data/test-postgres`, started on first use.
-    static let shared = PostgresCluster(directory: packageRoot.appendingPathComponent(".data/test-postgres").path, port: 54330)
+    /// The shared test cluster: `.data/test-postgres` on `FLEET_TEST_PG_PORT` (default 54330),
+    /// started on first use unless `scripts/test.sh` already started it.
+    static let shared = PostgresCluster(
+        directory: packageRoot.appendingPathComponent(".data/test-postgres").path,
+        port: ProcessInfo.processInfo.environment["FLEET_TEST_PG_PORT"].flatMap { Int($0) } ?? 54330)
 
     /// A cluster of its own, for tests that restart the server.
     static func makePrivate() async throws -> PostgresCluster {
@@ -40,7 +42,7 @@ struct PostgresCluster: Sendable {
 
     /// Starts the shared cluster once per test run, unless the test script already did.
     private static let sharedStart = Task {
-        if ProcessInfo.processInfo.environment["FLEET_TEST_DATABASE_URL"] == nil { try await shared.start() }
+        if ProcessInfo.processInfo.environment["FLEET_TEST_PG_STARTED"] == nil { try await shared.start() }
     }
 
     static func startSharedOnce() async { _ = await sharedStart.result }
