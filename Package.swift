@@ -61,7 +61,7 @@ let package = Package(
             dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             exclude: ["peers"]
         ),
-        .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill"]),
+        .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker"]),
         .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
     ]
 )

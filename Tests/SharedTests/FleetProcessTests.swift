@@ -80,3 +80,38 @@ import Testing
         }
     }
 }
+
+/// The image worker as a process: jobs through the queue, and memory on hostile input.
+@Suite(.serialized) struct ImageWorkerProcessTests {
+    @Test func normaliseJobsRunThroughARealImageWorker() async throws {
+        let q = try await TestQueue.make()
+        let root = temporaryPath("images")
+        try AtomicFile.write(try Data(contentsOf: corpus.appendingPathComponent("colorfulcups-1920x1200.heic")), to: "\(root)/u1/uploads/up1")
+        try AtomicFile.write(Data("not an image".utf8), to: "\(root)/u1/uploads/up2")
+        let worker = try DrillProcess(databaseURL: q.url, executable: "image-worker", environment: ["FLEET_STORAGE_ROOT": root])
+        let good = try await q.queue.enqueue(NewJob(kind: .imageNormalize, payload: #"{"userId":"u1","uploadId":"up1","target":"garment","imageId":"g1"}"#))
+        let bad = try await q.queue.enqueue(NewJob(kind: .imageNormalize, payload: #"{"userId":"u1","uploadId":"up2","target":"body","imageId":"b1"}"#))
+        try await q.waitUntil("both ended") { try await q.states().keys.allSatisfy(\.isTerminal) }
+        worker.signal(SIGTERM)
+        #expect(await worker.wait() == 0, "\(worker.log)")
+        let done = try #require(try await q.queue.job(id: good.id))
+        #expect(done.state == .completed && done.result?.contains("u1/garments/g1.jpg") == true)
+        #expect(FileManager.default.fileExists(atPath: "\(root)/u1/garments/g1.jpg"))
+        let refused = try #require(try await q.queue.job(id: bad.id))
+        #expect(refused.state == .dead && refused.attempt == 1 && refused.errors.first?.code == "IMAGE_INVALID")
+    }
+
+    /// A 30000 × 30000 PNG would need 2.7 GB decoded: it is refused from its header, in the
+    /// memory of a process that did nothing.
+    @Test func aDecompressionBombIsRefusedInBoundedMemory() async throws {
+        let bomb = temporaryPath("bomb") + ".png"
+        try pngHeaderOnly(width: 30_000, height: 30_000).write(to: URL(fileURLWithPath: bomb))
+        let log = temporaryPath("normalize") + ".log"
+        let process = try ChildProcess(builtExecutable("image-worker"), ["normalize", bomb, temporaryPath("out") + ".jpg"],
+                                       environment: ProcessInfo.processInfo.environment, outputPath: log)
+        #expect(await process.wait() == 1)
+        #expect(try String(contentsOfFile: log, encoding: .utf8).contains("IMAGE_TOO_LARGE"))
+        let peak = try #require(process.peakRSSKilobytes)
+        #expect(peak < 100_000, "peak RSS \(peak) KB")
+    }
+}

@@ -1,14 +1,19 @@
 import Foundation
 @testable import Shared
 
-/// A `fleet-drill` worker process, started from the build folder beside the test bundle.
+/// The path of one of the package's executables, built beside the test bundle.
+func builtExecutable(_ name: String) -> String {
+    let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name).path
+    return FileManager.default.fileExists(atPath: beside) ? beside : packageRoot.appendingPathComponent(".build/debug/\(name)").path
+}
+
+/// A worker process (`fleet-drill` unless told otherwise), started from the build folder.
 final class DrillProcess: Sendable {
     let child: ChildProcess
     let logPath: String
 
-    init(databaseURL: String, executionLog: String? = nil, environment: [String: String] = [:]) throws {
-        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fleet-drill").path
-        let binary = FileManager.default.fileExists(atPath: beside) ? beside : packageRoot.appendingPathComponent(".build/debug/fleet-drill").path
+    init(databaseURL: String, executable: String = "fleet-drill", executionLog: String? = nil, environment: [String: String] = [:]) throws {
+        let binary = builtExecutable(executable)
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = databaseURL
         env["FLEET_LOG_LEVEL"] = env["FLEET_LOG_LEVEL"] ?? "warning"
