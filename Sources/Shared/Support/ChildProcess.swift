@@ -32,7 +32,9 @@ public final class ChildProcess: Sendable {
     /// The exit code (128 + signal when killed by one), or nil while it runs.
     public var exitStatus: Int32? { reap()?.status }
 
-    /// The most memory the process held, once it has exited.
+    /// The most memory the process held, once it has exited. posix_spawn runs the child in
+    /// the parent's address space until exec, so this is at least the parent's size then:
+    /// meaningful when a small process (the benchmark) starts a large one.
     public var peakRSSKilobytes: Int? { reap()?.peakRSSKilobytes }
 
     private func reap() -> (status: Int32, peakRSSKilobytes: Int)? {
