@@ -45,22 +45,22 @@ import Testing
     }
 
     @Test func postgresRestartMidRunLosesNothing() async throws {
-        let cluster = try await PostgresCluster.makePrivate()
-        defer { Task { await cluster.destroy() } }
-        let q = try await TestQueue.make(cluster: cluster)
-        let workers = try (0..<2).map { _ in
-            try DrillProcess(databaseURL: q.url, environment: ["FLEET_CONCURRENCY": "drill.script=32"])
+        try await PostgresCluster.withPrivate { cluster in
+            let q = try await TestQueue.make(cluster: cluster)
+            let workers = try (0..<2).map { _ in
+                try DrillProcess(databaseURL: q.url, environment: ["FLEET_CONCURRENCY": "drill.script=32"])
+            }
+            let total = 3_000
+            _ = try await q.queue.enqueue((0..<total).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 5)) })
+            try await q.waitUntil("a third done") { try await q.states()[.completed, default: 0] > total / 3 }
+            try await cluster.restart()
+            try await q.waitUntil(timeout: .seconds(120), "all completed") {
+                (try? await q.pool.withRetry { _ in try await q.states() })?[.completed] == total
+            }
+            for worker in workers { worker.signal(SIGTERM) }
+            for worker in workers { #expect(await worker.wait() == 0, "\(worker.log)") }
+            #expect(try await q.states() == [.completed: total])
         }
-        let total = 3_000
-        _ = try await q.queue.enqueue((0..<total).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 5)) })
-        try await q.waitUntil("a third done") { try await q.states()[.completed, default: 0] > total / 3 }
-        try await cluster.restart()
-        try await q.waitUntil(timeout: .seconds(120), "all completed") {
-            (try? await q.pool.withRetry { _ in try await q.states() })?[.completed] == total
-        }
-        for worker in workers { worker.signal(SIGTERM) }
-        for worker in workers { #expect(await worker.wait() == 0, "\(worker.log)") }
-        #expect(try await q.states() == [.completed: total])
     }
 
     @Test func sigtermFinishesRunningJobsAndHandsBackTheLongOnes() async throws {

@@ -24,8 +24,20 @@ struct PostgresCluster: Sendable {
         directory: packageRoot.appendingPathComponent(".data/test-postgres").path,
         port: ProcessInfo.processInfo.environment["FLEET_TEST_PG_PORT"].flatMap { Int($0) } ?? 54330)
 
-    /// A cluster of its own, for tests that restart the server.
-    static func makePrivate() async throws -> PostgresCluster {
+    /// Runs `body` with a cluster of its own (for tests that restart the server), and stops
+    /// and deletes that cluster afterwards, whatever `body` did.
+    static func withPrivate(_ body: (PostgresCluster) async throws -> Void) async throws {
+        let cluster = try await makePrivate()
+        do {
+            try await body(cluster)
+        } catch {
+            await cluster.destroy()
+            throw error
+        }
+        await cluster.destroy()
+    }
+
+    private static func makePrivate() async throws -> PostgresCluster {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-pg-\(UUID().uuidString.prefix(8))").path
         let cluster = PostgresCluster(directory: directory, port: try freePort())
         try await cluster.start()
@@ -58,6 +70,7 @@ struct PostgresCluster: Sendable {
     func destroy() async {
         try? await script("stop")
         try? FileManager.default.removeItem(atPath: directory)
+        try? FileManager.default.removeItem(atPath: directory + ".initdb.log")
     }
 
     private func script(_ command: String) async throws {
