@@ -7,7 +7,7 @@ import Testing
     @Test func fourProcessesDrainTwentyThousandJobsEachExactlyOnce() async throws {
         let q = try await TestQueue.make()
         let log = temporaryPath("executions")
-        let workers = try (0..<4).map { _ in try DrillProcess(databaseURL: q.url, executionLog: log) }
+        let workers = try (0..<4).map { _ in try WorkerProcess(databaseURL: q.url, executionLog: log) }
         for start in stride(from: 0, to: 20_000, by: 5_000) {
             _ = try await q.queue.enqueue((start..<start + 5_000).map { NewJob(kind: .drillNoop, payload: #"{"n":\#($0)}"#) })
         }
@@ -27,13 +27,13 @@ import Testing
     @Test func jobsOfAKilledWorkerAreCompletedByAnotherAfterTheLease() async throws {
         let q = try await TestQueue.make()
         let environment = ["FLEET_LEASE_SECONDS": "2", "FLEET_CONCURRENCY": "drill.script=10"]
-        let victim = try DrillProcess(databaseURL: q.url, environment: environment)
+        let victim = try WorkerProcess(databaseURL: q.url, environment: environment)
         let jobs = try await q.queue.enqueue((0..<10).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 1_500)) })
         try await q.waitUntil("victim running all") { try await q.states()[.running] == 10 }
         victim.signal(SIGKILL)
         #expect(await victim.wait() != 0)
 
-        let survivor = try DrillProcess(databaseURL: q.url, environment: environment)
+        let survivor = try WorkerProcess(databaseURL: q.url, environment: environment)
         try await q.waitUntil(timeout: .seconds(60), "all completed") { try await q.states()[.completed] == 10 }
         survivor.signal(SIGTERM)
         #expect(await survivor.wait() == 0)
@@ -48,7 +48,7 @@ import Testing
         try await PostgresCluster.withPrivate { cluster in
             let q = try await TestQueue.make(cluster: cluster)
             let workers = try (0..<2).map { _ in
-                try DrillProcess(databaseURL: q.url, environment: ["FLEET_CONCURRENCY": "drill.script=32"])
+                try WorkerProcess(databaseURL: q.url, environment: ["FLEET_CONCURRENCY": "drill.script=32"])
             }
             let total = 3_000
             _ = try await q.queue.enqueue((0..<total).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 5)) })
@@ -65,7 +65,7 @@ import Testing
 
     @Test func sigtermFinishesRunningJobsAndHandsBackTheLongOnes() async throws {
         let q = try await TestQueue.make()
-        let worker = try DrillProcess(databaseURL: q.url, environment: [
+        let worker = try WorkerProcess(databaseURL: q.url, environment: [
             "FLEET_SHUTDOWN_GRACE_SECONDS": "1", "FLEET_CONCURRENCY": "drill.script=20",
         ])
         let short = try await q.queue.enqueue((0..<10).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 300)) })
@@ -88,7 +88,7 @@ import Testing
         let root = temporaryPath("images")
         try AtomicFile.write(try Data(contentsOf: corpus.appendingPathComponent("colorfulcups-1920x1200.heic")), to: "\(root)/u1/uploads/up1")
         try AtomicFile.write(Data("not an image".utf8), to: "\(root)/u1/uploads/up2")
-        let worker = try DrillProcess(databaseURL: q.url, executable: "image-worker", environment: ["FLEET_STORAGE_ROOT": root])
+        let worker = try WorkerProcess(databaseURL: q.url, executable: "image-worker", environment: ["FLEET_STORAGE_ROOT": root])
         let good = try await q.queue.enqueue(NewJob(kind: .imageNormalize, payload: #"{"userId":"u1","uploadId":"up1","target":"garment","imageId":"g1"}"#))
         let bad = try await q.queue.enqueue(NewJob(kind: .imageNormalize, payload: #"{"userId":"u1","uploadId":"up2","target":"body","imageId":"b1"}"#))
         try await q.waitUntil("both ended") { try await q.states().keys.allSatisfy(\.isTerminal) }

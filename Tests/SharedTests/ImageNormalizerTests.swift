@@ -90,10 +90,6 @@ extension ImageNormalizerTests {
 
 /// An uncompressed RGBA PNG of one colour (zlib stored blocks, so no compressor is needed).
 func pngRGBA(width: Int, height: Int, pixel: [UInt8]) -> Data {
-    func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
-        let typed = Array(type.utf8) + body
-        return bigEndian(UInt32(body.count)) + typed + bigEndian(crc32(typed))
-    }
     var raw: [UInt8] = []
     for _ in 0..<height { raw += [0] + (0..<width).flatMap { _ in pixel } }
     var zlib: [UInt8] = [0x78, 0x01]
@@ -109,19 +105,23 @@ func pngRGBA(width: Int, height: Int, pixel: [UInt8]) -> Data {
     for byte in raw { a = (a + UInt32(byte)) % 65_521; b = (b + a) % 65_521 }
     zlib += bigEndian(b << 16 | a)
     let header = bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [8, 6, 0, 0, 0]
-    return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", header) + chunk("IDAT", zlib) + chunk("IEND", []))
+    return png(header: header, data: zlib)
 }
 
 /// A PNG whose header claims `width` × `height` but whose pixel data is one empty zlib stream:
 /// the shape of a decompression bomb, which must be refused from the header alone.
 func pngHeaderOnly(width: UInt32, height: UInt32) -> Data {
+    let header = bigEndian(width) + bigEndian(height) + [8, 2, 0, 0, 0]
+    return png(header: header, data: [0x78, 0x9C, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01])
+}
+
+/// A PNG file: signature, IHDR `header`, one IDAT holding the zlib stream `data`, IEND.
+func png(header: [UInt8], data: [UInt8]) -> Data {
     func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
         let typed = Array(type.utf8) + body
         return bigEndian(UInt32(body.count)) + typed + bigEndian(crc32(typed))
     }
-    let header = bigEndian(width) + bigEndian(height) + [8, 2, 0, 0, 0]
-    return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", header)
-                + chunk("IDAT", [0x78, 0x9C, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]) + chunk("IEND", []))
+    return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", header) + chunk("IDAT", data) + chunk("IEND", []))
 }
 
 func bigEndian(_ value: UInt32) -> [UInt8] { [24, 16, 8, 0].map { UInt8((value >> $0) & 0xFF) } }

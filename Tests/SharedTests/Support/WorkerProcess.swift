@@ -8,7 +8,7 @@ func builtExecutable(_ name: String) -> String {
 }
 
 /// A worker process (`fleet-drill` unless told otherwise), started from the build folder.
-final class DrillProcess: Sendable {
+final class WorkerProcess: Sendable {
     let child: ChildProcess
     let logPath: String
 
