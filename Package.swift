@@ -17,6 +17,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // System libraries, found by their pkg-config names (Debian's -dev packages).
@@ -30,7 +35,7 @@ let package = Package(
         .target(
             name: "Shared",
             dependencies: [
-                "CLibPQ", "CVips", "CFleetShims", "CSodium",
+                "CLibPQ", "CVips", "CCurl", "CFleetShims", "CSodium",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -61,7 +66,10 @@ let package = Package(
             dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             exclude: ["peers"]
         ),
-        .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker"]),
+        // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
+        // formats: used by the tests and by fleet-bench's render suite.
+        .target(name: "FakeProviders", dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird")]),
+        .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders"]),
         .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
     ]
 )
