@@ -68,7 +68,10 @@ let package = Package(
         ),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
         // formats: used by the tests and by fleet-bench's render suite.
-        .target(name: "FakeProviders", dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird")]),
+        .target(
+            name: "FakeProviders",
+            dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders"]),
         .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
     ]
