@@ -55,7 +55,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "ImageWorker",
-            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .executableTarget(
             name: "FleetDrill",
@@ -73,6 +76,5 @@ let package = Package(
             dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders"]),
-        .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
     ]
 )
