@@ -75,6 +75,12 @@ let package = Package(
             name: "FakeProviders",
             dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio")]
         ),
-        .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders"]),
+        .testTarget(
+            name: "SharedTests",
+            dependencies: [
+                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
     ]
 )

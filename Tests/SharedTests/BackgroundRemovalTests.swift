@@ -1,6 +1,8 @@
 import CFleetShims
 import FakeProviders
 import Foundation
+import Metrics
+import MetricsTestKit
 import Testing
 @testable import Shared
 
@@ -161,6 +163,21 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
         }
     }
 
+    @Test func eachBackendAttemptIsCountedAndTimedByOutcome() async throws {
+        let metrics = TestMetricsOnce.shared
+        let fake = try await FakeReplicate.start(script: FakeScript([.fail(status: 503)]))
+        defer { Task { await fake.stop() } }
+        func count(_ backend: String, _ outcome: String) -> Int64 {
+            metrics.counters(label: "fleet_cutout_backend_total", dimensions: [("backend", backend), ("outcome", outcome)])
+                .map(\.totalValue).reduce(0, +)
+        }
+        let before = (count("replicate", "transient"), count("local", "success"))
+        _ = try await cutout([replicate(fake), LocalBackgroundRemover()])
+        #expect(count("replicate", "transient") >= before.0 + 1 && count("local", "success") >= before.1 + 1)
+        let timer = try metrics.expectTimer("fleet_cutout_backend_seconds", [("backend", "replicate")])
+        #expect(!timer.values.isEmpty)
+    }
+
     @Test func settingsChooseTheOrderAndRefuseUnconfiguredBackends() throws {
         let defaults = try BackgroundRemovalSettings.load(from: [:])
         #expect(defaults.order == [.local])
@@ -182,4 +199,13 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
     func pngOpaqueAnswer() throws -> Data {
         try VipsImageRef.decode(plainBackgroundGarment).png()
     }
+}
+
+/// swift-metrics takes one backend per process: the tests share this one.
+enum TestMetricsOnce {
+    static let shared: TestMetrics = {
+        let metrics = TestMetrics()
+        MetricsSystem.bootstrap(metrics)
+        return metrics
+    }()
 }
