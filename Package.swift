@@ -39,6 +39,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -68,8 +70,24 @@ let package = Package(
         ),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
         // formats: used by the tests and by fleet-bench's render suite.
-        .target(name: "FakeProviders", dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird")]),
+        .target(
+            name: "FakeProviders",
+            dependencies: [
+                "Shared", "CSodium",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders"]),
         .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
+        .testTarget(
+            name: "RenderTests",
+            dependencies: [
+                "Shared", "FakeProviders", "CSodium",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
     ]
 )
