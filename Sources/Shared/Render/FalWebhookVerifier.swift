@@ -40,9 +40,9 @@ public actor FalWebhookVerifier {
         precondition(sodium_init() >= 0, "libsodium failed to initialise")
         self.http = http
         self.jwksURL = jwksURL
-        self.cacheLifetime = min(Self.seconds(cacheLifetime), 24 * 3600)
-        self.minimumRefetchInterval = Self.seconds(minimumRefetchInterval)
-        self.tolerance = Self.seconds(tolerance)
+        self.cacheLifetime = min(cacheLifetime.seconds, 24 * 3600)
+        self.minimumRefetchInterval = minimumRefetchInterval.seconds
+        self.tolerance = tolerance.seconds
         self.now = now
     }
 
@@ -77,9 +77,9 @@ public actor FalWebhookVerifier {
     }
 
     private func fetchKeys() async throws(FalWebhookError) -> KeySet {
-        let response: HTTPResponse
+        let response: HTTPClientResponse
         do {
-            response = try await http.execute(HTTPRequest(url: jwksURL, headers: [("Accept", "application/json")], timeout: .seconds(10)))
+            response = try await http.execute(HTTPClientRequest(url: jwksURL, headers: [("Accept", "application/json")], timeout: .seconds(10)))
         } catch {
             throw FalWebhookError.keysUnavailable("\(error)")
         }
@@ -121,10 +121,6 @@ public actor FalWebhookVerifier {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
         default: nil
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        TimeInterval(duration.components.seconds) + TimeInterval(duration.components.attoseconds) / 1e18
     }
 }
 

@@ -62,7 +62,7 @@ public struct FalQueueClient: Sendable {
     }
 
     public func status(_ urls: FalQueueURLs, timeout: Duration = .seconds(10)) async throws(ProviderError) -> Status {
-        let response = try await send(HTTPRequest(url: urls.status, headers: [("Accept", "application/json")], timeout: timeout))
+        let response = try await send(HTTPClientRequest(url: urls.status, headers: [("Accept", "application/json")], timeout: timeout))
         guard response.isSuccess else { throw failure(response).error }
         let status = try ProviderJSON.decode(StatusBody.self, from: response.body, what: "status response", provider: provider)
         switch status.status {
@@ -76,7 +76,7 @@ public struct FalQueueClient: Sendable {
     /// The model's output JSON of a completed request, or how it failed. Only the exchange
     /// failing (no answer, unreadable answer) throws.
     public func output(_ urls: FalQueueURLs, timeout: Duration = .seconds(20)) async throws(ProviderError) -> Result<Data, ProviderFailure> {
-        let response = try await send(HTTPRequest(url: urls.response, headers: [("Accept", "application/json")], timeout: timeout))
+        let response = try await send(HTTPClientRequest(url: urls.response, headers: [("Accept", "application/json")], timeout: timeout))
         return response.isSuccess ? .success(response.body) : .failure(failure(response).failure)
     }
 
@@ -91,9 +91,9 @@ public struct FalQueueClient: Sendable {
 
     /// `PUT cancel_url`: fal accepts it only while the request waits in the queue.
     public func cancel(_ urls: FalQueueURLs) async -> CancelOutcome {
-        let response: HTTPResponse
+        let response: HTTPClientResponse
         do {
-            response = try await send(HTTPRequest(method: .put, url: urls.cancel, headers: [("Accept", "application/json")], timeout: .seconds(10)))
+            response = try await send(HTTPClientRequest(method: .put, url: urls.cancel, headers: [("Accept", "application/json")], timeout: .seconds(10)))
         } catch {
             return .notSent(error.description)
         }
@@ -102,13 +102,13 @@ public struct FalQueueClient: Sendable {
         return response.isSuccess ? .requested : .notSent(failure(response).error.description)
     }
 
-    private func send(_ request: HTTPRequest) async throws(ProviderError) -> HTTPResponse {
+    private func send(_ request: HTTPClientRequest) async throws(ProviderError) -> HTTPClientResponse {
         var request = request
         request.headers.append(("Authorization", "Key \(key)"))
         return try await http.send(request, provider: provider)
     }
 
-    private func failure(_ response: HTTPResponse) -> (error: ProviderError, failure: ProviderFailure) {
+    private func failure(_ response: HTTPClientResponse) -> (error: ProviderError, failure: ProviderFailure) {
         let body = FalErrorBody.parse(response.body)
         let retryable = response.headers["x-fal-retryable"].map { $0.lowercased() == "true" }
         let message = body?.message ?? ProviderText.excerpt(response.body)

@@ -99,7 +99,7 @@ public actor GoogleAccessTokens {
         self.credentials = credentials
         self.http = http
         self.now = now
-        self.refreshMargin = TimeInterval(refreshMargin.components.seconds)
+        self.refreshMargin = refreshMargin.seconds
     }
 
     public func token() async throws(ProviderError) -> String {
@@ -125,19 +125,19 @@ public actor GoogleAccessTokens {
     }
 
     private func fetch() async throws(ProviderError) -> Token {
-        let request: HTTPRequest
+        let request: HTTPClientRequest
         switch credentials {
         case .accessToken(let token):
             return Token(value: token, expires: .distantFuture)
         case .serviceAccount(let key):
             let assertion = try key.assertion(scope: Self.scope, issuedAt: now())
             let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"
-            request = HTTPRequest(
+            request = HTTPClientRequest(
                 method: .post, url: key.tokenURI,
                 headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
                 body: Data(form.utf8), timeout: .seconds(10))
         case .metadataServer(let host):
-            request = HTTPRequest(
+            request = HTTPClientRequest(
                 url: "http://\(host)/computeMetadata/v1/instance/service-accounts/default/token",
                 headers: [("Metadata-Flavor", "Google")], timeout: .seconds(5))
         }

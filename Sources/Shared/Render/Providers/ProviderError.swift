@@ -71,7 +71,7 @@ enum ProviderText {
 
 extension HTTPClient {
     /// `execute` with transport errors classified for `provider`.
-    func send(_ request: HTTPRequest, provider: String) async throws(ProviderError) -> HTTPResponse {
+    func send(_ request: HTTPClientRequest, provider: String) async throws(ProviderError) -> HTTPClientResponse {
         do {
             return try await execute(request)
         } catch let error as HTTPClientError {

@@ -26,7 +26,7 @@ public struct ProviderImageFetcher: Sendable {
             guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
                 throw ProviderError.malformedResponse(provider: provider, reason: "result image URL is not http(s)")
             }
-            let response = try await http.send(HTTPRequest(url: url, timeout: timeout, maxResponseBytes: maxBytes), provider: provider)
+            let response = try await http.send(HTTPClientRequest(url: url, timeout: timeout, maxResponseBytes: maxBytes), provider: provider)
             guard response.isSuccess else {
                 throw ProviderError.from(status: response.status, message: "downloading the result image from \(HTTPClientError.redacted(url))", provider: provider)
             }
