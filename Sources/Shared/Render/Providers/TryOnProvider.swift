@@ -96,7 +96,7 @@ public enum ProviderImage: Sendable, Codable, Equatable {
 }
 
 /// A job the provider ran and gave up on (or a result it would not deliver).
-public struct ProviderFailure: Sendable, Codable, Equatable, CustomStringConvertible {
+public struct ProviderFailure: Error, Sendable, Codable, Equatable, CustomStringConvertible {
     /// The provider's error type when it gives one (`runner_server_error`, `rai_filtered`…), else `http_<status>`.
     public var code: String
     public var message: String
