@@ -88,6 +88,7 @@ public final class FakeFal: Sendable {
         var requests: [RecordedRequest] = []
         var cancels: [String] = []
         var deliveries: [Delivery] = []
+        var jwksFetches = 0
     }
 
     /// - Parameter webhookClient: posts webhooks for submits that carry `fal_webhook`; without it none are sent.
@@ -118,6 +119,7 @@ public final class FakeFal: Sendable {
     /// Request ids whose cancel URL was called.
     public var cancelledRequestIDs: [String] { state.withLock { $0.cancels } }
     public var deliveries: [Delivery] { state.withLock { $0.deliveries } }
+    public var jwksFetches: Int { state.withLock { $0.jwksFetches } }
     /// The public key the JWKS serves now.
     public var publicKey: [UInt8] { state.withLock { $0.signingKey.publicKey } }
 
@@ -202,7 +204,10 @@ public final class FakeFal: Sendable {
         let recorded = FakeHTTP.record(request, body: Data())
         let path = recorded.path
         if path == "/.well-known/jwks.json" {
-            let key = state.withLock { $0.signingKey }
+            let key = state.withLock { state in
+                state.jwksFetches += 1
+                return state.signingKey
+            }
             return FakeHTTP.json(200, ["keys": [["kty": "OKP", "crv": "Ed25519", "kid": key.id, "x": key.x]]])
         }
         if path.hasPrefix("/files/") {
