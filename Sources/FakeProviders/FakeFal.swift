@@ -281,13 +281,22 @@ public final class FakeFal: Sendable {
 
     // MARK: Webhooks
 
-    private func deliverWebhook(requestID: String, to url: String, after latency: Duration) async {
-        try? await Task.sleep(for: latency)
-        guard let webhookClient, state.withLock({ $0.jobs[requestID]?.cancelled == false }) else { return }
+    /// Posts the signed webhook for `requestID` to `url` now, as fal (re)delivers it; returns the
+    /// receiver's status, nil when it could not be reached.
+    @discardableResult
+    public func postWebhook(requestID: String, to url: String) async -> Int? {
+        guard let webhookClient else { return nil }
         let body = webhookBody(requestID: requestID)
         let headers = webhookHeaders(body: body, requestID: requestID).map { (name: $0.key, value: $0.value) }
         let status = try? await webhookClient.execute(.json(.post, url: url, body: body, headers: headers, timeout: .seconds(15))).status
         state.withLock { $0.deliveries.append(Delivery(url: url, body: body, status: status)) }
+        return status
+    }
+
+    private func deliverWebhook(requestID: String, to url: String, after latency: Duration) async {
+        try? await Task.sleep(for: latency)
+        guard state.withLock({ $0.jobs[requestID]?.cancelled == false }) else { return }
+        await postWebhook(requestID: requestID, to: url)
     }
 
     // MARK: Helpers

@@ -38,6 +38,14 @@ import Testing
     @Test func aValidWebhookPassesAndTheKeySetIsCached() async throws {
         try await withFakeFal { fal, http in
             let verifier = Self.verifier(fal, http)
+            // A burst of first webhooks shares one key fetch.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<8 {
+                    let headers = fal.webhookHeaders(body: Self.body, requestID: "burst-\(index)")
+                    group.addTask { try await verifier.verify(headers: headers, body: Self.body) }
+                }
+                try await group.waitForAll()
+            }
             try await verifier.verify(headers: fal.webhookHeaders(body: Self.body, requestID: "req-1"), body: Self.body)
             // Header names in any case, as servers hand them over.
             let lower = Dictionary(uniqueKeysWithValues: fal.webhookHeaders(body: Self.body, requestID: "req-2").map { ($0.key.lowercased(), $0.value) })
@@ -161,6 +169,11 @@ import Testing
             #expect(result.image == .url("\(fal.baseURL)/files/\(submission.jobID).jpg"))
             #expect(fal.deliveries.map(\.status) == [200])
             #expect(fal.deliveries.first?.url == "\(receiver.baseURL)/hooks/fal?render=r1")
+            // fal redelivers the same signed outcome; a forged one is refused.
+            #expect(await fal.postWebhook(requestID: submission.jobID, to: "\(receiver.baseURL)/hooks/fal") == 200)
+            #expect(received.withLock { $0 } == [result, result])
+            let forged = try await http.execute(.json(.post, url: "\(receiver.baseURL)/hooks/fal", body: fal.webhookBody(requestID: submission.jobID)))
+            #expect(forged.status == 401)
         }
     }
 }

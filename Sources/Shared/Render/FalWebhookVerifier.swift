@@ -31,6 +31,8 @@ public actor FalWebhookVerifier {
     private let tolerance: TimeInterval
     private let now: @Sendable () -> Date
     private var keySet: KeySet?
+    /// A fetch in progress, shared by webhooks that arrive meanwhile.
+    private var fetching: Task<KeySet, any Error>?
 
     public init(
         http: any HTTPClient, jwksURL: String = FalWebhookVerifier.defaultJWKSURL,
@@ -77,6 +79,21 @@ public actor FalWebhookVerifier {
     }
 
     private func fetchKeys() async throws(FalWebhookError) -> KeySet {
+        let task = fetching ?? Task { try await self.download() }
+        fetching = task
+        defer { fetching = nil }
+        do {
+            let set = try await task.value
+            keySet = set
+            return set
+        } catch let error as FalWebhookError {
+            throw error
+        } catch {
+            throw FalWebhookError.keysUnavailable("\(error)")
+        }
+    }
+
+    private func download() async throws(FalWebhookError) -> KeySet {
         let response: HTTPClientResponse
         do {
             response = try await http.execute(HTTPClientRequest(url: jwksURL, headers: [("Accept", "application/json")], timeout: .seconds(10)))
@@ -93,9 +110,7 @@ public actor FalWebhookVerifier {
         }
         let keys = jwks.keys.compactMap { $0.x.flatMap(Base64URL.decode) }.map(Array.init).filter { $0.count == Int(crypto_sign_PUBLICKEYBYTES) }
         guard !keys.isEmpty else { throw FalWebhookError.keysUnavailable("JWKS holds no Ed25519 key") }
-        let set = KeySet(keys: keys, fetched: now())
-        keySet = set
-        return set
+        return KeySet(keys: keys, fetched: now())
     }
 
     private static func anyKeyVerifies(_ keys: [[UInt8]], signature: [UInt8], message: [UInt8]) -> Bool {
