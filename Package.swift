@@ -39,6 +39,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -73,13 +75,27 @@ let package = Package(
         // formats: used by the tests and by fleet-bench's render suite.
         .target(
             name: "FakeProviders",
-            dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "Shared", "CSodium",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         .testTarget(
             name: "SharedTests",
             dependencies: [
                 "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+        .testTarget(
+            name: "RenderTests",
+            dependencies: [
+                "Shared", "FakeProviders", "CSodium",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
     ]
