@@ -57,7 +57,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "ImageWorker",
-            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .executableTarget(
             name: "FleetDrill",
@@ -81,7 +84,6 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders"]),
-        .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
         .testTarget(
             name: "RenderTests",
             dependencies: [
