@@ -2,7 +2,7 @@ import Foundation
 
 /// Why a provider call produced no usable answer. Messages name the provider and what went wrong,
 /// never a key, a token or an image.
-public enum ProviderError: Error, Equatable, CustomStringConvertible {
+public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
     /// 5xx, 408, 429, a dropped connection or a timeout: the same call may succeed once more.
     case transient(provider: String, reason: String)
     /// The provider refused the request (a 4xx such as 422): the same input fails the same way.
@@ -19,6 +19,11 @@ public enum ProviderError: Error, Equatable, CustomStringConvertible {
     /// True when calling again (the product retries once) may succeed.
     public var isTransient: Bool {
         if case .transient = self { true } else { false }
+    }
+
+    /// The product error code a render failing with this error ends with.
+    public var code: String {
+        if case .unsupportedCategory = self { "INVALID_CATEGORY" } else { "RENDER_FAILED" }
     }
 
     public var description: String {
@@ -52,8 +57,8 @@ extension ProviderError {
 }
 
 enum HTTPStatus {
-    /// Worth another try: server faults, request timeout, rate limiting, client-closed (fal's 499).
-    static func isTransient(_ status: Int) -> Bool { status >= 500 || status == 408 || status == 429 || status == 499 }
+    /// Worth another try: server faults, request timeout, rate limiting.
+    static func isTransient(_ status: Int) -> Bool { status >= 500 || status == 408 || status == 429 }
 }
 
 enum ProviderText {

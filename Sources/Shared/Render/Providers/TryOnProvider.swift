@@ -29,7 +29,7 @@ public struct TryOnImage: Sendable, Equatable {
     }
 
     /// `data:<mime>;base64,<bytes>`: how fal takes an image without a public URL.
-    public var dataURI: String { "data:\(mimeType);base64,\(bytes.base64EncodedString())" }
+    public var dataURI: String { bytes.dataURI(mimeType: mimeType) }
 }
 
 public struct TryOnOptions: Sendable, Equatable {
