@@ -53,7 +53,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "RenderWorker",
-            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .executableTarget(
             name: "ImageWorker",
@@ -86,7 +89,7 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders",
+                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),

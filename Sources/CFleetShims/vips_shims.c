@@ -186,3 +186,7 @@ int fleet_vips_plain_background_alpha(VipsImage *in, double threshold, double fe
     g_object_unref(soft);
     return result;
 }
+
+int fleet_vips_composite_over(VipsImage *base, VipsImage *overlay, int x, int y, VipsImage **out) {
+    return vips_composite2(base, overlay, out, VIPS_BLEND_MODE_OVER, "x", x, "y", y, NULL);
+}

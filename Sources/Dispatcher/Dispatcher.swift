@@ -24,7 +24,8 @@ struct Run: AsyncParsableCommand {
         try await FleetProcess.migrate(settings, logger: logger)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
         logger.info("dispatcher started")
-        try await FleetProcess.runServices([MaintenanceService(driver: PostgresQueueDriver(pool: pool), logger: logger)], logger: logger)
+        let maintenance = MaintenanceService(driver: PostgresQueueDriver(pool: pool), renders: RenderStore(pool: pool), logger: logger)
+        try await FleetProcess.runServices([maintenance], logger: logger)
     }
 }
 

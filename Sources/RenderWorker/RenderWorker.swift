@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import Logging
 import FleetCommands
 import Shared
 
@@ -14,6 +16,23 @@ struct RenderWorker: AsyncParsableCommand {
 
 struct Run: WorkerRunCommand {
     static let executable = "render-worker"
-    static let defaultConcurrency: [JobKind: Int] = [:]
-    static func handlers(settings: FleetSettings) -> [any JobHandler] { [] }
+    /// A render mostly waits on its provider: hundreds fit in one process.
+    static let defaultConcurrency: [JobKind: Int] = [.renderRun: 200]
+    static func handlers(settings: FleetSettings) throws -> [any JobHandler] {
+        let environment = ProcessInfo.processInfo.environment
+        let reader = EnvironmentReader(environment: environment)
+        let http = CurlHTTPClient(maxConnectionsPerHost: 256)
+        let logger = Logger(label: executable)
+        let events = RenderEvents(conninfo: settings.databaseURL, logger: logger)
+        _ = events.start()  // listens for the life of the process
+        let options = RenderOptions(
+            webhookURL: environment["FLEET_RENDER_WEBHOOK_URL"].flatMap { $0.isEmpty ? nil : $0 },
+            webhookGrace: try reader.duration("FLEET_RENDER_WEBHOOK_GRACE_MS", unit: .milliseconds(1), default: 8000, range: 0...60_000),
+            pollInterval: try reader.duration("FLEET_RENDER_POLL_MS", unit: .milliseconds(1), default: 2000, range: 50...60_000))
+        let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: executable)
+        return [RenderHandler(
+            store: RenderStore(pool: pool), storage: FileImageStorage(root: settings.storageRoot),
+            providers: ProviderCatalog(settings: try ProviderSettings.load(from: environment), http: http),
+            fetcher: ProviderImageFetcher(http: http), events: events, options: options)]
+    }
 }

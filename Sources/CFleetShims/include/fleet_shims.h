@@ -53,6 +53,8 @@ int fleet_vips_average(VipsImage *in, double *mean);
 // distance) of the border's median colour and connected to the border are clear, the rest
 // opaque; the edge is blurred by a Gaussian of sigma `feather` (0: hard edge).
 int fleet_vips_plain_background_alpha(VipsImage *in, double threshold, double feather, VipsImage **out);
+// `overlay` (with alpha) laid over `base` with its top-left corner at (x, y).
+int fleet_vips_composite_over(VipsImage *base, VipsImage *overlay, int x, int y, VipsImage **out);
 // Frees a buffer libvips allocated.
 void fleet_g_free(void *pointer);
 // Drops a reference to an image.

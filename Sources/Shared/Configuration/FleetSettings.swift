@@ -54,10 +54,12 @@ public struct FleetSettings: Sendable {
 }
 
 /// Typed reads of environment variables, each error naming its variable.
-struct EnvironmentReader {
-    let environment: [String: String]
+public struct EnvironmentReader: Sendable {
+    public let environment: [String: String]
 
-    func integer(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+    public init(environment: [String: String]) { self.environment = environment }
+
+    public func integer(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = environment[name], !text.isEmpty else { return value }
         guard let number = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
             throw ConfigurationError(variable: name, reason: "'\(text)' is not a whole number in \(range.lowerBound)...\(range.upperBound)")
@@ -65,11 +67,11 @@ struct EnvironmentReader {
         return number
     }
 
-    func duration(_ name: String, unit: Duration, default value: Int, range: ClosedRange<Int>) throws -> Duration {
+    public func duration(_ name: String, unit: Duration, default value: Int, range: ClosedRange<Int>) throws -> Duration {
         try unit * integer(name, default: value, range: range)
     }
 
-    func choice<T: RawRepresentable>(_ name: String, default value: T) throws -> T where T.RawValue == String {
+    public func choice<T: RawRepresentable>(_ name: String, default value: T) throws -> T where T.RawValue == String {
         guard let text = environment[name], !text.isEmpty else { return value }
         guard let choice = T(rawValue: text.lowercased()) else {
             throw ConfigurationError(variable: name, reason: "'\(text)' is not one of the accepted values")
@@ -77,7 +79,7 @@ struct EnvironmentReader {
         return choice
     }
 
-    func list(_ name: String) throws -> [String]? {
+    public func list(_ name: String) throws -> [String]? {
         guard let text = environment[name], !text.isEmpty else { return nil }
         let items = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         guard !items.contains(where: \.isEmpty) else { throw ConfigurationError(variable: name, reason: "empty item in '\(text)'") }

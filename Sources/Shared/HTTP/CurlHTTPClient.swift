@@ -94,7 +94,7 @@ final class CurlTransfer: @unchecked Sendable {
             if payload.isEmpty {
                 fleet_curl_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
             } else {
-                payload.withUnsafeBytes { bytes in
+                _ = payload.withUnsafeBytes { bytes in
                     fleet_curl_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
                 }
             }

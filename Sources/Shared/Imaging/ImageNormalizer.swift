@@ -46,15 +46,8 @@ public struct ImageNormalizer: Sendable {
         // Only a file with an embedded profile is converted through it: libvips 8.14 shifts the
         // colours of untagged images when asked for an export profile (libvips#3479). Untagged
         // images are taken as sRGB already, or converted by colourspace below.
-        var image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, Int32(maxWidth), failOn, hasProfile ? "srgb" : nil) }
-        if image.hasAlpha {
-            let flat = image
-            image = try flat.withPointer { input in try VipsImageRef.make { fleet_vips_flatten_white(input, $0) } }
-        }
-        if image.interpretation != VIPS_INTERPRETATION_sRGB {
-            let source = image
-            image = try source.withPointer { input in try VipsImageRef.make { fleet_vips_to_srgb(input, $0) } }
-        }
+        let image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, Int32(maxWidth), failOn, hasProfile ? "srgb" : nil) }
+            .flattenedSRGB()
         return NormalizedImage(jpeg: try image.jpeg(quality: quality), width: image.width, height: image.height)
     }
 

@@ -92,4 +92,18 @@ final class VipsImageRef {
         defer { fleet_g_free(buffer) }
         return Data(bytes: buffer, count: length)
     }
+
+    /// Alpha flattened on white and colour converted to sRGB, where needed.
+    func flattenedSRGB() throws -> VipsImageRef {
+        var image = self
+        if image.hasAlpha {
+            let source = image
+            image = try source.withPointer { input in try VipsImageRef.make { fleet_vips_flatten_white(input, $0) } }
+        }
+        if image.interpretation != VIPS_INTERPRETATION_sRGB {
+            let source = image
+            image = try source.withPointer { input in try VipsImageRef.make { fleet_vips_to_srgb(input, $0) } }
+        }
+        return image
+    }
 }

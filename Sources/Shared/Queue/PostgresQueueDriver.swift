@@ -51,6 +51,13 @@ public struct PostgresQueueDriver: QueueDriver {
 
     public func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
+        return try await pool.withConnection { try await Self.insertMany(jobs, on: $0) }
+    }
+
+    /// The enqueue statement on a given connection, so that a caller's transaction (a render
+    /// request) can create its job atomically with its own rows.
+    public static func insertMany(_ jobs: [NewJob], on connection: PostgresConnection) async throws -> [EnqueuedJob] {
+        guard !jobs.isEmpty else { return [] }
         // Keys repeated inside the batch would make ON CONFLICT touch a row twice: send each once.
         var unique: [NewJob] = []
         var firstIndexOfKey: [String: Int] = [:]
@@ -68,7 +75,7 @@ public struct PostgresQueueDriver: QueueDriver {
             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
                     DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
             """ : ""
-        let rows = try await pool.query("""
+        let rows = try await connection.query("""
             WITH inserted AS (
                 INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key)
                 SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key

@@ -8,6 +8,8 @@ public protocol ImageStorage: Sendable {
     func fileForReading(_ key: StorageKey) async throws -> String
     /// Stores `data` at `key`, replacing any previous object only once it is complete.
     func write(_ data: Data, to key: StorageKey) async throws
+    /// Deletes one object; deleting a missing object is not an error.
+    func delete(_ key: StorageKey) async throws
     /// Deletes every file of `user`; returns how many.
     func deleteAll(of user: StorageID) async throws -> Int
 }
@@ -28,6 +30,14 @@ public struct FileImageStorage: ImageStorage {
 
     public func write(_ data: Data, to key: StorageKey) async throws {
         try AtomicFile.write(data, to: path(of: key))
+    }
+
+    public func delete(_ key: StorageKey) async throws {
+        do {
+            try FileManager.default.removeItem(atPath: path(of: key))
+        } catch CocoaError.fileNoSuchFile {
+            return
+        }
     }
 
     public func deleteAll(of user: StorageID) async throws -> Int {

@@ -22,7 +22,8 @@ public struct FashnProvider: FalTryOnProvider {
     public let mode: Mode
     public var name: String { Self.name }
     public var endpoint: String { "fal-ai/fashn/tryon/v1.6" }
-    public var supportedCategories: Set<GarmentCategory> { [.tops, .bottoms, .dresses, .outerwear] }
+    public static let categories: Set<GarmentCategory> = [.tops, .bottoms, .dresses, .outerwear]
+    public var supportedCategories: Set<GarmentCategory> { Self.categories }
 
     public init(key: String, queueURL: String = FalQueueClient.defaultBaseURL, mode: Mode = .balanced, http: any HTTPClient) {
         self.fal = FalQueueClient(provider: Self.name, key: key, baseURL: queueURL, http: http)

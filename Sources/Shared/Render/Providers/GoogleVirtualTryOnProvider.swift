@@ -33,7 +33,8 @@ public struct GoogleVirtualTryOnProvider: TryOnProvider {
     public let tokens: GoogleAccessTokens
     private let http: any HTTPClient
     public var name: String { Self.name }
-    public var supportedCategories: Set<GarmentCategory> { Set(GarmentCategory.allCases) }
+    public static let categories = Set(GarmentCategory.allCases)
+    public var supportedCategories: Set<GarmentCategory> { Self.categories }
 
     public init(endpoint: Endpoint, tokens: GoogleAccessTokens, http: any HTTPClient) {
         self.endpoint = endpoint

@@ -18,7 +18,8 @@ public struct NanoBananaProProvider: FalTryOnProvider {
     public var name: String { Self.name }
     /// Submit carries the `/edit` subpath; status and result use the URLs fal returns, without it.
     public var endpoint: String { "fal-ai/nano-banana-pro/edit" }
-    public var supportedCategories: Set<GarmentCategory> { Set(GarmentCategory.allCases) }
+    public static let categories = Set(GarmentCategory.allCases)
+    public var supportedCategories: Set<GarmentCategory> { Self.categories }
 
     public init(key: String, queueURL: String = FalQueueClient.defaultBaseURL, http: any HTTPClient) {
         self.fal = FalQueueClient(provider: Self.name, key: key, baseURL: queueURL, http: http)

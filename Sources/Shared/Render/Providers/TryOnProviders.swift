@@ -40,12 +40,25 @@ public struct ProviderSettings: Sendable {
 
 /// The configured provider by name.
 public enum TryOnProviders {
-    public static let names = [FashnProvider.name, NanoBananaProProvider.name, GoogleVirtualTryOnProvider.name]
+    public static let names = [LocalTryOnProvider.name, FashnProvider.name, NanoBananaProProvider.name, GoogleVirtualTryOnProvider.name]
+
+    /// The categories a provider supports, by name; empty for an unknown name.
+    @Sendable public static func supportedCategories(_ name: String) -> Set<GarmentCategory> {
+        switch name {
+        case LocalTryOnProvider.name: LocalTryOnProvider.categories
+        case FashnProvider.name: FashnProvider.categories
+        case NanoBananaProProvider.name: NanoBananaProProvider.categories
+        case GoogleVirtualTryOnProvider.name: GoogleVirtualTryOnProvider.categories
+        default: []
+        }
+    }
 
     /// Throws when the name is unknown or the provider's settings are missing or unusable
     /// (the message names the variable, never its value).
     public static func make(name: String, settings: ProviderSettings, http: any HTTPClient) throws(ConfigurationError) -> any TryOnProvider {
         switch name {
+        case LocalTryOnProvider.name:
+            return LocalTryOnProvider()
         case FashnProvider.name:
             return FashnProvider(key: try falKey(settings, for: name), queueURL: settings.falQueueURL, mode: settings.fashnMode, http: http)
         case NanoBananaProProvider.name:

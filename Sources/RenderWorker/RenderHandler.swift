@@ -1,0 +1,276 @@
+import Foundation
+import Logging
+import Shared
+import Synchronization
+
+/// `render.run`: one render from `processing` to `complete` or `failed`, within its deadline.
+///
+/// The provider job is submitted once (once more after a 5xx or a dropped connection; never
+/// after a refusal), its submission kept on the row so a worker taking over after a crash
+/// asks for the same job instead of paying for a second one. The outcome comes from the
+/// provider's callback (stored by the dispatcher, announced on `fleet_render_events`) or, when
+/// that is late, from polling. Settlement (`RenderStore.complete`/`fail`) is a compare-and-set
+/// that settles the credit in the same statement, so whoever ends the render first wins and
+/// nothing is charged twice. The job itself completes whatever the render's outcome; only
+/// infrastructure errors (database, storage) retry it.
+struct RenderHandler: JobHandler {
+    let kind = JobKind.renderRun
+    let store: RenderStore
+    let storage: any ImageStorage
+    let providers: ProviderCatalog
+    let fetcher: ProviderImageFetcher
+    let events: RenderEvents
+    let options: RenderOptions
+
+    struct Payload: Codable {
+        let renderId: StorageID
+    }
+
+    /// Raised inside the render when its deadline passes.
+    struct DeadlinePassed: Error {}
+
+    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+        let payload = try job.decodePayload(Payload.self)
+        let logger = context.logger.with("render_id", payload.renderId.value)
+        guard let render = try await store.render(id: payload.renderId.value) else {
+            throw JobError.permanent(code: "NOT_FOUND", message: "no render \(payload.renderId)")
+        }
+        if render.status.isTerminal { return summary(render.id, "already \(render.status.rawValue)") }
+        guard try await store.markProcessing(id: render.id) else {
+            _ = try await store.fail(id: render.id, code: .renderTimeout)
+            return summary(render.id, RenderErrorCode.renderTimeout.rawValue)
+        }
+        let provider: any TryOnProvider
+        do {
+            provider = try providers.provider(named: render.provider)
+        } catch {
+            logger.error("render provider unavailable", metadata: ["provider": "\(render.provider)", "error": "\(error)"])
+            _ = try await store.fail(id: render.id, code: .renderFailed)
+            return summary(render.id, RenderErrorCode.renderFailed.rawValue)
+        }
+        let remaining = render.deadlineAt.timeIntervalSinceNow
+        let attempt = RenderAttempt(render: render, provider: provider, handler: self, logger: logger)
+        let outcome: RenderAttempt.Outcome
+        do {
+            outcome = try await withDeadline(.seconds(max(0, remaining))) { try await attempt.run() }
+        } catch is DeadlinePassed {
+            await attempt.cancelAtProvider()
+            let ended = try await store.fail(id: render.id, code: .renderTimeout)
+            logger.warning("render timed out", metadata: ["ended_here": "\(ended)"])
+            return summary(render.id, RenderErrorCode.renderTimeout.rawValue)
+        }
+        switch outcome {
+        case .stored(let path):
+            let ended = try await store.complete(id: render.id, resultPath: path)
+            if !ended {
+                // The deadline passed (or a sweep ended it) between the download and now: the
+                // late result does not revive it.
+                try? await storage.delete(.render(user: try StorageID(render.ownerId), render: try StorageID(render.id)))
+                return summary(render.id, "ended elsewhere before the result was stored")
+            }
+            logger.info("render complete", metadata: ["path": "\(path)"])
+            return summary(render.id, RenderStatus.complete.rawValue)
+        case .failed(let reason):
+            _ = try await store.fail(id: render.id, code: .renderFailed)
+            logger.warning("render failed", metadata: ["reason": "\(reason)"])
+            return summary(render.id, RenderErrorCode.renderFailed.rawValue)
+        }
+    }
+
+    private func summary(_ id: String, _ outcome: String) -> JSONValue {
+        .object(["renderId": .string(id), "outcome": .string(outcome)])
+    }
+
+    /// Runs `body`, throwing `DeadlinePassed` once `limit` has elapsed.
+    private func withDeadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                throw DeadlinePassed()
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+}
+
+/// How the render worker waits for providers.
+struct RenderOptions: Sendable {
+    /// Where fal posts its callbacks (the dispatcher's webhook endpoint); nil: poll only.
+    var webhookURL: String?
+    /// How long after submitting to rely on the callback alone before polling too.
+    var webhookGrace: Duration = .seconds(8)
+    /// The interval between polls (and between looks at the stored callbacks).
+    var pollInterval: Duration = .seconds(2)
+}
+
+/// One run of one render; `run()` throws only infrastructure errors.
+struct RenderAttempt: Sendable {
+    enum Outcome: Sendable {
+        case stored(path: String)
+        case failed(String)
+    }
+
+    let render: RenderRecord
+    let provider: any TryOnProvider
+    let handler: RenderHandler
+    let logger: Logger
+    private let submitted = SubmissionBox()
+
+    init(render: RenderRecord, provider: any TryOnProvider, handler: RenderHandler, logger: Logger) {
+        self.render = render
+        self.provider = provider
+        self.handler = handler
+        self.logger = logger
+    }
+
+    func run() async throws -> Outcome {
+        var retried = false
+        var submission: ProviderSubmission
+        if let earlier = try await handler.store.submission(id: render.id) {
+            submission = earlier
+            logger.info("resuming the provider job of an earlier attempt", metadata: ["provider_job_id": "\(earlier.jobID)"])
+        } else {
+            switch try await submitWithRetry(retried: &retried) {
+            case .success(let made): submission = made
+            case .failure(let error): return .failed("\(error)")
+            }
+        }
+        let submittedAt = ContinuousClock.now
+        while true {
+            switch await outcome(of: submission, since: submittedAt) {
+            case .pending:
+                await handler.events.wait(for: submission.jobID, timeout: handler.options.pollInterval)
+            case .succeeded(let image):
+                return try await store(image)
+            case .failed(let failure) where failure.retryable && !retried:
+                logger.warning("provider job failed; submitting once more", metadata: ["error": "\(failure)"])
+                retried = true
+                switch try await submitWithRetry(retried: &retried) {
+                case .success(let made): submission = made
+                case .failure(let error): return .failed("\(error)")
+                }
+            case .failed(let failure):
+                return .failed("\(failure)")
+            }
+        }
+    }
+
+    /// Asks the provider to drop the job, if one was submitted (deadline passed).
+    func cancelAtProvider() async {
+        if let submission = submitted.value { await provider.cancel(submission) }
+    }
+
+    /// Submits; a transient error is retried once (if the render's single retry is unused).
+    private func submitWithRetry(retried: inout Bool) async throws -> Result<ProviderSubmission, ProviderError> {
+        let request = try await tryOnRequest()
+        while true {
+            do {
+                let submission = try await provider.submit(request)
+                submitted.value = submission
+                if case .falQueue = submission.state {
+                    try await handler.store.saveSubmission(id: render.id, submission: submission)
+                }
+                return .success(submission)
+            } catch let error as ProviderError where error.isTransient && !retried {
+                logger.warning("provider submit failed; retrying once", metadata: ["error": "\(error)"])
+                retried = true
+            } catch let error as ProviderError {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// The callback if one was stored, else (after the grace period) a poll.
+    private func outcome(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async -> ProviderResult {
+        if case .settled(let result) = submission.state { return result }
+        do {
+            if let payload = try await handler.store.providerEvent(provider: "fal", requestID: submission.jobID) {
+                return try FalWebhookPayload.decode(payload).tryOnResult(provider: provider.name)
+            }
+            guard ContinuousClock.now - submittedAt >= handler.options.webhookGrace else { return .pending }
+            return try await provider.result(of: submission)
+        } catch {
+            // A failed poll is not a failed render: look again until the deadline.
+            logger.warning("could not read the provider's outcome yet", metadata: ["error": "\(error)"])
+            return .pending
+        }
+    }
+
+    /// Downloads the image, checks it decodes, stores it as JPEG under `renders/`.
+    private func store(_ image: ProviderImage) async throws -> Outcome {
+        let bytes: Data
+        do {
+            bytes = try await handler.fetcher.fetch(image, provider: provider.name).bytes
+        } catch {
+            return .failed("result download failed: \(error)")
+        }
+        let jpeg: Data
+        do {
+            jpeg = try await offload { try RenderImage.normalize(bytes) }
+        } catch {
+            return .failed("the provider's image does not decode: \(error)")
+        }
+        let key = StorageKey.render(user: try StorageID(render.ownerId), render: try StorageID(render.id))
+        try await handler.storage.write(jpeg, to: key)
+        return .stored(path: key.relativePath)
+    }
+
+    private func tryOnRequest() async throws -> TryOnRequest {
+        let owner = try StorageID(render.ownerId)
+        let person = try await read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoId)))
+        // The cut-out when background removal has run, else the garment photo itself.
+        let garmentID = try StorageID(render.garmentId)
+        let garment: TryOnImage
+        if let cutout = try? await read(.garmentCutout(user: owner, garment: garmentID)) {
+            garment = TryOnImage(bytes: cutout, mimeType: "image/png")
+        } else {
+            garment = TryOnImage(bytes: try await read(.garment(user: owner, garment: garmentID)))
+        }
+        let remaining = max(1, render.deadlineAt.timeIntervalSinceNow)
+        return TryOnRequest(
+            person: TryOnImage(bytes: person), garment: garment, category: render.category,
+            options: TryOnOptions(webhookURL: handler.options.webhookURL, timeout: .seconds(remaining)))
+    }
+
+    private func read(_ key: StorageKey) async throws -> Data {
+        try Data(contentsOf: URL(fileURLWithPath: try await handler.storage.fileForReading(key)))
+    }
+}
+
+/// The submission made so far, for cancelling it when the deadline passes.
+final class SubmissionBox: Sendable {
+    private let stored = Mutex<ProviderSubmission?>(nil)
+    var value: ProviderSubmission? {
+        get { stored.withLock { $0 } }
+        set { stored.withLock { $0 = newValue } }
+    }
+}
+
+/// The providers by name, each made once on first use with the process's settings.
+final class ProviderCatalog: Sendable {
+    private let settings: ProviderSettings
+    private let http: any HTTPClient
+    private let made = Mutex<[String: any TryOnProvider]>([:])
+
+    init(settings: ProviderSettings, http: any HTTPClient) {
+        self.settings = settings
+        self.http = http
+    }
+
+    func provider(named name: String) throws -> any TryOnProvider {
+        if let provider = made.withLock({ $0[name] }) { return provider }
+        let provider = try TryOnProviders.make(name: name, settings: settings, http: http)
+        made.withLock { $0[name] = provider }
+        return provider
+    }
+}
+
+extension Logger {
+    func with(_ key: String, _ value: String) -> Logger {
+        var copy = self
+        copy[metadataKey: key] = "\(value)"
+        return copy
+    }
+}

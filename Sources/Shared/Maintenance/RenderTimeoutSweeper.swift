@@ -1,0 +1,21 @@
+import Logging
+
+/// Fails renders still open past their deadline (their worker died, or none started them)
+/// with `RENDER_TIMEOUT`, releasing their credits. A worker that comes back later finds the
+/// render ended and leaves it so.
+public struct RenderTimeoutSweeper: Sendable {
+    let store: RenderStore
+    let logger: Logger
+
+    public init(store: RenderStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    @discardableResult
+    public func runOnce(limit: Int = 1000) async throws -> [String] {
+        let ended = try await store.failExpired(limit: limit)
+        if !ended.isEmpty { logger.warning("renders timed out", metadata: ["count": "\(ended.count)", "render_ids": "\(ended.prefix(20))"]) }
+        return ended
+    }
+}

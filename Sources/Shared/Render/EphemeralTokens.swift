@@ -1,0 +1,86 @@
+import CSodium
+import Foundation
+
+/// Onboarding tokens: a random secret handed to the app at first launch, stored only as its
+/// BLAKE2b hash (libsodium), good for exactly one free render until it expires or is linked.
+public struct EphemeralTokens: Sendable {
+    let pool: PostgresPool
+    public let ttl: Duration
+
+    public init(pool: PostgresPool, ttl: Duration) {
+        precondition(sodium_init() >= 0, "libsodium failed to initialise")
+        self.pool = pool
+        self.ttl = ttl
+    }
+
+    public struct Issued: Sendable, Codable, Equatable {
+        /// The secret; shown once, never stored.
+        public let token: String
+        public let tokenId: String
+        public let expiresAt: Date
+    }
+
+    public func issue() async throws -> Issued {
+        var secret = [UInt8](repeating: 0, count: 32)
+        randombytes_buf(&secret, secret.count)
+        let token = "eph_" + Data(secret).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let id = "eph-" + Self.hex(Array(Self.hash(token).prefix(8)))
+        let row = try await pool.query("""
+            INSERT INTO ephemeral_tokens (id, token_hash, expires_at) VALUES ($1, decode($2, 'hex'), now() + make_interval(secs => $3))
+            RETURNING extract(epoch FROM expires_at) AS expires_at
+            """, [id, Self.hex(Self.hash(token)), ttl.seconds]).rows[0]
+        return Issued(token: token, tokenId: id, expiresAt: try row.date("expires_at"))
+    }
+
+    /// The id of a live, unlinked token, or nil (unknown, expired or already linked).
+    static func liveTokenID(_ token: String, on connection: PostgresConnection) async throws -> String? {
+        try await connection.query("""
+            SELECT id FROM ephemeral_tokens
+            WHERE token_hash = decode($1, 'hex') AND expires_at > now() AND linked_user_id IS NULL
+            FOR UPDATE
+            """, [hex(hash(token))]).rows.first?["id"]
+    }
+
+    public enum LinkOutcome: Sendable, Equatable {
+        /// Linked: the onboarding render (if any) now belongs to the user, credits granted.
+        case linked(renderId: String?, creditsGranted: Int)
+        case invalidToken
+    }
+
+    /// Links a token to a new account, once: its render moves to the user (its files stay in
+    /// the token's storage tree, named by the render's `owner_id`), and the user gets
+    /// `freeCredits` once (ledger key `grant:link:{tokenId}`).
+    public func link(token: String, userID: String, freeCredits: Int) async throws -> LinkOutcome {
+        try await pool.withConnection { connection in
+            try await connection.transaction { connection in
+                guard let tokenID = try await Self.liveTokenID(token, on: connection) else { return .invalidToken }
+                try await connection.query(
+                    "UPDATE ephemeral_tokens SET linked_user_id = $2, linked_at = now() WHERE id = $1", [tokenID, userID])
+                let render = try await connection.query("""
+                    UPDATE renders SET user_id = $2, ephemeral_token_id = NULL, updated_at = now()
+                    WHERE ephemeral_token_id = $1 RETURNING id
+                    """, [tokenID, userID]).rows.first?["id"]
+                let granted = try await connection.query("""
+                    WITH entry AS (
+                        INSERT INTO credit_ledger (key, user_id, entry, amount) VALUES ('grant:link:' || $1, $2, 'grant', $3)
+                        ON CONFLICT (key) DO NOTHING RETURNING amount
+                    )
+                    INSERT INTO credits (user_id, total_granted) SELECT $2, amount FROM entry
+                    ON CONFLICT (user_id) DO UPDATE SET total_granted = credits.total_granted + EXCLUDED.total_granted, updated_at = now()
+                    RETURNING total_granted
+                    """, [tokenID, userID, freeCredits]).rows.isEmpty ? 0 : freeCredits
+                return .linked(renderId: render, creditsGranted: granted)
+            }
+        }
+    }
+
+    static func hash(_ token: String) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        let bytes = Array(token.utf8)
+        crypto_generichash(&out, out.count, bytes, UInt64(bytes.count), nil, 0)
+        return out
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+}

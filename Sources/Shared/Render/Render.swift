@@ -1,0 +1,38 @@
+import Foundation
+
+public enum RenderStatus: String, Codable, Sendable {
+    case pending, processing, complete, failed
+
+    public var isTerminal: Bool { self == .complete || self == .failed }
+}
+
+/// The business codes a render ends with or is refused with (PRODUCT.md).
+public enum RenderErrorCode: String, Codable, Sendable {
+    case renderFailed = "RENDER_FAILED"
+    case renderTimeout = "RENDER_TIMEOUT"
+    case insufficientCredits = "INSUFFICIENT_CREDITS"
+    case invalidCategory = "INVALID_CATEGORY"
+    case subscriptionExpired = "SUBSCRIPTION_EXPIRED"
+}
+
+/// One row of `renders`, as the status operations and the worker read it.
+public struct RenderRecord: Sendable, Codable, Equatable {
+    public let id: String
+    public let userId: String?
+    public let ephemeralTokenId: String?
+    public let ownerId: String
+    public let garmentId: String
+    public let bodyPhotoId: String
+    public let category: GarmentCategory
+    public let provider: String
+    public let status: RenderStatus
+    public let jobId: Int64?
+    public let providerJobId: String?
+    public let resultPath: String?
+    public let errorCode: String?
+    public let charged: Bool
+    public let deadlineAt: Date
+    public let feedback: String?
+    public let createdAt: Date
+    public let updatedAt: Date
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Wakes renders waiting for their provider's callback: one LISTEN connection per process on
+/// `fleet_render_events`, whose payload is the provider's request id. A reconnect wakes every
+/// waiter (notifications may have been missed); waiters always also poll, so a lost
+/// notification only delays a render.
+public final class RenderEvents: Sendable {
+    private let listener: PostgresListener
+    private let waiters = Mutex<[String: [UUID: CheckedContinuation<Void, Never>]]>([:])
+
+    public init(conninfo: String, logger: Logger) {
+        listener = PostgresListener(conninfo: conninfo, channels: [RenderChannel.events], logger: logger)
+    }
+
+    /// Starts listening; the returned task dispatches notifications until cancelled.
+    public func start() -> Task<Void, Never> {
+        listener.start()
+        return Task { [self] in
+            for await event in listener.events {
+                switch event {
+                case .connected: wakeAll()
+                case .notification(_, let requestID): wake(requestID)
+                }
+            }
+        }
+    }
+
+    public func stop() { listener.stop() }
+
+    /// Returns when a callback for `requestID` is announced, or after `timeout`.
+    public func wait(for requestID: String, timeout: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.notified(requestID) }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func notified(_ requestID: String) async {
+        let token = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                waiters.withLock { $0[requestID, default: [:]][token] = continuation }
+                // A cancel that came before the registration found nothing to resume: whoever
+                // removes the continuation (here or in onCancel) resumes it, exactly once.
+                if Task.isCancelled { waiters.withLock { $0[requestID]?.removeValue(forKey: token) }?.resume() }
+            }
+        } onCancel: {
+            waiters.withLock { $0[requestID]?.removeValue(forKey: token) }?.resume()
+        }
+    }
+
+    private func wake(_ requestID: String) {
+        let woken = waiters.withLock { $0.removeValue(forKey: requestID) } ?? [:]
+        for continuation in woken.values { continuation.resume() }
+    }
+
+    private func wakeAll() {
+        let woken = waiters.withLock { all in defer { all.removeAll() }; return all }
+        for continuation in woken.values.flatMap(\.values) { continuation.resume() }
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+
+/// The render settings that change without a deploy, kept in `fleet_settings`: the active
+/// provider and the enabled garment categories. Read on every request (one indexed row each),
+/// so an update applies to the next render everywhere.
+public struct RenderSettings: Sendable, Equatable {
+    public var provider: String
+    public var enabledCategories: Set<GarmentCategory>
+
+    public static func load(from pool: PostgresPool) async throws -> RenderSettings {
+        let sql = """
+            SELECT (SELECT value #>> '{}' FROM fleet_settings WHERE key = 'render.provider') AS provider,
+                   (SELECT value::text FROM fleet_settings WHERE key = 'render.categories') AS categories
+            """
+        let row = try await pool.query(sql).rows.first
+        let names = (try? JSONDecoder().decode([String].self, from: Data((row?["categories"] ?? "[]").utf8))) ?? []
+        return RenderSettings(
+            provider: row?["provider"] ?? LocalTryOnProvider.name,
+            enabledCategories: Set(names.compactMap(GarmentCategory.init(rawValue:))))
+    }
+
+    /// Writes both settings (operators: `dispatcher settings`, or SQL on `fleet_settings`).
+    public func save(to pool: PostgresPool) async throws {
+        let categories = String(decoding: try JSONEncoder().encode(enabledCategories.map(\.rawValue).sorted()), as: UTF8.self)
+        let provider = String(decoding: try JSONEncoder().encode(provider), as: UTF8.self)
+        try await pool.query("""
+            INSERT INTO fleet_settings (key, value) VALUES ('render.provider', $1::jsonb), ('render.categories', $2::jsonb)
+            ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+            """, [provider, categories])
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+
+/// Every SQL statement on renders and credits, one method each. Each state change is a
+/// compare-and-set on the render's status, and every credit settlement rides in the same
+/// statement as the status change it belongs to, keyed in the ledger: a render ends once
+/// and its credit is settled once, whoever gets there first (worker, webhook, timeout sweep).
+public struct RenderStore: Sendable {
+    let pool: PostgresPool
+
+    public init(pool: PostgresPool) { self.pool = pool }
+
+    static let columns = """
+        id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, status::text AS status,
+        job_id, provider_job_id, result_path, error_code, charged, extract(epoch FROM deadline_at) AS deadline_at,
+        feedback, extract(epoch FROM created_at) AS created_at, extract(epoch FROM updated_at) AS updated_at
+        """
+
+    public func render(id: String) async throws -> RenderRecord? {
+        try await pool.query("SELECT \(Self.columns) FROM renders WHERE id = $1", [id]).rows.first.map(Self.record)
+    }
+
+    /// A user's renders, newest first.
+    public func renders(userID: String, limit: Int) async throws -> [RenderRecord] {
+        try await pool.query(
+            "SELECT \(Self.columns) FROM renders WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2", [userID, limit]
+        ).rows.map(Self.record)
+    }
+
+    /// pending → processing; true when the render is (now) processing and before its deadline.
+    public func markProcessing(id: String) async throws -> Bool {
+        try await pool.query("""
+            UPDATE renders SET status = 'processing', updated_at = now()
+            WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
+            RETURNING id
+            """, [id]).rows.count == 1
+    }
+
+    /// Keeps what the provider returned on submit, so a worker that takes over after a crash
+    /// asks for the same job instead of submitting (and paying) again.
+    public func saveSubmission(id: String, submission: ProviderSubmission) async throws {
+        let json = String(decoding: try JSONEncoder().encode(submission), as: UTF8.self)
+        try await pool.query("""
+            UPDATE renders SET provider_job_id = $2, provider_submission = $3::jsonb, updated_at = now()
+            WHERE id = $1 AND status = 'processing'
+            """, [id, submission.jobID, json])
+    }
+
+    public func submission(id: String) async throws -> ProviderSubmission? {
+        guard let json = try await pool.query("SELECT provider_submission::text AS s FROM renders WHERE id = $1", [id]).rows.first?["s"] else {
+            return nil
+        }
+        return try JSONDecoder().decode(ProviderSubmission.self, from: Data(json.utf8))
+    }
+
+    /// processing → complete with its result, consuming the reserved credit in the same
+    /// statement. False when the render had already ended or its deadline passed: then the
+    /// result is not used (a late result never revives a render).
+    public func complete(id: String, resultPath: String) async throws -> Bool {
+        try await pool.query("""
+            WITH done AS (
+                UPDATE renders SET status = 'complete', result_path = $2, updated_at = now()
+                WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
+                RETURNING id
+            ), settled AS (
+                DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM done) RETURNING user_id, render_id
+            ), charged AS (
+                UPDATE credits SET total_consumed = total_consumed + 1, updated_at = now()
+                FROM settled WHERE credits.user_id = settled.user_id RETURNING credits.user_id
+            ), ledger AS (
+                INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
+                SELECT 'consume:' || render_id, user_id, render_id, 'consume', 1 FROM settled
+                ON CONFLICT (key) DO NOTHING RETURNING id
+            )
+            SELECT id FROM done
+            """, [id, resultPath]).rows.count == 1
+    }
+
+    /// → failed with `code`, releasing the reserved credit. False when it had already ended.
+    public func fail(id: String, code: RenderErrorCode) async throws -> Bool {
+        try await pool.query(Self.failSQL(where: "id = $1"), [id, code.rawValue]).rows.count == 1
+    }
+
+    /// Renders past their deadline and still open (their worker died, or never started) fail
+    /// with `RENDER_TIMEOUT`, credits released. Returns their ids.
+    public func failExpired(limit: Int) async throws -> [String] {
+        try await pool.query(Self.failSQL(where: """
+            id IN (SELECT id FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
+                   ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+            """, expiredOnly: true), [limit, RenderErrorCode.renderTimeout.rawValue]).rows.map { try $0.string("id") }
+    }
+
+    private static func failSQL(where condition: String, expiredOnly: Bool = false) -> String {
+        """
+        WITH done AS (
+            UPDATE renders SET status = 'failed', error_code = $2, updated_at = now()
+            WHERE \(condition) AND status IN ('pending', 'processing')\(expiredOnly ? " AND deadline_at <= now()" : "")
+            RETURNING id
+        ), released AS (
+            DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM done) RETURNING user_id, render_id
+        ), ledger AS (
+            INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
+            SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
+            ON CONFLICT (key) DO NOTHING RETURNING id
+        )
+        SELECT id FROM done
+        """
+    }
+
+    public enum FeedbackOutcome: Sendable, Equatable {
+        case recorded(refunded: Bool)
+        case notFound
+        /// Feedback is for finished renders only.
+        case notComplete
+    }
+
+    /// Thumbs up or down on a complete render of `userID`. A thumbs-down refunds the consumed
+    /// credit, once, however often it is sent.
+    public func feedback(renderID: String, userID: String, vote: String, category: String?) async throws -> FeedbackOutcome {
+        let rows = try await pool.query("""
+            WITH target AS (
+                UPDATE renders SET feedback = $3, feedback_category = $4, updated_at = now()
+                WHERE id = $1 AND user_id = $2 AND status = 'complete'
+                RETURNING id, user_id, charged
+            ), refund AS (
+                INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
+                SELECT 'refund:' || id, user_id, id, 'refund', 1 FROM target
+                WHERE $3 = 'down' AND charged
+                  AND EXISTS (SELECT 1 FROM credit_ledger WHERE key = 'consume:' || target.id)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING user_id
+            ), credited AS (
+                UPDATE credits SET total_consumed = total_consumed - 1, updated_at = now()
+                FROM refund WHERE credits.user_id = refund.user_id RETURNING credits.user_id
+            )
+            SELECT (SELECT count(*) FROM target) AS found, (SELECT count(*) FROM credited) AS refunded,
+                   (SELECT status::text FROM renders WHERE id = $1 AND user_id = $2) AS status
+            """, [renderID, userID, vote, category]).rows
+        guard let row = rows.first else { return .notFound }
+        if try row.int("found") == 1 { return .recorded(refunded: try row.int("refunded") == 1) }
+        return row["status"] == nil ? .notFound : .notComplete
+    }
+
+    /// The payload of a provider's callback for `requestID`, if the dispatcher received one.
+    public func providerEvent(provider: String, requestID: String) async throws -> Data? {
+        try await pool.query(
+            "SELECT payload::text AS payload FROM provider_events WHERE provider = $1 AND request_id = $2", [provider, requestID]
+        ).rows.first?["payload"].map { Data($0.utf8) }
+    }
+
+    /// Stores a verified callback and wakes the render's worker. False for a duplicate
+    /// (acknowledged, not applied again).
+    public func recordProviderEvent(provider: String, requestID: String, payload: Data) async throws -> Bool {
+        try await pool.query("""
+            WITH stored AS (
+                INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
+                ON CONFLICT DO NOTHING RETURNING request_id
+            )
+            SELECT pg_notify('\(RenderChannel.events)', request_id) FROM stored
+            """, [provider, requestID, String(decoding: payload, as: UTF8.self)]).rows.count == 1
+    }
+
+    static func record(_ row: PostgresRow) throws -> RenderRecord {
+        RenderRecord(
+            id: try row.string("id"), userId: row["user_id"], ephemeralTokenId: row["ephemeral_token_id"],
+            ownerId: try row.string("owner_id"), garmentId: try row.string("garment_id"),
+            bodyPhotoId: try row.string("body_photo_id"),
+            category: GarmentCategory(rawValue: try row.string("category")) ?? .tops,
+            provider: try row.string("provider"), status: RenderStatus(rawValue: try row.string("status")) ?? .failed,
+            jobId: row["job_id"].flatMap(Int64.init), providerJobId: row["provider_job_id"],
+            resultPath: row["result_path"], errorCode: row["error_code"], charged: try row.bool("charged"),
+            deadlineAt: try row.date("deadline_at"), feedback: row["feedback"],
+            createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at"))
+    }
+}
+
+/// The NOTIFY channel on which the dispatcher announces provider callbacks (payload: the
+/// provider's request id); render workers LISTEN to it.
+public enum RenderChannel {
+    public static let events = "fleet_render_events"
+}
