@@ -139,6 +139,7 @@ struct RenderAttempt: Sendable {
         }
         let submittedAt = ContinuousClock.now
         while true {
+            try Task.checkCancellation()  // the deadline passed
             switch await outcome(of: submission, since: submittedAt) {
             case .pending:
                 await handler.events.wait(for: submission.jobID, timeout: handler.options.pollInterval)

@@ -1,0 +1,308 @@
+import FakeProviders
+import Foundation
+import Logging
+import Testing
+@testable import RenderWorker
+@testable import Shared
+
+/// A database, a storage tree with one user's body photo and garment cut-out, and a render
+/// handler wired to real providers (local, or fal's queue API on a fake server).
+struct RenderFixture {
+    let q: TestQueue
+    let root: String
+    let store: RenderStore
+    let requests: RenderRequests
+    let storage: FileImageStorage
+    let handler: RenderHandler
+    let fal: FakeFal?
+
+    static let bodyPhoto: Data = try! ImageNormalizer().normalize(path: corpus.appendingPathComponent("honeywave-1080x1920.jpg").path).jpeg
+
+    static func make(provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil) async throws -> RenderFixture {
+        let q = try await TestQueue.make()
+        let root = temporaryPath("images")
+        let storage = FileImageStorage(root: root)
+        for owner in ["u1", "u2", "onboarding"] {
+            let id = try StorageID(owner)
+            try await storage.write(bodyPhoto, to: .bodyPhoto(user: id, photo: StorageID("b1")))
+            try await storage.write(try await LocalBackgroundRemover().cutout(of: plainBackgroundGarment), to: .garmentCutout(user: id, garment: StorageID("g1")))
+        }
+        try await RenderSettings(provider: provider, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
+        let http = CurlHTTPClient()
+        let settings = try ProviderSettings.load(from: fal.map { ["FAL_KEY": $0.key, "FAL_QUEUE_URL": $0.baseURL] } ?? [:])
+        let events = RenderEvents(conninfo: q.url, logger: testLogger)
+        _ = events.start()
+        let handler = RenderHandler(
+            store: RenderStore(pool: q.pool), storage: storage, providers: ProviderCatalog(settings: settings, http: http),
+            fetcher: ProviderImageFetcher(http: http), events: events,
+            options: RenderOptions(webhookURL: nil, webhookGrace: .zero, pollInterval: .milliseconds(100)))
+        return RenderFixture(q: q, root: root, store: RenderStore(pool: q.pool), requests: RenderRequests(pool: q.pool, deadline: deadline),
+                             storage: storage, handler: handler, fal: fal)
+    }
+
+    func grant(_ user: String, credits: Int) async throws {
+        try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ($1, $2)", [user, credits])
+    }
+
+    func subscribe(_ user: String, status: String, expiresIn seconds: Double) async throws {
+        try await q.pool.query("""
+            INSERT INTO subscriptions (user_id, status, started_at, expires_at)
+            VALUES ($1, $2, now() - interval '10 days', now() + make_interval(secs => $3))
+            """, [user, status, seconds])
+    }
+
+    func credits(_ user: String) async throws -> (granted: Int, consumed: Int, reserved: Int) {
+        let row = try await q.pool.query("""
+            SELECT coalesce((SELECT total_granted FROM credits WHERE user_id = $1), 0) AS granted,
+                   coalesce((SELECT total_consumed FROM credits WHERE user_id = $1), 0) AS consumed,
+                   (SELECT count(*) FROM credit_reservations WHERE user_id = $1) AS reserved
+            """, [user]).rows[0]
+        return (try row.int("granted"), try row.int("consumed"), try row.int("reserved"))
+    }
+
+    func ledger(_ render: String) async throws -> [String] {
+        try await q.pool.query("SELECT entry FROM credit_ledger WHERE render_id = $1 ORDER BY id", [render]).rows.map { try $0.string("entry") }
+    }
+
+    func request(_ id: String, user: String = "u1", category: GarmentCategory = .tops) async throws -> RenderRecord {
+        try await requests.request(RenderRequest(
+            renderId: StorageID(id), requester: .user(user), ownerId: StorageID(user), garmentId: StorageID("g1"),
+            bodyPhotoId: StorageID("b1"), category: category))
+    }
+
+    /// Runs the render's job through the handler, as a worker that claimed it would.
+    @discardableResult
+    func run(_ render: RenderRecord) async throws -> JSONValue? {
+        let jobID = try #require(render.jobId)
+        let job = try #require(try await q.queue.job(id: jobID))
+        let claimed = ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: job.priority, attempt: 1,
+                                 maxAttempts: job.maxAttempts, payload: job.payload, createdAt: Date())
+        return try await handler.run(claimed, context: JobContext(logger: testLogger, workerID: "test", queue: q.queue))
+    }
+
+    func reload(_ render: RenderRecord) async throws -> RenderRecord { try #require(try await store.render(id: render.id)) }
+}
+
+@Suite struct RenderLifecycleTests {
+    @Test func aRenderCompletesWithItsImageAndConsumesOneCredit() async throws {
+        let f = try await RenderFixture.make()
+        try await f.grant("u1", credits: 3)
+        let render = try await f.request("r1")
+        #expect(render.status == .pending && render.charged && render.userId == "u1")
+        #expect(try await f.credits("u1") == (3, 0, 1))
+        try await f.run(render)
+        let done = try await f.reload(render)
+        #expect(done.status == .complete && done.resultPath == "u1/renders/r1.jpg" && done.errorCode == nil)
+        let image = try VipsImageRef.decode(Data(contentsOf: URL(fileURLWithPath: "\(f.root)/u1/renders/r1.jpg")))
+        #expect(image.width == 1080 && image.height == 1920)
+        #expect(try await f.credits("u1") == (3, 1, 0))
+        #expect(try await f.ledger("r1") == ["reserve", "consume"])
+        // Running the job again (a redelivery) changes nothing.
+        try await f.run(render)
+        #expect(try await f.credits("u1") == (3, 1, 0))
+        // Asking again with the same render id returns the same render, charging nothing.
+        #expect(try await f.request("r1").id == "r1")
+        #expect(try await f.credits("u1") == (3, 1, 0))
+    }
+
+    @Test func withOneCreditLeftTwoConcurrentRequestsGetOneRender() async throws {
+        let f = try await RenderFixture.make()
+        try await f.grant("u1", credits: 1)
+        func attempt(_ id: String) async -> RenderRequestError? {
+            do { _ = try await f.request(id); return nil } catch { return error as? RenderRequestError }
+        }
+        async let first = attempt("ra")
+        async let second = attempt("rb")
+        let refused = await [first, second].compactMap { $0 }
+        #expect(refused == [RenderRequestError.insufficientCredits])
+        #expect(try await f.credits("u1") == (1, 0, 1))
+        // With the credit spent, the next request is refused before any provider call.
+        await #expect(throws: RenderRequestError.insufficientCredits) { _ = try await f.request("rc") }
+        await #expect(throws: RenderRequestError.insufficientCredits) { _ = try await f.request("rd", user: "nobody") }
+    }
+
+    @Test func subscribersRenderWithoutCreditTracking() async throws {
+        let f = try await RenderFixture.make()
+        try await f.subscribe("u1", status: "subscribed", expiresIn: 86_400)
+        try await f.subscribe("u2", status: "subscribed", expiresIn: -86_400)  // in Apple's billing grace
+        for user in ["u1", "u2"] {
+            let render = try await f.request("r-\(user)", user: user)
+            #expect(!render.charged)
+            try await f.run(render)
+            #expect(try await f.reload(render).status == .complete)
+            #expect(try await f.credits(user) == (0, 0, 0))
+            #expect(try await f.ledger(render.id).isEmpty)
+        }
+        // Cancelled until the period ends; expired without credits is told so.
+        try await f.subscribe("u3", status: "cancelled", expiresIn: 3600)
+        #expect(!(try await f.request("r-u3", user: "u3")).charged)
+        try await f.subscribe("u4", status: "expired", expiresIn: -3600)
+        await #expect(throws: RenderRequestError.subscriptionExpired) { _ = try await f.request("r-u4", user: "u4") }
+    }
+
+    @Test func aThumbsDownRefundsTheCreditOnce() async throws {
+        let f = try await RenderFixture.make()
+        try await f.grant("u1", credits: 1)
+        let render = try await f.request("r1")
+        try await f.run(render)
+        #expect(try await f.credits("u1") == (1, 1, 0))
+        #expect(try await f.store.feedback(renderID: "r1", userID: "u1", vote: "down", category: "fit") == .recorded(refunded: true))
+        #expect(try await f.store.feedback(renderID: "r1", userID: "u1", vote: "down", category: "fit") == .recorded(refunded: false))
+        #expect(try await f.store.feedback(renderID: "r1", userID: "u2", vote: "down", category: nil) == .notFound)
+        #expect(try await f.credits("u1") == (1, 0, 0))
+        #expect(try await f.ledger("r1") == ["reserve", "consume", "refund"])
+    }
+
+    @Test func categoriesOffOrUnsupportedAreRefusedCostingNothing() async throws {
+        let f = try await RenderFixture.make()
+        try await f.grant("u1", credits: 5)
+        try await RenderSettings(provider: LocalTryOnProvider.name, enabledCategories: [.tops]).save(to: f.q.pool)
+        await #expect(throws: RenderRequestError.self) { _ = try await f.request("r1", category: .shoes) }
+        try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: f.q.pool)
+        await #expect {
+            _ = try await f.request("r2", category: .shoes)
+        } throws: { error in
+            (error as? RenderRequestError)?.code == "INVALID_CATEGORY" && "\(error)".contains("fal-fashn")
+        }
+        #expect(try await f.credits("u1") == (5, 0, 0))
+        #expect(try await f.q.states().isEmpty)
+    }
+
+    @Test func anOnboardingTokenBuysOneRenderAndLinksToTheNewAccount() async throws {
+        let f = try await RenderFixture.make()
+        let tokens = EphemeralTokens(pool: f.q.pool, ttl: .seconds(3600))
+        let issued = try await tokens.issue()
+        let stored = try await f.q.pool.query("SELECT encode(token_hash, 'hex') AS h FROM ephemeral_tokens").rows[0]
+        #expect(try stored.string("h") != issued.token && !(try stored.string("h")).contains(issued.token))
+        func request(_ id: String, _ token: String) async throws -> RenderRecord {
+            try await f.requests.request(RenderRequest(
+                renderId: StorageID(id), requester: .ephemeralToken(token), ownerId: StorageID("onboarding"),
+                garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
+        }
+        let render = try await request("r1", issued.token)
+        #expect(render.userId == nil && render.ephemeralTokenId == issued.tokenId && !render.charged)
+        await #expect(throws: RenderRequestError.tokenAlreadyUsed) { _ = try await request("r2", issued.token) }
+        await #expect(throws: RenderRequestError.invalidToken) { _ = try await request("r3", "eph_forged") }
+        try await f.run(render)
+        #expect(try await f.reload(render).status == .complete)
+
+        #expect(try await tokens.link(token: issued.token, userID: "u9", freeCredits: 2) == .linked(renderId: "r1", creditsGranted: 2))
+        #expect(try await tokens.link(token: issued.token, userID: "u9", freeCredits: 2) == .invalidToken)
+        let linked = try await f.reload(render)
+        #expect(linked.userId == "u9" && linked.ephemeralTokenId == nil)
+        #expect(try await f.credits("u9") == (2, 0, 0))
+        #expect(try await f.store.renders(userID: "u9", limit: 10).map(\.id) == ["r1"])
+        // An expired token authorises nothing.
+        let short = EphemeralTokens(pool: f.q.pool, ttl: .milliseconds(1))
+        let expired = try await short.issue()
+        try await Task.sleep(for: .milliseconds(20))
+        await #expect(throws: RenderRequestError.invalidToken) { _ = try await request("r4", expired.token) }
+    }
+}
+
+/// Renders at fal's queue API (the fake speaking its wire format): retries, refusals, deadlines, callbacks.
+@Suite struct FalRenderTests {
+    func fixture(deadline: Duration = .seconds(30), _ behave: (inout FakeFal.Behavior) -> Void = { _ in }) async throws -> RenderFixture {
+        let fal = try await FakeFal.start()
+        fal.update(behave)
+        let f = try await RenderFixture.make(provider: FashnProvider.name, deadline: deadline, fal: fal)
+        try await f.grant("u1", credits: 2)
+        return f
+    }
+
+    func submits(_ f: RenderFixture) -> Int { f.fal!.requests.filter { $0.method == "POST" }.count }
+
+    @Test func aFalRenderCompletesByPolling() async throws {
+        let f = try await fixture { $0.latency = .milliseconds(300) }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        try await f.run(render)
+        let done = try await f.reload(render)
+        #expect(done.status == .complete && done.providerJobId != nil)
+        #expect(try await f.credits("u1") == (2, 1, 0) && submits(f) == 1)
+    }
+
+    @Test func aServerErrorIsRetriedOnceAndTwoEndTheRender() async throws {
+        let f = try await fixture { $0.transientSubmitFailures = 1 }
+        defer { Task { await f.fal?.stop() } }
+        let once = try await f.request("r1")
+        try await f.run(once)
+        #expect(try await f.reload(once).status == .complete && submits(f) == 2)
+
+        f.fal!.update { $0.transientSubmitFailures = 2 }
+        let twice = try await f.request("r2")
+        try await f.run(twice)
+        let failed = try await f.reload(twice)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && submits(f) == 4)
+        #expect(try await f.credits("u1") == (2, 1, 0))
+        #expect(try await f.ledger("r2") == ["reserve", "release"])
+    }
+
+    @Test func aValidationErrorIsNeverRetried() async throws {
+        let f = try await fixture { $0.rejection = .init(field: "model_image", message: "person not detected") }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        try await f.run(render)
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && submits(f) == 1)
+        #expect(try await f.credits("u1") == (2, 0, 0))
+    }
+
+    @Test func aProviderSlowerThanTheDeadlineTimesOutAndIsCancelled() async throws {
+        let f = try await fixture(deadline: .seconds(2)) { $0.neverFinish = true }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        try await f.run(render)
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT")
+        #expect(try await f.credits("u1") == (2, 0, 0))
+        #expect(f.fal!.cancelledRequestIDs == [try #require(failed.providerJobId)])
+        // The result arriving afterwards does not revive it.
+        #expect(try await f.store.complete(id: render.id, resultPath: "late.jpg") == false)
+        #expect(try await f.reload(render).status == .failed)
+    }
+
+    @Test func aCallbackCompletesTheRenderAndItsDuplicateIsAppliedOnce() async throws {
+        let f = try await fixture { $0.latency = .milliseconds(200) }
+        defer { Task { await f.fal?.stop() } }
+        // Polling only after 20 s: the render can only learn its outcome from the callback.
+        let handler = RenderHandler(store: f.handler.store, storage: f.handler.storage, providers: f.handler.providers,
+                                    fetcher: f.handler.fetcher, events: f.handler.events,
+                                    options: RenderOptions(webhookURL: nil, webhookGrace: .seconds(20), pollInterval: .seconds(10)))
+        let render = try await f.request("r1")
+        let jobID = try #require(render.jobId)
+        let job = try #require(try await f.q.queue.job(id: jobID))
+        let running = Task {
+            try await handler.run(ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: 1, attempt: 1, maxAttempts: 10,
+                                             payload: job.payload, createdAt: Date()),
+                                  context: JobContext(logger: testLogger, workerID: "test", queue: f.q.queue))
+        }
+        try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobId != nil }
+        let requestID = try #require(try await f.reload(render).providerJobId)
+        try await Task.sleep(for: .milliseconds(300))  // the fake finished the job
+        let body = f.fal!.webhookBody(requestID: requestID)
+        #expect(try await f.store.recordProviderEvent(provider: "fal", requestID: requestID, payload: body))
+        #expect(try await f.store.recordProviderEvent(provider: "fal", requestID: requestID, payload: body) == false)
+        _ = try await running.value
+        #expect(try await f.reload(render).status == .complete)
+        #expect(try await f.credits("u1") == (2, 1, 0))
+        #expect(try await f.ledger("r1") == ["reserve", "consume"])
+    }
+
+    @Test func theSweepEndsRendersWhoseWorkerDiedAndReleasesTheirCredit() async throws {
+        let f = try await fixture(deadline: .milliseconds(300))
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        try await Task.sleep(for: .milliseconds(400))
+        let sweeper = RenderTimeoutSweeper(store: f.store, logger: testLogger)
+        #expect(try await sweeper.runOnce() == ["r1"])
+        #expect(try await sweeper.runOnce().isEmpty)
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT")
+        #expect(try await f.credits("u1") == (2, 0, 0))
+        #expect(try await f.ledger("r1") == ["reserve", "release"])
+        // The job, run late, finds the render ended and calls no provider.
+        try await f.run(render)
+        #expect(submits(f) == 0)
+    }
+}
