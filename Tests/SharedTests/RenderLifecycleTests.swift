@@ -306,3 +306,37 @@ struct RenderFixture {
         #expect(submits(f) == 0)
     }
 }
+
+/// The render worker as a process, killed with SIGKILL in the middle of a render.
+@Suite(.serialized) struct RenderWorkerProcessTests {
+    @Test func aWorkerKilledMidRenderLeavesOneRenderOneSubmitOneCharge() async throws {
+        let fal = try await FakeFal.start()
+        defer { Task { await fal.stop() } }
+        fal.update { $0.latency = .seconds(4) }
+        let f = try await RenderFixture.make(provider: FashnProvider.name, fal: fal)
+        try await f.grant("u1", credits: 1)
+        let environment = [
+            "FLEET_STORAGE_ROOT": f.root, "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL, "FLEET_LEASE_SECONDS": "2",
+            "FLEET_RENDER_WEBHOOK_GRACE_MS": "0", "FLEET_RENDER_POLL_MS": "100",
+        ]
+        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment)
+        let render = try await f.request("r1")
+        try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobId != nil }
+        victim.signal(SIGKILL)
+        #expect(await victim.wait() != 0)
+
+        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment)
+        try await f.q.waitUntil(timeout: .seconds(30), "render ended") { try await f.reload(render).status.isTerminal }
+        survivor.signal(SIGTERM)
+        #expect(await survivor.wait() == 0, "\(survivor.log)")
+        let done = try await f.reload(render)
+        #expect(done.status == .complete, "\(done)")
+        // The survivor asked fal for the job the victim submitted: one submit, one charge.
+        #expect(fal.requests.filter { $0.method == "POST" }.count == 1)
+        #expect(try await f.credits("u1") == (1, 1, 0))
+        #expect(try await f.ledger("r1") == ["reserve", "consume"])
+        let jobID = try #require(done.jobId)
+        let job = try #require(try await f.q.queue.job(id: jobID))
+        #expect(job.state == .completed && job.errors.map(\.code) == ["LEASE_EXPIRED"])
+    }
+}
