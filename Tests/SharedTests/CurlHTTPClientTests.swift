@@ -40,6 +40,18 @@ import Testing
             try await Task.sleep(for: .seconds(1))
             return Response(status: .ok)
         }
+        // Holds each request until `n` are held at once (or 20 s pass): only a client that
+        // keeps them all open concurrently gets quick answers.
+        router.get("/gather/:n") { _, context in
+            let target = Int(context.parameters.get("n") ?? "") ?? 1
+            observed.enter(port: nil)
+            defer { observed.leave() }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while observed.state.withLock({ $0.peak }) < target && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            return Response(status: .ok)
+        }
         router.get("/big") { _, _ in
             Response(status: .ok, body: .init(byteBuffer: ByteBuffer(repeating: 0x61, count: 2 << 20)))
         }
@@ -105,7 +117,7 @@ import Testing
         let client = CurlHTTPClient(maxConnectionsPerHost: 300)
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<200 {
-                group.addTask { try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow")).status }
+                group.addTask { try await client.execute(HTTPClientRequest(url: server.baseURL + "/gather/200")).status }
             }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
