@@ -71,7 +71,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "FleetBench",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Shared", "FakeProviders", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
             exclude: ["peers"]
         ),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire

@@ -8,7 +8,14 @@ import Synchronization
 /// notification only delays a render.
 public final class RenderEvents: Sendable {
     private let listener: PostgresListener
-    private let waiters = Mutex<[String: [UUID: CheckedContinuation<Void, Never>]]>([:])
+    private let state = Mutex(State())
+
+    private struct State {
+        var waiters: [String: [UUID: CheckedContinuation<Void, Never>]] = [:]
+        /// Announced while nobody waited (between a render's look at the table and its wait):
+        /// the next wait for it returns at once. Bounded; a forgotten entry only costs a poll.
+        var early: Set<String> = []
+    }
 
     public init(conninfo: String, logger: Logger) {
         listener = PostgresListener(conninfo: conninfo, channels: [RenderChannel.events], logger: logger)
@@ -43,23 +50,35 @@ public final class RenderEvents: Sendable {
         let token = UUID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                waiters.withLock { $0[requestID, default: [:]][token] = continuation }
+                let announced = state.withLock { state in
+                    if state.early.remove(requestID) != nil { return true }
+                    state.waiters[requestID, default: [:]][token] = continuation
+                    return false
+                }
+                if announced { return continuation.resume() }
                 // A cancel that came before the registration found nothing to resume: whoever
                 // removes the continuation (here or in onCancel) resumes it, exactly once.
-                if Task.isCancelled { waiters.withLock { $0[requestID]?.removeValue(forKey: token) }?.resume() }
+                if Task.isCancelled { state.withLock { $0.waiters[requestID]?.removeValue(forKey: token) }?.resume() }
             }
         } onCancel: {
-            waiters.withLock { $0[requestID]?.removeValue(forKey: token) }?.resume()
+            state.withLock { $0.waiters[requestID]?.removeValue(forKey: token) }?.resume()
         }
     }
 
     private func wake(_ requestID: String) {
-        let woken = waiters.withLock { $0.removeValue(forKey: requestID) } ?? [:]
+        let woken = state.withLock { state in
+            guard let woken = state.waiters.removeValue(forKey: requestID) else {
+                if state.early.count >= 10_000 { state.early.removeAll() }
+                state.early.insert(requestID)
+                return [UUID: CheckedContinuation<Void, Never>]()
+            }
+            return woken
+        }
         for continuation in woken.values { continuation.resume() }
     }
 
     private func wakeAll() {
-        let woken = waiters.withLock { all in defer { all.removeAll() }; return all }
+        let woken = state.withLock { state in defer { state.waiters.removeAll() }; return state.waiters }
         for continuation in woken.values.flatMap(\.values) { continuation.resume() }
     }
 }

@@ -7,6 +7,11 @@ public struct RenderSettings: Sendable, Equatable {
     public var provider: String
     public var enabledCategories: Set<GarmentCategory>
 
+    public init(provider: String, enabledCategories: Set<GarmentCategory>) {
+        self.provider = provider
+        self.enabledCategories = enabledCategories
+    }
+
     public static func load(from pool: PostgresPool) async throws -> RenderSettings {
         let sql = """
             SELECT (SELECT value #>> '{}' FROM fleet_settings WHERE key = 'render.provider') AS provider,

@@ -1,0 +1,192 @@
+import ArgumentParser
+import FakeProviders
+import Foundation
+import Hummingbird
+import Shared
+
+/// `fleet-bench render`: one `render-worker` process keeps `--in-flight` renders going against
+/// fal's queue API on a fake with a fixed latency, completed by signed webhooks (verified and
+/// stored the way the dispatcher does). A closed loop requests a new render as each ends, so
+/// the in-flight count stays put; the rate is compared with the ideal in-flight / latency.
+struct RenderSuite: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "render",
+        abstract: "Render throughput and the fleet's own overhead per render against a fake provider with fixed latency.")
+
+    @OptionGroup var options: SuiteOptions
+    @Option(help: "Renders kept in flight.") var inFlight = 500
+    @Option(help: "The fake provider's latency per render, in seconds.") var latency = 5.0
+    @Option(help: "Seconds measured per repeat (after one latency of warm-up).") var seconds = 20.0
+
+    func run() async throws {
+        let database = try await BenchDatabase.prepare()
+        progress("database: \(try await database.settings())")
+        let root = NSTemporaryDirectory() + "fleet-bench-render-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try await prepareImages(root: root)
+        try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: database.pool)
+        try await database.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('bench', 100000000)")
+
+        let http = CurlHTTPClient(maxConnectionsPerHost: 1024)
+        let fal = try await FakeFal.start(webhookClient: http, recordRequests: false)
+        fal.update { $0.latency = .milliseconds(Int64(latency * 1000)) }
+        let receiver = try await webhookReceiver(store: RenderStore(pool: database.pool), verifier: FalWebhookVerifier(http: http, jwksURL: fal.jwksURL))
+        let worker = try ChildProcess(
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("render-worker").path, [],
+            environment: ProcessInfo.processInfo.environment.merging([
+                "DATABASE_URL": database.url, "FLEET_STORAGE_ROOT": root, "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL,
+                "FLEET_RENDER_WEBHOOK_URL": "\(receiver.baseURL)/webhooks/fal", "FLEET_CONCURRENCY": "render.run=\(inFlight + 100)",
+                "FLEET_DB_POOL_SIZE": "16", "FLEET_LOG_LEVEL": "warning", "FLEET_POLL_INTERVAL_MS": "200",
+            ]) { $1 },
+            outputPath: NSTemporaryDirectory() + "fleet-bench-render-worker.log")
+
+        var report = Report()
+        let loop = ClosedLoop(requests: RenderRequests(pool: database.pool), pool: database.pool, inFlight: inFlight)
+        try await loop.fill()
+        progress("\(inFlight) renders in flight; warming up for \(latency) s")
+        try await loop.run(for: .milliseconds(Int64(latency * 1000)))
+        for round in 1...options.repeats {
+            let (rate, overheads) = try await loop.measure(for: .milliseconds(Int64(seconds * 1000)), latency: latency)
+            report.add("render.rate", rate, unit: "renders/s")
+            guard !overheads.isEmpty else { throw BenchError("no render completed in \(seconds) s") }
+            let sorted = overheads.sorted()
+            report.add("render.overhead_p50", percentile(sorted, 0.50), unit: "ms")
+            report.add("render.overhead_p99", percentile(sorted, 0.99), unit: "ms")
+            progress("round \(round)/\(options.repeats): \(String(format: "%.1f", rate)) renders/s, \(overheads.count) renders")
+        }
+        worker.signal(SIGTERM)
+        _ = await worker.wait(timeout: .seconds(40))
+        report.add("render.worker_rss", Double(worker.peakRSSKilobytes ?? 0) / 1024, unit: "MB")
+        await receiver.stop()
+        await fal.stop()
+        try await loop.checkCredits()
+
+        let ideal = Double(inFlight) / latency
+        if options.json {
+            printJSONLines(report.medians + [Measurement(metric: "render.ideal_rate", value: ideal, unit: "renders/s")])
+            return
+        }
+        let rate = report.median("render.rate")
+        let p99 = report.median("render.overhead_p99")
+        let rss = report.median("render.worker_rss")
+        printTable(title: "render suite: \(inFlight) in flight, provider latency \(latency) s, medians of \(options.repeats)",
+                   peerName: "ideal", rows: [
+            Comparison(name: "renders per second", unit: "renders/s", fleet: rate, peer: ideal, lowerIsBetter: false,
+                       target: "≥ 0.95x ideal", met: rate.map { $0 >= 0.95 * ideal }),
+            Comparison(name: "overhead p50", unit: "ms", fleet: report.median("render.overhead_p50"), peer: nil, lowerIsBetter: true,
+                       target: "-", met: nil),
+            Comparison(name: "overhead p99", unit: "ms", fleet: p99, peer: nil, lowerIsBetter: true, target: "≤ 50 ms", met: p99.map { $0 <= 50 }),
+            Comparison(name: "worker peak RSS", unit: "MB", fleet: rss, peer: nil, lowerIsBetter: true, target: "≤ 300 MB", met: rss.map { $0 <= 300 }),
+        ], notes: [
+            "overhead = request to complete, minus the provider's latency: claim, submit, webhook, download, store, settle.",
+            "the fake provider and the webhook receiver run in this process; the render worker is its own process.",
+        ])
+    }
+
+    private func prepareImages(root: String) async throws {
+        let storage = FileImageStorage(root: root)
+        let owner = try StorageID("bench")
+        try await storage.write(FakeImages.jpeg, to: .bodyPhoto(user: owner, photo: StorageID("b1")))
+        try await storage.write(FakeImages.jpeg, to: .garment(user: owner, garment: StorageID("g1")))
+    }
+
+    /// What the dispatcher's webhook endpoint does: verify, store once, announce.
+    private func webhookReceiver(store: RenderStore, verifier: FalWebhookVerifier) async throws -> FakeServer {
+        let router = Router()
+        router.post("/webhooks/fal") { request, _ -> Response in
+            let body = Data(buffer: try await request.body.collect(upTo: 1 << 20))
+            var headers: [String: String] = [:]
+            for field in request.headers { headers[field.name.canonicalName] = field.value }
+            do {
+                try await verifier.verify(headers: headers, body: body)
+            } catch {
+                return Response(status: .unauthorized)
+            }
+            let payload = try FalWebhookPayload.decode(body)
+            _ = try await store.recordProviderEvent(provider: "fal", requestID: payload.requestID, payload: body)
+            return Response(status: .ok)
+        }
+        return try await FakeServer.start(router: router)
+    }
+}
+
+/// Keeps a fixed number of renders in flight: each one that ends is replaced at once.
+final class ClosedLoop: @unchecked Sendable {
+    let requests: RenderRequests
+    let pool: PostgresPool
+    let inFlight: Int
+    private var open: Set<String> = []
+    private var next = 0
+
+    init(requests: RenderRequests, pool: PostgresPool, inFlight: Int) {
+        self.requests = requests
+        self.pool = pool
+        self.inFlight = inFlight
+    }
+
+    func fill() async throws {
+        let missing = inFlight - open.count
+        guard missing > 0 else { return }
+        let ids = (0..<missing).map { _ in next += 1; return "bench-\(next)" }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for chunk in stride(from: 0, to: ids.count, by: max(1, ids.count / 8)) {
+                let slice = ids[chunk..<min(ids.count, chunk + max(1, ids.count / 8))]
+                group.addTask {
+                    for id in slice {
+                        _ = try await self.requests.request(RenderRequest(
+                            renderId: StorageID(id), requester: .user("bench"), ownerId: StorageID("bench"),
+                            garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        open.formUnion(ids)
+    }
+
+    /// Renders that ended since the last look, with their request-to-end time in seconds.
+    private func ended() async throws -> [(id: String, requestedAt: Date, seconds: Double, complete: Bool)] {
+        let rows = try await pool.query("""
+            SELECT id, extract(epoch FROM created_at) AS requested_at, extract(epoch FROM updated_at - created_at) AS seconds,
+                   status::text AS status
+            FROM renders WHERE status IN ('complete', 'failed') AND id = ANY($1::text[])
+            """, [PostgresArray(Array(open))]).rows
+        return try rows.map { (try $0.string("id"), try $0.date("requested_at"), try $0.double("seconds"), try $0.string("status") == "complete") }
+    }
+
+    func run(for duration: Duration) async throws {
+        _ = try await measure(for: duration, latency: 0)
+    }
+
+    /// Completions per second over `duration`, and the overhead in ms of each render both
+    /// requested and completed within it (renders from before include the worker's start-up).
+    func measure(for duration: Duration, latency: Double) async throws -> (rate: Double, overheads: [Double]) {
+        let start = ContinuousClock.now
+        let windowStart = Date()
+        var completed = 0
+        var overheads: [Double] = []
+        while ContinuousClock.now - start < duration {
+            try await Task.sleep(for: .milliseconds(50))
+            let done = try await ended()
+            for render in done {
+                open.remove(render.id)
+                guard render.complete else { throw BenchError("render \(render.id) failed") }
+                completed += 1
+                if render.requestedAt >= windowStart { overheads.append((render.seconds - latency) * 1000) }
+            }
+            try await fill()
+        }
+        return (Double(completed) / (ContinuousClock.now - start).seconds, overheads)
+    }
+
+    /// Every completed render consumed exactly one credit.
+    func checkCredits() async throws {
+        let row = try await pool.query("""
+            SELECT (SELECT total_consumed FROM credits WHERE user_id = 'bench') AS consumed,
+                   (SELECT count(*) FROM renders WHERE status = 'complete') AS complete
+            """).rows[0]
+        guard try row.int("consumed") == row.int("complete") else {
+            throw BenchError("credits consumed \(try row.int("consumed")) for \(try row.int("complete")) complete renders")
+        }
+    }
+}
