@@ -9,17 +9,8 @@ struct NormalizeHandler: JobHandler {
     let storage: any ImageStorage
     let normalizer: ImageNormalizer
 
-    struct Payload: Codable {
-        enum Target: String, Codable { case body, garment }
-        let userId: StorageID
-        let uploadId: StorageID
-        let target: Target
-        /// The body photo's or the garment's id.
-        let imageId: StorageID
-    }
-
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
-        let payload = try job.decodePayload(Payload.self)
+        let payload = try job.decodePayload(NormalizeImagePayload.self)
         let input: String
         do {
             input = try await storage.fileForReading(.upload(user: payload.userId, upload: payload.uploadId))
