@@ -87,6 +87,12 @@ struct Wait: AsyncParsableCommand {
     @Argument(help: "The job id.") var id: Int64
     @Option(help: "Seconds to wait at most (up to \(WaitRequest.maxTimeoutMs / 1000)).") var timeout = 30.0
 
+    func validate() throws {
+        guard (0...Double(WaitRequest.maxTimeoutMs) / 1000).contains(timeout) else {
+            throw ValidationError("--timeout must be between 0 and \(WaitRequest.maxTimeoutMs / 1000) seconds")
+        }
+    }
+
     func run() async throws {
         let result = try await connection.send(WaitRequest(jobId: id, timeoutMs: Int((timeout * 1000).rounded())))
         try printJSON(result.job)
