@@ -39,6 +39,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -68,7 +70,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "ImageWorker",
-            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .executableTarget(
             name: "FleetDrill",
@@ -81,11 +86,31 @@ let package = Package(
         ),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
         // formats: used by the tests and by fleet-bench's render suite.
-        .target(name: "FakeProviders", dependencies: ["Shared", .product(name: "Hummingbird", package: "hummingbird")]),
-        .testTarget(name: "SharedTests", dependencies: [
-            "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders", "DispatcherCore",
-            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-        ]),
-        .testTarget(name: "ImageWorkerTests", dependencies: ["ImageWorker", "Shared"]),
+        .target(
+            name: "FakeProviders",
+            dependencies: [
+                "Shared", "CSodium",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "SharedTests",
+            dependencies: [
+                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "FakeProviders", "DispatcherCore",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "RenderTests",
+            dependencies: [
+                "Shared", "FakeProviders", "CSodium",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
     ]
 )

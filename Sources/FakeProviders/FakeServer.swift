@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 
 /// A Hummingbird server on 127.0.0.1 with a kernel-chosen port, for one fake provider.
 /// Stop it with `stop()`; a test that forgets leaks only a listening socket on loopback.
@@ -15,7 +16,9 @@ public final class FakeServer: Sendable {
         self.task = task
     }
 
-    public static func start(router: Router<BasicRequestContext>) async throws -> FakeServer {
+    public static func start<Context: RequestContext>(
+        router: Router<Context>
+    ) async throws -> FakeServer where Context.Source == ApplicationRequestContextSource {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         var logger = Logger(label: "fake-provider")
         logger.logLevel = .critical
@@ -45,4 +48,15 @@ public final class FakeServer: Sendable {
 
 public enum FakeServerError: Error {
     case didNotStart
+}
+
+/// A request context that knows the client's address, so a fake can tell connections apart.
+public struct PeerRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import FleetCommands
 import Shared
 
@@ -9,16 +10,22 @@ struct ImageWorker: AsyncParsableCommand {
         commandName: "image-worker",
         abstract: "Normalises uploads and removes garment backgrounds.",
         discussion: settingsNote,
-        subcommands: [Run.self, Normalize.self, MigrateCommand.self],
+        subcommands: [Run.self, Normalize.self, CutoutCommand.self, MigrateCommand.self],
         defaultSubcommand: Run.self)
 }
 
 struct Run: WorkerRunCommand {
     static let executable = "image-worker"
-    static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2, .accountPurge: 4]
-    static func handlers(settings: FleetSettings) -> [any JobHandler] {
+    /// Cut-outs mostly wait on the network, so more of them run at once than CPU-bound normalises.
+    static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2, .garmentCutout: 8, .accountPurge: 4]
+    static func handlers(settings: FleetSettings) throws -> [any JobHandler] {
         let storage = FileImageStorage(root: settings.storageRoot)
-        return [NormalizeHandler(storage: storage, normalizer: ImageNormalizer()), PurgeHandler(storage: storage)]
+        let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
+        return [
+            NormalizeHandler(storage: storage, normalizer: ImageNormalizer()),
+            CutoutHandler(storage: storage, chain: try removal.makeChain(http: CurlHTTPClient())),
+            PurgeHandler(storage: storage),
+        ]
     }
 }
 
@@ -45,3 +52,43 @@ struct Normalize: ParsableCommand {
         }
     }
 }
+
+/// Background removal on one photo, without the queue.
+struct CutoutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cutout",
+        abstract: "Remove the background of one garment photo: writes cutout.png and preview.jpg into OUTDIR.",
+        discussion: """
+            The photo is normalised first, as the queue's pipeline does. Backends and their order come from \
+            FLEET_CUTOUT_BACKENDS, REPLICATE_API_TOKEN and FLEET_REMBG_URL (docs/configuration.md); --backend \
+            uses one alone. On failure it prints the error code and exits 1.
+            """)
+
+    @Argument(help: "The garment photo.") var input: String
+    @Argument(help: "The directory to write cutout.png and preview.jpg into (created if missing).") var outputDirectory: String
+    @Option(help: "Use only this backend: replicate, rembg or local.") var backend: BackgroundRemovalSettings.Backend?
+
+    func run() async throws {
+        do {
+            let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
+            let chain = try removal.makeChain(http: CurlHTTPClient(), only: backend)
+            let photo = try ImageNormalizer().normalize(path: input).jpeg
+            let result = try await chain.cutout(of: photo, logger: Logger(label: "image-worker.cutout"))
+            try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
+            let cutoutPath = (outputDirectory as NSString).appendingPathComponent("cutout.png")
+            let previewPath = (outputDirectory as NSString).appendingPathComponent("preview.jpg")
+            try AtomicFile.write(result.cutout.png, to: cutoutPath)
+            try AtomicFile.write(result.cutout.preview, to: previewPath)
+            print("\(cutoutPath): \(result.cutout.width)x\(result.cutout.height), backend \(result.backend), foreground \(String(format: "%.3f", result.cutout.foregroundFraction))")
+            print(previewPath)
+        } catch let error as ImageError {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            throw ExitCode.failure
+        } catch let error as BackgroundRemovalError {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
+
+extension BackgroundRemovalSettings.Backend: ExpressibleByArgument {}

@@ -3,7 +3,7 @@ import Shared
 
 /// `image.normalize`: reads an upload from storage, normalises it, and stores the JPEG as a
 /// body photo or a garment photo. Bad images end the job at once with their code; the
-/// upload is never modified.
+/// upload is never modified. A garment with `thenCutout` chains a `garment.cutout` job.
 struct NormalizeHandler: JobHandler {
     let kind = JobKind.imageNormalize
     let storage: any ImageStorage
@@ -11,6 +11,9 @@ struct NormalizeHandler: JobHandler {
 
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(NormalizeImagePayload.self)
+        if payload.thenCutout == true && payload.target != .garment {
+            throw JobError.permanent(code: "BAD_PAYLOAD", message: "thenCutout applies to garments only")
+        }
         let input: String
         do {
             input = try await storage.fileForReading(.upload(user: payload.userId, upload: payload.uploadId))
@@ -30,9 +33,17 @@ struct NormalizeHandler: JobHandler {
         }
         try await storage.write(image.jpeg, to: output)
         context.logger.info("normalised", metadata: ["path": "\(output.relativePath)", "width": "\(image.width)", "height": "\(image.height)"])
-        return .object([
+        var result: [String: JSONValue] = [
             "path": .string(output.relativePath), "width": .number(Double(image.width)),
             "height": .number(Double(image.height)), "bytes": .number(Double(image.jpeg.count)),
-        ])
+        ]
+        if payload.thenCutout == true {
+            // Keyed by this job: a retried or rescued run finds the job it already enqueued.
+            let cutout = try await context.queue.enqueue(NewJob(
+                kind: .garmentCutout, encoding: CutoutHandler.Payload(userId: payload.userId, garmentId: payload.imageId),
+                priority: job.priority, idempotencyKey: "garment.cutout:after:\(job.id)"))
+            result["cutoutJobId"] = .number(Double(cutout.id))
+        }
+        return .object(result)
     }
 }

@@ -82,7 +82,7 @@ extension ImageNormalizerTests {
             let output = temporaryPath(name) + ".jpg"
             try AtomicFile.write(try ImageNormalizer().normalize(path: input).jpeg, to: output)
             var rgb = [0.0, 0.0, 0.0]
-            #expect(try VipsImageRef.open(output).withPointer { fleet_vips_pixel($0, 32, 32, &rgb) } == 0)
+            #expect(try VipsImageRef.open(output).withPointer { fleet_vips_pixel($0, 32, 32, &rgb, 3) } == 0)
             for band in 0..<3 { #expect(abs(rgb[band] - expected[band]) <= 6, "\(name): \(rgb)") }
         }
     }
@@ -90,8 +90,17 @@ extension ImageNormalizerTests {
 
 /// An uncompressed RGBA PNG of one colour (zlib stored blocks, so no compressor is needed).
 func pngRGBA(width: Int, height: Int, pixel: [UInt8]) -> Data {
+    pngRGBA(width: width, height: height) { _, _ in pixel }
+}
+
+/// An uncompressed RGBA PNG, each pixel from `pixelAt(x, y)`.
+func pngRGBA(width: Int, height: Int, pixelAt: (Int, Int) -> [UInt8]) -> Data {
     var raw: [UInt8] = []
-    for _ in 0..<height { raw += [0] + (0..<width).flatMap { _ in pixel } }
+    raw.reserveCapacity(height * (width * 4 + 1))
+    for y in 0..<height {
+        raw.append(0)
+        for x in 0..<width { raw += pixelAt(x, y) }
+    }
     var zlib: [UInt8] = [0x78, 0x01]
     var offset = 0
     repeat {

@@ -1,8 +1,9 @@
 import Shared
 
-/// `garment.process`: normalise a garment upload, then remove its background. Until the queue has
-/// a cutout kind this is one `image.normalize` job flagged `thenCutout`, which the cutout step
-/// will act on.
+/// `garment.process`: normalise a garment upload, then remove its background: one
+/// `image.normalize` job flagged `thenCutout`, which on success enqueues the `garment.cutout`
+/// job (keyed by the normalise job, so a retried normalise does not cut out twice). The
+/// answer is the normalise job; its result names the cutout job (`cutoutJobId`).
 public struct ProcessGarmentOperation: DispatcherOperation {
     let submitter: JobSubmitter
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// One outbound HTTP request to a provider.
-public struct HTTPRequest: Sendable {
+public struct HTTPClientRequest: Sendable {
     public enum Method: String, Sendable {
         case get = "GET", post = "POST", put = "PUT", delete = "DELETE"
     }
@@ -36,8 +36,8 @@ public struct HTTPRequest: Sendable {
     public static func json(
         _ method: Method, url: String, body: Data, headers: [(name: String, value: String)] = [],
         timeout: Duration = .seconds(30)
-    ) -> HTTPRequest {
-        HTTPRequest(
+    ) -> HTTPClientRequest {
+        HTTPClientRequest(
             method: method, url: url,
             headers: [("Content-Type", "application/json"), ("Accept", "application/json")] + headers,
             body: body, timeout: timeout
@@ -45,7 +45,7 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-public struct HTTPResponse: Sendable {
+public struct HTTPClientResponse: Sendable {
     public var status: Int
     /// Header names lower-cased; a repeated header keeps its last value.
     public var headers: [String: String]
@@ -105,5 +105,5 @@ public enum HTTPClientError: Error, Equatable, CustomStringConvertible {
 
 /// The seam between provider clients and the transport: `CurlHTTPClient` in production.
 public protocol HTTPClient: Sendable {
-    func execute(_ request: HTTPRequest) async throws -> HTTPResponse
+    func execute(_ request: HTTPClientRequest) async throws -> HTTPClientResponse
 }

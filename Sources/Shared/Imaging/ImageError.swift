@@ -1,5 +1,5 @@
 /// Why an upload was refused. Each carries the product's error code; none is retried.
-public enum ImageError: Error, CustomStringConvertible, Sendable, Equatable {
+public enum ImageError: CodedError, CustomStringConvertible, Sendable, Equatable {
     /// Bigger than the configured byte or pixel limits (decompression bombs included).
     case tooLarge(String)
     /// Empty, truncated, corrupt, or not an image at all.

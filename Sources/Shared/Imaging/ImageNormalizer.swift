@@ -55,13 +55,7 @@ public struct ImageNormalizer: Sendable {
             let source = image
             image = try source.withPointer { input in try VipsImageRef.make { fleet_vips_to_srgb(input, $0) } }
         }
-        var buffer: UnsafeMutableRawPointer?
-        var length = 0
-        guard image.withPointer({ fleet_vips_jpeg_buffer($0, &buffer, &length, Int32(quality)) }) == 0, let buffer else {
-            throw ImageError.invalid(Vips.takeError())
-        }
-        defer { fleet_g_free(buffer) }
-        return NormalizedImage(jpeg: Data(bytes: buffer, count: length), width: image.width, height: image.height)
+        return NormalizedImage(jpeg: try image.jpeg(quality: quality), width: image.width, height: image.height)
     }
 
     /// Size, format and pixel count, read from the header only. Returns whether the file

@@ -58,4 +58,38 @@ final class VipsImageRef {
         guard operation(&out) == 0, let out else { throw ImageError.invalid(Vips.takeError()) }
         return VipsImageRef(out)
     }
+
+    /// Decodes an encoded image held in memory. The pixels are copied out while the bytes are
+    /// lent, since libvips reads a buffer lazily and would outlive it.
+    static func decode(_ data: Data) throws -> VipsImageRef {
+        try Vips.start()
+        return try data.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress, let lazy = fleet_vips_open_buffer(base, bytes.count, Int32(VIPS_FAIL_ON_ERROR.rawValue)) else {
+                throw ImageError.invalid(Vips.takeError())
+            }
+            let lazyImage = VipsImageRef(lazy)
+            guard let decoded = lazyImage.withPointer({ vips_image_copy_memory($0) }) else { throw ImageError.invalid(Vips.takeError()) }
+            return VipsImageRef(decoded)
+        }
+    }
+
+    /// JPEG bytes, metadata stripped, optimised Huffman tables.
+    func jpeg(quality: Int) throws -> Data {
+        try encoded { fleet_vips_jpeg_buffer($0, $1, $2, Int32(quality)) }
+    }
+
+    /// PNG bytes, metadata stripped.
+    func png() throws -> Data {
+        try encoded { fleet_vips_png_buffer($0, $1, $2) }
+    }
+
+    private func encoded(
+        _ save: (UnsafeMutablePointer<VipsImage>, UnsafeMutablePointer<UnsafeMutableRawPointer?>, UnsafeMutablePointer<Int>) -> Int32
+    ) throws -> Data {
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard withPointer({ save($0, &buffer, &length) }) == 0, let buffer else { throw ImageError.invalid(Vips.takeError()) }
+        defer { fleet_g_free(buffer) }
+        return Data(bytes: buffer, count: length)
+    }
 }

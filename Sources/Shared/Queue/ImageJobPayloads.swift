@@ -10,8 +10,8 @@ public struct NormalizeImagePayload: Codable, Sendable, Equatable {
     public let target: ImageTarget
     /// The body photo's or the garment's id.
     public let imageId: StorageID
-    /// Set by `garment.process`: remove the background once normalised. No worker acts on it
-    /// until the cutout job kind exists.
+    /// Garments only (`garment.process` sets it): once normalised, the image worker enqueues a
+    /// `garment.cutout` job to remove the background.
     public let thenCutout: Bool?
 
     public init(userId: StorageID, uploadId: StorageID, target: ImageTarget, imageId: StorageID, thenCutout: Bool? = nil) {

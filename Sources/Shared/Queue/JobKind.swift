@@ -12,6 +12,7 @@ public struct JobKind: RawRepresentable, Hashable, Sendable, Comparable, CustomS
     /// Every kind of the fleet, with what it does.
     public static let catalogue: [JobKind: String] = [
         .imageNormalize: "image worker: normalise an upload to at most 1200 px wide, JPEG quality 80",
+        .garmentCutout: "image worker: remove a garment photo's background (cut-out PNG, preview, foreground fraction)",
         .accountPurge: "image worker: delete every file of one user (account deletion)",
         .drillNoop: "synthetic: does nothing (queue benchmarks and load drills)",
         .drillScript: "synthetic: sleeps, fails or crashes as its payload says (queue tests and drills)",
@@ -20,6 +21,7 @@ public struct JobKind: RawRepresentable, Hashable, Sendable, Comparable, CustomS
     public var isKnown: Bool { JobKind.catalogue[self] != nil }
 
     public static let imageNormalize: JobKind = "image.normalize"
+    public static let garmentCutout: JobKind = "garment.cutout"
     public static let accountPurge: JobKind = "account.purge"
     public static let drillNoop: JobKind = "drill.noop"
     public static let drillScript: JobKind = "drill.script"

@@ -18,11 +18,3 @@ public struct RetryPolicy: Sendable, Hashable {
 
     private func pow2(_ exponent: Double) -> Double { Double(sign: .plus, exponent: Int(exponent), significand: 1) }
 }
-
-extension Duration {
-    /// The duration in seconds, as a Double.
-    public var seconds: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) / 1e18
-    }
-}

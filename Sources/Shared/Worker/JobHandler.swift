@@ -14,4 +14,13 @@ public struct JobContext: Sendable {
     /// Carries `job_id`, `kind` and `attempt` on every line.
     public let logger: Logger
     public let workerID: String
+    /// For follow-up jobs. Enqueue them with an idempotency key derived from this job, so a
+    /// retried or rescued run does not enqueue them twice.
+    public let queue: JobQueue
+
+    public init(logger: Logger, workerID: String, queue: JobQueue) {
+        self.logger = logger
+        self.workerID = workerID
+        self.queue = queue
+    }
 }

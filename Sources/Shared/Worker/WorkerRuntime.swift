@@ -153,7 +153,7 @@ public final class WorkerRuntime: Service, Sendable {
         let result: Result<JSONValue?, any Error>
         do {
             guard let handler = handlers[job.kind] else { throw JobError.permanent(code: "UNKNOWN_KIND", message: "no handler for \(job.kind)") }
-            result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id)))
+            result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver))))
         } catch {
             result = .failure(error)
         }
@@ -206,8 +206,9 @@ public final class WorkerRuntime: Service, Sendable {
     private func failure(of job: ClaimedJob, _ error: any Error) -> JobOutcome.Kind {
         if case JobError.permanent(let code, let message) = error { return .dead(error: message, code: code) }
         let message = (error as? JobError)?.description ?? describe(error)
-        if job.attempt >= job.maxAttempts { return .dead(error: message, code: nil) }
-        return .retry(error: message, code: nil, retryIn: configuration.retry.delay(after: job.attempt))
+        let code = (error as? any CodedError)?.code
+        if job.attempt >= job.maxAttempts { return .dead(error: message, code: code) }
+        return .retry(error: message, code: code, retryIn: configuration.retry.delay(after: job.attempt))
     }
 
     private func log(_ outcome: JobOutcome.Kind, of job: ClaimedJob, logger: Logger) {

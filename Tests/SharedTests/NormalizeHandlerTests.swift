@@ -8,17 +8,18 @@ import Testing
 @Suite struct NormalizeHandlerTests {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("images-\(UUID().uuidString.prefix(8))").path
     var storage: FileImageStorage { FileImageStorage(root: root) }
-    let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/corpus")
+    /// Follow-up jobs land in a real queue.
+    static let queue = Task { try await TestQueue.make() }
 
-    func job(_ payload: String, attempt: Int = 1) -> ClaimedJob {
-        ClaimedJob(id: 1, kind: .imageNormalize, queue: "default", priority: 2, attempt: attempt, maxAttempts: 5,
+    func job(_ payload: String, attempt: Int = 1, id: Int64 = 1) -> ClaimedJob {
+        ClaimedJob(id: id, kind: .imageNormalize, queue: "default", priority: 2, attempt: attempt, maxAttempts: 5,
                    payload: payload, createdAt: Date())
     }
 
-    func run(_ payload: String, handler: (any JobHandler)? = nil) async throws -> JSONValue? {
+    func run(_ payload: String, handler: (any JobHandler)? = nil, id: Int64 = 1) async throws -> JSONValue? {
         let handler = handler ?? NormalizeHandler(storage: storage, normalizer: ImageNormalizer())
-        return try await handler.run(job(payload), context: JobContext(logger: Logger(label: "test"), workerID: "test"))
+        let context = JobContext(logger: Logger(label: "test"), workerID: "test", queue: try await Self.queue.value.queue)
+        return try await handler.run(job(payload, id: id), context: context)
     }
 
     func upload(_ data: Data, user: String, id: String) throws {
@@ -33,6 +34,27 @@ import Testing
                                    "bytes": .number(Double(written.count))]))
         // No temporary file is left beside it.
         #expect(try FileManager.default.contentsOfDirectory(atPath: "\(root)/u1/garments") == ["g1.jpg"])
+    }
+
+    @Test func aGarmentWithThenCutoutChainsOneCutoutJobEvenWhenRunTwice() async throws {
+        try upload(Data(contentsOf: corpus.appendingPathComponent("honeywave-1080x1920.jpg")), user: "u1", id: "up3")
+        let payload = #"{"userId":"u1","uploadId":"up3","target":"garment","imageId":"g3","thenCutout":true}"#
+        let jobID = Int64.random(in: 1_000_000...9_000_000)
+        let first = try await run(payload, id: jobID)
+        let again = try await run(payload, id: jobID)  // a retried attempt of the same job
+        guard case .object(let fields)? = first, case .number(let cutoutID)? = fields["cutoutJobId"] else {
+            Issue.record("no cutout job in \(String(describing: first))")
+            return
+        }
+        #expect(first == again)
+        let record = try #require(try await Self.queue.value.queue.job(id: Int64(cutoutID)))
+        #expect(record.kind == .garmentCutout)
+        let chained = try JSONDecoder().decode([String: String].self, from: Data(record.payload.utf8))
+        #expect(chained == ["userId": "u1", "garmentId": "g3"])
+        // Only garments can chain a cut-out.
+        await #expect(throws: JobError.self) {
+            _ = try await run(#"{"userId":"u1","uploadId":"up3","target":"body","imageId":"b3","thenCutout":true}"#)
+        }
     }
 
     @Test func aBadUploadEndsWithItsCodeAndStaysAsItWas() async throws {

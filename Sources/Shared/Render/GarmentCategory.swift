@@ -1,0 +1,5 @@
+/// The garment categories the app offers (PRODUCT.md, Renders). Which of them may be rendered is
+/// a server-side setting intersected with the active provider's `supportedCategories`.
+public enum GarmentCategory: String, CaseIterable, Codable, Hashable, Sendable {
+    case tops, bottoms, dresses, shoes, outerwear
+}

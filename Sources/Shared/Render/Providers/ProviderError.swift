@@ -1,0 +1,121 @@
+import Foundation
+
+/// Why a provider call produced no usable answer. Messages name the provider and what went wrong,
+/// never a key, a token or an image.
+public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
+    /// 5xx, 408, 429, a dropped connection or a timeout: the same call may succeed once more.
+    case transient(provider: String, reason: String)
+    /// The provider refused the request (a 4xx such as 422): the same input fails the same way.
+    case rejected(provider: String, status: Int, message: String)
+    /// Credentials refused (401/403) or no access token could be obtained.
+    case unauthorized(provider: String, reason: String)
+    /// The provider answered with something its API does not document.
+    case malformedResponse(provider: String, reason: String)
+    /// The request named a category this provider cannot render.
+    case unsupportedCategory(provider: String, GarmentCategory)
+    /// The exchange could not be made and trying again will not help (TLS, oversize answer…).
+    case failed(provider: String, reason: String)
+
+    /// True when calling again (the product retries once) may succeed.
+    public var isTransient: Bool {
+        if case .transient = self { true } else { false }
+    }
+
+    /// The product error code a render failing with this error ends with.
+    public var code: String {
+        if case .unsupportedCategory = self { "INVALID_CATEGORY" } else { "RENDER_FAILED" }
+    }
+
+    public var description: String {
+        switch self {
+        case .transient(let provider, let reason): "\(provider): temporary failure: \(reason)"
+        case .rejected(let provider, let status, let message): "\(provider): request rejected (HTTP \(status)): \(message)"
+        case .unauthorized(let provider, let reason): "\(provider): not authorised: \(reason)"
+        case .malformedResponse(let provider, let reason): "\(provider): malformed response: \(reason)"
+        case .unsupportedCategory(let provider, let category): "\(provider): garment category \(category.rawValue) is not supported"
+        case .failed(let provider, let reason): "\(provider): \(reason)"
+        }
+    }
+}
+
+extension ProviderError {
+    /// Classifies a non-2xx answer. `retryable` is the provider's own verdict when it sends one
+    /// (fal's `X-Fal-Retryable`); it overrides the status class.
+    static func from(status: Int, message: String, retryable: Bool? = nil, provider: String) -> ProviderError {
+        let message = ProviderText.bounded(message)
+        if retryable ?? HTTPStatus.isTransient(status) {
+            return .transient(provider: provider, reason: "HTTP \(status): \(message)")
+        }
+        if status == 401 || status == 403 { return .unauthorized(provider: provider, reason: "HTTP \(status): \(message)") }
+        return .rejected(provider: provider, status: status, message: message)
+    }
+
+    /// A request that produced no response.
+    static func from(_ error: HTTPClientError, provider: String) -> ProviderError {
+        error.isTransient ? .transient(provider: provider, reason: error.description) : .failed(provider: provider, reason: error.description)
+    }
+}
+
+enum HTTPStatus {
+    /// Worth another try: server faults, request timeout, rate limiting.
+    static func isTransient(_ status: Int) -> Bool { status >= 500 || status == 408 || status == 429 }
+}
+
+enum ProviderText {
+    /// Provider messages go into logs and error columns: one line, bounded.
+    static func bounded(_ text: String, limit: Int = 400) -> String {
+        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        return line.count > limit ? String(line.prefix(limit)) + "…" : line
+    }
+
+    /// A short, printable excerpt of a body that failed to parse.
+    static func excerpt(_ body: Data) -> String {
+        body.isEmpty ? "empty body" : "body starts '\(bounded(String(decoding: body.prefix(120), as: UTF8.self), limit: 120))'"
+    }
+}
+
+extension HTTPClient {
+    /// `execute` with transport errors classified for `provider`.
+    func send(_ request: HTTPClientRequest, provider: String) async throws(ProviderError) -> HTTPClientResponse {
+        do {
+            return try await execute(request)
+        } catch let error as HTTPClientError {
+            throw ProviderError.from(error, provider: provider)
+        } catch is CancellationError {
+            throw ProviderError.transient(provider: provider, reason: "cancelled")
+        } catch {
+            throw ProviderError.transient(provider: provider, reason: "\(error)")
+        }
+    }
+}
+
+/// JSON decoding whose failure becomes `.malformedResponse` naming what was expected.
+enum ProviderJSON {
+    static func decode<T: Decodable>(
+        _ type: T.Type, from body: Data, what: String, provider: String,
+        keys: JSONDecoder.KeyDecodingStrategy = .useDefaultKeys
+    ) throws(ProviderError) -> T {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = keys
+        do {
+            return try decoder.decode(type, from: body)
+        } catch {
+            throw ProviderError.malformedResponse(provider: provider, reason: "\(what) is not the documented JSON (\(ProviderJSON.reason(error))); \(ProviderText.excerpt(body))")
+        }
+    }
+
+    /// The useful part of a DecodingError: which key or value was wrong.
+    private static func reason(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        switch error {
+        case .keyNotFound(let key, let context): return "missing \(path(context.codingPath + [key]))"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context): return "unexpected value at \(path(context.codingPath))"
+        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "bad value at \(path(context.codingPath))"
+        @unknown default: return "\(error)"
+        }
+    }
+
+    private static func path(_ keys: [any CodingKey]) -> String {
+        keys.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
+}

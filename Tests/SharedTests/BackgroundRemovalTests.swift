@@ -1,0 +1,211 @@
+import CFleetShims
+import FakeProviders
+import Foundation
+import Metrics
+import MetricsTestKit
+import Testing
+@testable import Shared
+
+/// A red T-shirt on a plain, slightly noisy light-grey background, normalised like an upload.
+/// 600 × 800; the shirt covers 24.8 % of it.
+let plainBackgroundGarment: Data = {
+    let png = pngRGBA(width: 600, height: 800) { x, y in
+        let body = (200..<400).contains(x) && (200..<700).contains(y)
+        let sleeves = (120..<480).contains(x) && (200..<320).contains(y)
+        if body || sleeves { return [180, 30, 40, 255] }
+        let noise = UInt8((x * 7 + y * 13) % 5)
+        return [232 + noise, 230 + noise, 228 + noise, 255]
+    }
+    let path = temporaryPath("garment") + ".png"
+    try! png.write(to: URL(fileURLWithPath: path))
+    return try! ImageNormalizer().normalize(path: path).jpeg
+}()
+let garmentFraction = (200.0 * 500 + 2 * 80 * 120) / (600 * 800)
+
+/// Band values of one pixel of an encoded image.
+func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Double] {
+    var values = [Double](repeating: 0, count: bands)
+    let image = try VipsImageRef.decode(encoded)
+    #expect(image.withPointer { fleet_vips_pixel($0, Int32(x), Int32(y), &values, Int32(bands)) } == 0)
+    return values
+}
+
+/// The chain, each backend and the composer, against fake Replicate and rembg servers on loopback.
+@Suite struct BackgroundRemovalTests {
+    let http = CurlHTTPClient()
+
+    func replicate(_ fake: FakeReplicate, timeout: Duration = .seconds(5)) -> ReplicateBackgroundRemover {
+        ReplicateBackgroundRemover(baseURL: fake.baseURL, token: FakeReplicate.token, timeout: timeout,
+                                   pollInterval: .milliseconds(50), http: http)
+    }
+
+    func rembg(_ fake: FakeRembg, timeout: Duration = .seconds(5)) -> RembgBackgroundRemover {
+        RembgBackgroundRemover(baseURL: fake.baseURL, timeout: timeout, http: http)
+    }
+
+    func cutout(_ backends: [any BackgroundRemover]) async throws -> BackgroundRemovalChain.Result {
+        try await BackgroundRemovalChain(backends: backends).cutout(of: plainBackgroundGarment, logger: testLogger)
+    }
+
+    /// The garment kept opaque and red, the background clear, trimmed with a margin, a white preview.
+    func expectGoodCutout(_ cutout: Cutout) throws {
+        #expect(abs(cutout.foregroundFraction - garmentFraction) < 0.02, "fraction \(cutout.foregroundFraction)")
+        let margin = 24  // 3 % of 800
+        #expect(abs(cutout.width - (360 + 2 * margin)) <= 6 && abs(cutout.height - (500 + 2 * margin)) <= 6,
+                "\(cutout.width)x\(cutout.height)")
+        let centre = try pixel(cutout.png, cutout.width / 2, cutout.height / 2)
+        #expect(centre[3] == 255 && centre[0] > 150 && centre[1] < 70, "centre \(centre)")
+        let corner = try pixel(cutout.png, 3, cutout.height - 4)  // beside the body, under a sleeve
+        #expect(corner[3] == 0, "background pixel \(corner)")
+        let previewCorner = try pixel(cutout.preview, 3, cutout.height - 4, bands: 3)
+        #expect(previewCorner.allSatisfy { $0 >= 245 }, "preview background \(previewCorner)")
+        #expect(cutout.png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && cutout.preview.starts(with: [0xFF, 0xD8]))
+    }
+
+    @Test func theLocalFallbackCutsAGarmentOffAPlainBackground() async throws {
+        let result = try await cutout([LocalBackgroundRemover()])
+        #expect(result.backend == "local" && result.skipped.isEmpty)
+        try expectGoodCutout(result.cutout)
+    }
+
+    @Test func replicateAnswersInSyncModeWithTheModelAndToken() async throws {
+        let fake = try await FakeReplicate.start()
+        defer { Task { await fake.stop() } }
+        let result = try await cutout([replicate(fake, timeout: .seconds(8)), LocalBackgroundRemover()])
+        #expect(result.backend == "replicate")
+        try expectGoodCutout(result.cutout)
+        let create = try #require(fake.requests.first)
+        #expect(create.path == "/v1/models/bria/remove-background/predictions")
+        #expect(create.headers["authorization"] == "Bearer \(FakeReplicate.token)" && create.headers["prefer"] == "wait=8")
+        #expect(fake.requests.count == 1)
+    }
+
+    @Test func replicateIsPolledWhenTheSyncWaitEndsAndItsOutputMayBeAList() async throws {
+        let fake = try await FakeReplicate.start(script: FakeScript([.succeedAfterPolls(3), .succeedWithOutputArray]))
+        defer { Task { await fake.stop() } }
+        let polled = try await cutout([replicate(fake)])
+        #expect(polled.backend == "replicate")
+        #expect(fake.requests.filter { $0.path.hasPrefix("/v1/predictions/") }.count == 3)
+        let listed = try await cutout([replicate(fake)])
+        try expectGoodCutout(listed.cutout)
+    }
+
+    @Test func aServerErrorMovesToTheNextBackend() async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.fail(status: 503)]))
+        let rembgFake = try await FakeRembg.start()
+        defer { Task { await replicateFake.stop(); await rembgFake.stop() } }
+        let result = try await cutout([replicate(replicateFake), rembg(rembgFake), LocalBackgroundRemover()])
+        #expect(result.backend == "rembg")
+        #expect(result.skipped.count == 1 && result.skipped[0].contains("503"))
+        try expectGoodCutout(result.cutout)
+        // rembg got the photo as the `file` part and the model as a form field.
+        let sent = try #require(rembgFake.requests.first)
+        #expect(sent.fields["model"] == "bria-rmbg" && sent.fields["file"] == "\(plainBackgroundGarment.count) bytes")
+        #expect(sent.headers["content-type"]?.hasPrefix("multipart/form-data; boundary=") == true)
+    }
+
+    @Test func aRefusalStopsTheChain() async throws {
+        let rembgFake = try await FakeRembg.start(script: FakeScript([.fail(status: 422)]))
+        defer { Task { await rembgFake.stop() } }
+        await #expect {
+            _ = try await cutout([rembg(rembgFake), LocalBackgroundRemover()])
+        } throws: { error in
+            guard case BackgroundRemovalError.rejected(let backend, let status, let reason) = error else { return false }
+            return backend == "rembg" && status == 422 && reason.contains("unknown model")
+                && (error as? BackgroundRemovalError)?.code == "BACKGROUND_REMOVAL_REJECTED"
+        }
+    }
+
+    @Test func aBackendThatDoesNotAnswerInTimeIsCancelledAndSkipped() async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.hang]))
+        let rembgFake = try await FakeRembg.start(script: FakeScript([.hang]))
+        defer { Task { await replicateFake.stop(); await rembgFake.stop() } }
+        let result = try await cutout([
+            replicate(replicateFake, timeout: .seconds(3)), rembg(rembgFake, timeout: .seconds(1)), LocalBackgroundRemover(),
+        ])
+        #expect(result.backend == "local" && result.skipped.count == 2)
+        #expect(result.skipped[0].contains("still processing") && result.skipped[1].contains("timed out"))
+        // The prediction left running is cancelled, so it is not billed.
+        #expect(replicateFake.cancelledPredictions.count == 1)
+    }
+
+    @Test func anAnswerThatIsNotAPNGOrAFailedPredictionMovesOn() async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.notPNG, .failPrediction]))
+        let rembgFake = try await FakeRembg.start(script: FakeScript([.notPNG]))
+        defer { Task { await replicateFake.stop(); await rembgFake.stop() } }
+        let first = try await cutout([replicate(replicateFake), rembg(rembgFake), LocalBackgroundRemover()])
+        #expect(first.backend == "local")
+        #expect(first.skipped[0].contains("not a PNG") && first.skipped[1].contains("not a PNG (text/html"))
+        let second = try await cutout([replicate(replicateFake), LocalBackgroundRemover()])
+        #expect(second.backend == "local" && second.skipped[0].contains("failed: CUDA out of memory"))
+    }
+
+    @Test func aPNGWithoutAlphaIsUnusable() async throws {
+        let opaque = try pngOpaqueAnswer()
+        struct OpaqueBackend: BackgroundRemover {
+            let name = "opaque"
+            let answer: Data
+            func cutout(of photo: Data) async throws -> Data { answer }
+        }
+        let result = try await cutout([OpaqueBackend(answer: opaque), LocalBackgroundRemover()])
+        #expect(result.backend == "local" && result.skipped[0].contains("no alpha channel"))
+    }
+
+    @Test func whenEveryBackendFailsTheJobWaitsForARetry() async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.fail(status: 500)]))
+        defer { Task { await replicateFake.stop() } }
+        let closed = RembgBackgroundRemover(baseURL: "http://127.0.0.1:\(try freePort())", timeout: .seconds(2), http: http)
+        await #expect {
+            _ = try await cutout([replicate(replicateFake), closed])
+        } throws: { error in
+            guard case BackgroundRemovalError.unavailable(let reasons) = error else { return false }
+            return reasons.count == 2 && reasons[1].contains("connection failed")
+        }
+    }
+
+    @Test func eachBackendAttemptIsCountedAndTimedByOutcome() async throws {
+        let metrics = TestMetricsOnce.shared
+        let fake = try await FakeReplicate.start(script: FakeScript([.fail(status: 503)]))
+        defer { Task { await fake.stop() } }
+        func count(_ backend: String, _ outcome: String) -> Int64 {
+            metrics.counters(label: "fleet_cutout_backend_total", dimensions: [("backend", backend), ("outcome", outcome)])
+                .map(\.totalValue).reduce(0, +)
+        }
+        let before = (count("replicate", "transient"), count("local", "success"))
+        _ = try await cutout([replicate(fake), LocalBackgroundRemover()])
+        #expect(count("replicate", "transient") >= before.0 + 1 && count("local", "success") >= before.1 + 1)
+        let timer = try metrics.expectTimer("fleet_cutout_backend_seconds", [("backend", "replicate")])
+        #expect(!timer.values.isEmpty)
+    }
+
+    @Test func settingsChooseTheOrderAndRefuseUnconfiguredBackends() throws {
+        let defaults = try BackgroundRemovalSettings.load(from: [:])
+        #expect(defaults.order == [.local])
+        let all = try BackgroundRemovalSettings.load(from: ["REPLICATE_API_TOKEN": "t", "FLEET_REMBG_URL": "http://127.0.0.1:7000"])
+        #expect(all.order == [.replicate, .rembg, .local])
+        let chosen = try BackgroundRemovalSettings.load(from: ["FLEET_REMBG_URL": "http://x", "FLEET_CUTOUT_BACKENDS": "local,rembg"])
+        #expect(chosen.order == [.local, .rembg])
+        #expect(throws: ConfigurationError.self) { try BackgroundRemovalSettings.load(from: ["FLEET_CUTOUT_BACKENDS": "replicate"]) }
+        #expect(throws: ConfigurationError.self) { try BackgroundRemovalSettings.load(from: ["FLEET_CUTOUT_BACKENDS": "magic"]) }
+        #expect(throws: ConfigurationError.self) { try BackgroundRemovalSettings.load(from: ["FLEET_CUTOUT_TIMEOUT_MS": "0"]) }
+        // The token never shows in an error.
+        let error = try #require(throws: ConfigurationError.self) {
+            try BackgroundRemovalSettings.load(from: ["REPLICATE_API_TOKEN": "r8_secret", "FLEET_CUTOUT_BACKENDS": "replicate,rembg"])
+        }
+        #expect(!error.description.contains("r8_secret"))
+    }
+
+    /// An RGB PNG: a valid image but no cut-out.
+    func pngOpaqueAnswer() throws -> Data {
+        try VipsImageRef.decode(plainBackgroundGarment).png()
+    }
+}
+
+/// swift-metrics takes one backend per process: the tests share this one.
+enum TestMetricsOnce {
+    static let shared: TestMetrics = {
+        let metrics = TestMetrics()
+        MetricsSystem.bootstrap(metrics)
+        return metrics
+    }()
+}
