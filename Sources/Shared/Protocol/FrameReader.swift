@@ -19,21 +19,38 @@ public enum FrameError: Error, Equatable, CustomStringConvertible {
 /// empty lines are skipped). Nothing is buffered beyond `maxFrameBytes`: a longer frame is
 /// refused as soon as that many bytes are in hand. With `frameTimeout`, a frame must be completed
 /// within that time of its first byte, so a client that sends half a frame and stalls is found
-/// out. Either failure is fired as a `FrameError`.
-public final class FrameReader: ChannelInboundHandler, RemovableChannelHandler {
+/// out. The clock runs only while the channel is reading: when a handler further on holds reads
+/// back (backpressure), the rest of the frame may be waiting in the socket, which is not the
+/// client's fault; the frame gets a fresh `frameTimeout` when reading resumes. Either failure is
+/// fired as a `FrameError`.
+public final class FrameReader: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = ByteBuffer
     public typealias InboundOut = ByteBuffer
+    public typealias OutboundIn = Never
 
     private let maxFrameBytes: Int
     private let frameTimeout: TimeAmount?
     /// The start of a frame whose newline has not arrived yet.
     private var partial: ByteBuffer?
     private var deadline: Scheduled<Void>?
+    /// A read has been asked of the socket and not yet answered: the frame's clock may run.
+    private var reading = false
     private var failed = false
 
     public init(maxFrameBytes: Int, frameTimeout: TimeAmount? = nil) {
         self.maxFrameBytes = maxFrameBytes
         self.frameTimeout = frameTimeout
+    }
+
+    public func read(context: ChannelHandlerContext) {
+        reading = true
+        armDeadline(context)
+        context.read()
+    }
+
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        context.fireChannelReadComplete()
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -63,10 +80,15 @@ public final class FrameReader: ChannelInboundHandler, RemovableChannelHandler {
             deadline?.cancel()
             deadline = nil
         }
-        if partial != nil, deadline == nil, let frameTimeout {
-            deadline = context.eventLoop.assumeIsolated().scheduleTask(in: frameTimeout) { [self] in
-                fail(context, .timedOut(after: frameTimeout))
-            }
+        armDeadline(context)
+    }
+
+    private func armDeadline(_ context: ChannelHandlerContext) {
+        guard partial != nil, deadline == nil, let frameTimeout else { return }
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: frameTimeout) { [self] in
+            deadline = nil
+            // Held back by backpressure: not the client's delay; re-armed at the next read.
+            if reading { fail(context, .timedOut(after: frameTimeout)) }
         }
     }
 

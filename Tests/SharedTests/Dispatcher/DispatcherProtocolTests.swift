@@ -163,21 +163,46 @@ import Testing
         }
     }
 
-    /// An idle connection is closed; one waiting on a long request is not.
+    /// The frame timeout counts only while the server is reading: a client whose later frames
+    /// wait in the socket while the server holds back (requests in flight at the limit) is not cut off.
+    @Test func backpressureDoesNotCountAgainstTheFrameTimeout() async throws {
+        try await TestDispatcher.run({ $0.frameTimeout = .milliseconds(100); $0.maxInFlight = 1 }) { dispatcher in
+            let job = try await dispatcher.queue.queue.enqueue(NewJob(kind: .drillNoop))
+            // Long ids make the frames span many socket reads, so one is always part-read while the server holds back.
+            let padding = String(repeating: "p", count: 2000)
+            let frames = (0..<200).map { #"{"id":"\#($0)\#(padding)","op":"wait","args":{"jobId":\#(job.id),"timeoutMs":10}}"# + "\n" }.joined()
+            let answered = try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                try await raw.send(frames)
+                var answered = 0
+                while answered < 200, let frame = try await raw.next() {
+                    #expect(frame["ok"] == .bool(true), "\(frame.jsonText)")
+                    answered += 1
+                }
+                return answered
+            }
+            #expect(answered == 200)
+        }
+    }
+
+    /// An idle connection is closed; one waiting on a long request is not, until it is idle again.
     @Test func idleConnectionsAreClosedButNotWhileARequestIsInFlight() async throws {
-        try await TestDispatcher.run({ $0.idleTimeout = .seconds(1) }) { dispatcher in
+        try await TestDispatcher.run({ $0.idleTimeout = .seconds(2) }) { dispatcher in
             try await dispatcher.withRawConnection(.unix) { raw in
                 try await raw.greeting()
                 let refusal = try await raw.response()
-                #expect(refusal.errorCode == "IDLE_TIMEOUT")
+                #expect(refusal.errorCode == "IDLE_TIMEOUT" && refusal["id"] == .null)
                 #expect(try await raw.next() == nil)
             }
-            let client = try await dispatcher.client()
-            let job = try await client.enqueue(kind: "drill.noop")
-            let waited = try await client.wait(jobId: job.jobId, timeoutMs: 2500)
-            #expect(waited.timedOut)
-            _ = try await client.ping()
-            await client.close()
+            let job = try await dispatcher.queue.queue.enqueue(NewJob(kind: .drillNoop))
+            try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                try await raw.send(#"{"id":1,"op":"wait","args":{"jobId":\#(job.id),"timeoutMs":5000}}"# + "\n")
+                let waited = try await raw.response()
+                #expect(waited["id"] == .number(1) && waited["result"]?["timedOut"] == .bool(true))
+                #expect(try await raw.response().errorCode == "IDLE_TIMEOUT")
+                #expect(try await raw.next() == nil)
+            }
         }
     }
 
