@@ -41,6 +41,19 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // The dispatcher's socket server (protocol, operations), a library so tests can run it in-process.
+        .target(
+            name: "DispatcherCore",
+            dependencies: [
+                "Shared", "CSodium",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
@@ -49,7 +62,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "DispatcherCore", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
@@ -92,8 +105,9 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders",
+                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -14,6 +14,13 @@ if [ -z "${DATABASE_URL:-}" ]; then
   echo "embedded PostgreSQL: $DATABASE_URL (stop it with scripts/pg.sh stop)"
 fi
 export FLEET_STORAGE_ROOT=${FLEET_STORAGE_ROOT:-$PWD/.data/images}
+# The dispatcher's TCP listener needs a shared token: one is made once and kept (mode 0600).
+if [ -z "${FLEET_DISPATCHER_TOKEN:-}" ]; then
+  mkdir -p .data
+  [ -s .data/dispatcher.token ] || (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >.data/dispatcher.token)
+  FLEET_DISPATCHER_TOKEN=$(cat .data/dispatcher.token)
+  export FLEET_DISPATCHER_TOKEN
+fi
 export FLEET_LOG_FORMAT=${FLEET_LOG_FORMAT:-json}
 logs=.data/logs
 mkdir -p "$logs" "$FLEET_STORAGE_ROOT"
@@ -36,6 +43,8 @@ done
 
 echo "sending 2,000 drill jobs through the queue..."
 "$bin/fleet-bench" smoke --jobs 2000
+echo "the queue, as the dispatcher's socket reports it (dispatcher stats):"
+"$bin/dispatcher" stats
 if [ "$serve" -eq 1 ]; then
   echo "fleet running; Ctrl-C stops it"
   wait

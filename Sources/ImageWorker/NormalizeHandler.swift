@@ -9,19 +9,8 @@ struct NormalizeHandler: JobHandler {
     let storage: any ImageStorage
     let normalizer: ImageNormalizer
 
-    struct Payload: Codable {
-        enum Target: String, Codable { case body, garment }
-        let userId: StorageID
-        let uploadId: StorageID
-        let target: Target
-        /// The body photo's or the garment's id.
-        let imageId: StorageID
-        /// Garments only: remove the background once normalised.
-        var thenCutout: Bool?
-    }
-
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
-        let payload = try job.decodePayload(Payload.self)
+        let payload = try job.decodePayload(NormalizeImagePayload.self)
         if payload.thenCutout == true && payload.target != .garment {
             throw JobError.permanent(code: "BAD_PAYLOAD", message: "thenCutout applies to garments only")
         }

@@ -7,12 +7,8 @@ struct PurgeHandler: JobHandler {
     let kind = JobKind.accountPurge
     let storage: any ImageStorage
 
-    struct Payload: Codable {
-        let userId: StorageID
-    }
-
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
-        let payload = try job.decodePayload(Payload.self)
+        let payload = try job.decodePayload(PurgeAccountPayload.self)
         let deleted = try await storage.deleteAll(of: payload.userId)
         context.logger.info("purged user files", metadata: ["user_id": "\(payload.userId)", "files": "\(deleted)"])
         return .object(["filesDeleted": .number(Double(deleted))])

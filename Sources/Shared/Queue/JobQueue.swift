@@ -31,6 +31,12 @@ public struct JobQueue: Sendable {
 
     public func cancel(id: Int64) async throws -> CancelResult { try await driver.jobCancel(id: id) }
 
+    public func stats(window: Duration) async throws -> [KindStats] { try await driver.jobStats(window: window) }
+
+    public func liveWorkers(heartbeatWithin: Duration) async throws -> [LiveWorker] {
+        try await driver.workerListLive(heartbeatWithin: heartbeatWithin)
+    }
+
     func validate(_ job: NewJob) throws {
         guard knownKinds.contains(job.kind) else { throw QueueError.unknownKind(job.kind.rawValue) }
         guard (0...9).contains(job.priority) else { throw QueueError.invalidJob("priority \(job.priority) is outside 0...9") }

@@ -6,6 +6,11 @@ public enum QueueChannel {
     public static let jobs = "fleet_jobs"
     /// Payload: `cancel <jobId> <owner>`.
     public static let control = "fleet_control"
+    /// Payload: comma-separated ids of jobs that reached a terminal state (`completed`, `dead`,
+    /// `cancelled`), at most `finishedIDsPerNotification` per notification.
+    public static let finished = "fleet_jobs_finished"
+    /// Keeps a payload of bigint ids well under NOTIFY's 8000-byte limit.
+    public static let finishedIDsPerNotification = 300
 }
 
 /// `QueueDriver` over libpq. Each method is one statement (two for a running job's cancel).
@@ -21,8 +26,24 @@ public struct PostgresQueueDriver: QueueDriver {
     // only sound paths are the primary key or one hash join, whatever the statistics say.
     // "lease_owner = me" also implies the job is running (constraint jobs_lease_iff_running).
 
+    /// A `SELECT` (column `sent`) that sends `fleet_jobs_finished` for the terminal rows of
+    /// `source` (columns `id`, `state`), chunked under the payload limit; one statement, few
+    /// notifications. Callers filter their rows on `(SELECT sent FROM notified) >= 0`, which runs
+    /// it once (an InitPlan, no join with the outcome's plan), and not at all when no row changed.
+    static func notifyFinished(from source: String) -> String {
+        """
+        SELECT count(pg_notify('\(QueueChannel.finished)', ids)) AS sent FROM (
+            SELECT string_agg(id::text, ',') AS ids FROM (
+                SELECT id, (row_number() OVER () - 1) / \(QueueChannel.finishedIDsPerNotification) AS chunk
+                FROM \(source) WHERE state IN ('completed', 'dead', 'cancelled')
+            ) AS numbered GROUP BY chunk
+        ) AS chunks
+        """
+    }
+
     /// Records outcomes; `$1` owner, then one array per outcome field.
     static let finishManySQL = """
+        WITH finished AS (
         UPDATE jobs SET
             state = o.state,
             result = o.result,
@@ -37,7 +58,9 @@ public struct PostgresQueueDriver: QueueDriver {
                     array_fill($1::text, ARRAY[cardinality($2::bigint[])]))
             AS o(id, attempt, state, result, error, code, retry_in, refund, owner)
         WHERE jobs.id = o.id AND jobs.lease_owner = o.owner AND jobs.attempt = o.attempt
-        RETURNING jobs.id
+        RETURNING jobs.id, jobs.state
+        ), notified AS (\(notifyFinished(from: "finished")))
+        SELECT id FROM finished WHERE (SELECT sent FROM notified) >= 0
         """
 
     /// Heartbeats the worker and renews its leases; `$1` owner, `$2` lease seconds, `$3` job ids.
@@ -207,9 +230,11 @@ public struct PostgresQueueDriver: QueueDriver {
                         finished_at = CASE WHEN jobs.state = 'available' THEN now() ELSE jobs.finished_at END,
                         cancel_requested_at = coalesce(jobs.cancel_requested_at, now())
                     FROM target WHERE jobs.id = target.id AND jobs.state IN ('available', 'running')
-                    RETURNING jobs.id
-                )
+                    RETURNING jobs.id, jobs.state
+                ),
+                notified AS (\(Self.notifyFinished(from: "changed")))
                 SELECT target.previous, jobs.lease_owner FROM target JOIN jobs ON jobs.id = target.id
+                WHERE (SELECT sent FROM notified) >= 0
                 """, [id]).rows
             guard let row = rows.first else { return .notFound }
             switch JobState(rawValue: try row.string("previous")) {
@@ -252,7 +277,8 @@ public struct PostgresQueueDriver: QueueDriver {
                 WITH expired AS (
                     SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at < now()
                     ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
-                )
+                ),
+                rescued AS (
                 UPDATE jobs SET
                     state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
                                  WHEN jobs.attempt >= jobs.max_attempts THEN 'dead'::job_state
@@ -268,6 +294,9 @@ public struct PostgresQueueDriver: QueueDriver {
                 FROM expired
                 WHERE jobs.id = expired.id AND jobs.state = 'running' AND jobs.lease_expires_at < now()
                 RETURNING jobs.id, jobs.kind, jobs.state
+                ),
+                notified AS (\(Self.notifyFinished(from: "rescued")))
+                SELECT id, kind, state FROM rescued WHERE (SELECT sent FROM notified) >= 0
                 """, [limit]).rows
         }
         return try rows.map { row in
@@ -290,13 +319,39 @@ public struct PostgresQueueDriver: QueueDriver {
 
     public func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64] {
         try await pool.query("""
+            WITH killed AS (
             UPDATE jobs SET state = 'dead', finished_at = now(),
                 errors = errors || jsonb_build_array(jsonb_build_object(
                     'attempt', attempt, 'at', now(), 'code', 'UNKNOWN_KIND',
                     'error', 'unknown job kind ''' || kind || ''': no worker of this fleet handles it'))
             WHERE state = 'available' AND NOT (kind = ANY($1::text[])) AND created_at < now() - make_interval(secs => $2)
-            RETURNING id
+            RETURNING id, state
+            ),
+            notified AS (\(Self.notifyFinished(from: "killed")))
+            SELECT id FROM killed WHERE (SELECT sent FROM notified) >= 0
             """, [PostgresArray(known.map(\.rawValue).sorted()), grace.seconds]).rows.map { try $0.int64("id") }
+    }
+
+    public func jobStats(window: Duration) async throws -> [KindStats] {
+        let rows = try await pool.query("""
+            SELECT kind,
+                count(*) FILTER (WHERE state = 'available' AND run_at <= now()) AS due,
+                count(*) FILTER (WHERE state = 'available' AND run_at > now()) AS scheduled,
+                count(*) FILTER (WHERE state = 'running') AS running,
+                count(*) FILTER (WHERE state = 'available' AND attempt > 0) AS retrying,
+                count(*) FILTER (WHERE state = 'completed' AND finished_at > now() - make_interval(secs => $1)) AS completed,
+                count(*) FILTER (WHERE state = 'dead' AND finished_at > now() - make_interval(secs => $1)) AS dead,
+                count(*) FILTER (WHERE state = 'cancelled' AND finished_at > now() - make_interval(secs => $1)) AS cancelled,
+                extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'available' AND run_at <= now())) AS oldest_due_age
+            FROM jobs GROUP BY kind ORDER BY kind
+            """, [window.seconds]).rows
+        return try rows.map { row in
+            KindStats(
+                kind: JobKind(rawValue: try row.string("kind")), due: try row.int("due"), scheduled: try row.int("scheduled"),
+                running: try row.int("running"), retrying: try row.int("retrying"), completed: try row.int("completed"),
+                dead: try row.int("dead"), cancelled: try row.int("cancelled"),
+                oldestDueAge: row["oldest_due_age"] == nil ? nil : .milliseconds(Int64(try row.double("oldest_due_age") * 1000)))
+        }
     }
 
     public func workerRegister(_ worker: WorkerRecord) async throws {
@@ -317,6 +372,27 @@ public struct PostgresQueueDriver: QueueDriver {
     public func workerDeleteStale(olderThan age: Duration) async throws -> Int {
         try await pool.query(
             "DELETE FROM workers WHERE last_heartbeat_at < now() - make_interval(secs => $1)", [age.seconds]).affectedRows
+    }
+
+    public func workerListLive(heartbeatWithin: Duration) async throws -> [LiveWorker] {
+        let rows = try await pool.query("""
+            SELECT w.id, w.host, w.pid, w.executable, array_to_json(w.kinds)::text AS kinds,
+                extract(epoch FROM w.started_at) AS started_at, extract(epoch FROM w.last_heartbeat_at) AS last_heartbeat_at,
+                coalesce(held.running, 0) AS running
+            FROM workers w
+            LEFT JOIN (SELECT lease_owner, count(*) AS running FROM jobs WHERE state = 'running' GROUP BY lease_owner) AS held
+                ON held.lease_owner = w.id
+            WHERE w.stopped_at IS NULL AND w.last_heartbeat_at > now() - make_interval(secs => $1)
+            ORDER BY w.id
+            """, [heartbeatWithin.seconds]).rows
+        return try rows.map { row in
+            let kinds = try JSONDecoder().decode([String].self, from: Data(try row.string("kinds").utf8))
+            return LiveWorker(
+                record: WorkerRecord(id: try row.string("id"), host: try row.string("host"), pid: Int32(try row.int("pid")),
+                                     executable: try row.string("executable"), kinds: kinds.map(JobKind.init(rawValue:))),
+                startedAt: try row.date("started_at"), lastHeartbeatAt: try row.date("last_heartbeat_at"),
+                running: try row.int("running"))
+        }
     }
 }
 

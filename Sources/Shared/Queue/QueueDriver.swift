@@ -21,9 +21,39 @@ public protocol QueueDriver: Sendable {
     func jobDeleteFinished(_ retention: Retention, limit: Int) async throws -> Int
     /// Ends as `dead` the queued jobs whose kind is not in `known`, once older than `grace`.
     func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64]
+    /// Per kind: jobs due, scheduled, running, waiting for a retry, finished within `window`, and the oldest due job's age.
+    func jobStats(window: Duration) async throws -> [KindStats]
     func workerRegister(_ worker: WorkerRecord) async throws
     func workerStop(id: String) async throws
     func workerDeleteStale(olderThan: Duration) async throws -> Int
+    /// Workers not stopped that heartbeated within `heartbeatWithin`, with the jobs each is running.
+    func workerListLive(heartbeatWithin: Duration) async throws -> [LiveWorker]
+}
+
+/// One kind's line of the queue's statistics.
+public struct KindStats: Sendable, Equatable {
+    public let kind: JobKind
+    /// Available and due now.
+    public let due: Int
+    /// Available, not due yet (delay or retry backoff).
+    public let scheduled: Int
+    public let running: Int
+    /// Available after at least one failed attempt.
+    public let retrying: Int
+    /// Finished within the window, by terminal state.
+    public let completed: Int
+    public let dead: Int
+    public let cancelled: Int
+    /// How long the oldest due job has been due (the queue's lag); nil when none is due.
+    public let oldestDueAge: Duration?
+}
+
+public struct LiveWorker: Sendable, Equatable {
+    public let record: WorkerRecord
+    public let startedAt: Date
+    public let lastHeartbeatAt: Date
+    /// Jobs it holds a lease on.
+    public let running: Int
 }
 
 public struct ClaimRequest: Sendable {

@@ -1,0 +1,117 @@
+import ArgumentParser
+import Foundation
+import Shared
+
+/// Where the operator commands find the dispatcher; each command is one request over its socket.
+struct ConnectionOptions: ParsableArguments {
+    @Option(name: .customLong("dispatcher"),
+            help: "A Unix socket path, or host:port for TCP (token from FLEET_DISPATCHER_TOKEN). Default: FLEET_DISPATCHER_SOCKET, else FLEET_DISPATCHER_TCP.")
+    var address: String?
+
+    func send<Request: DispatcherRequest>(_ request: Request) async throws -> Request.Result {
+        let environment = ProcessInfo.processInfo.environment
+        let settings = try DispatcherSettings.load(from: environment)
+        let target: DispatcherAddress
+        if let address {
+            guard let parsed = DispatcherAddress(address) else { throw ValidationError("--dispatcher: '\(address)' is not a path or host:port") }
+            target = parsed
+        } else {
+            guard let configured = settings.clientAddress else { throw ValidationError("no dispatcher address: both listeners are off") }
+            target = configured
+        }
+        let client: DispatcherClient
+        do {
+            client = try await DispatcherClient.connect(to: target, token: settings.token)
+        } catch let error as DispatcherError {
+            throw error
+        } catch {
+            throw ValidationError("cannot reach the dispatcher at \(target) (\(error)); is `dispatcher run` running?")
+        }
+        do {
+            let result = try await client.send(request)
+            await client.close()
+            return result
+        } catch {
+            await client.close()
+            throw error
+        }
+    }
+}
+
+/// Prints a result as indented JSON, dates in ISO 8601.
+func printJSON(_ value: some Encodable) throws {
+    let encoder = DispatcherProtocol.makeEncoder()
+    encoder.outputFormatting.insert(.prettyPrinted)
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}
+
+struct Ping: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Check that the dispatcher answers.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws { try printJSON(try await connection.send(PingRequest())) }
+}
+
+struct Enqueue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Enqueue one job and print its id.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The job kind, e.g. drill.noop.") var kind: String
+    @Option(help: "The payload, a JSON object.") var payload = "{}"
+    @Option(help: "The queue (default: default).") var queue: String?
+    @Option(help: "Priority, 0 (first) to 9 (default 2).") var priority: Int?
+    @Option(help: "Seconds to wait before the first run.") var delay: Double?
+    @Option(help: "Attempts before the job is dead (default 5).") var maxAttempts: Int?
+    @Option(help: "Enqueueing the same key again returns the first job.") var idempotencyKey: String?
+
+    func run() async throws {
+        guard case .object(let fields) = try? JSONValue(json: payload) else { throw ValidationError("--payload must be a JSON object") }
+        let options = JobOptions(queue: queue, priority: priority, maxAttempts: maxAttempts, delaySeconds: delay, idempotencyKey: idempotencyKey)
+        let job = try await connection.send(EnqueueRequest(kind: kind, payload: fields, options: options))
+        print(job.isNew ? "\(job.jobId)" : "\(job.jobId) (existing job with this idempotency key)")
+    }
+}
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print one job: state, attempts, every attempt's error.", aliases: ["job"])
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The job id.") var id: Int64
+
+    func run() async throws { try printJSON(try await connection.send(StatusRequest(jobId: id))) }
+}
+
+struct Wait: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Wait until a job ends (completed, dead or cancelled) and print it.",
+        discussion: "Exits 0 when the job ended, 2 when the timeout passed first.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The job id.") var id: Int64
+    @Option(help: "Seconds to wait at most (up to \(WaitRequest.maxTimeoutMs / 1000)).") var timeout = 30.0
+
+    func validate() throws {
+        guard (0...Double(WaitRequest.maxTimeoutMs) / 1000).contains(timeout) else {
+            throw ValidationError("--timeout must be between 0 and \(WaitRequest.maxTimeoutMs / 1000) seconds")
+        }
+    }
+
+    func run() async throws {
+        let result = try await connection.send(WaitRequest(jobId: id, timeoutMs: Int((timeout * 1000).rounded())))
+        try printJSON(result.job)
+        if result.timedOut { throw ExitCode(2) }
+    }
+}
+
+struct Cancel: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Cancel a queued job, or ask the worker running it to stop.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The job id.") var id: Int64
+
+    func run() async throws { try printJSON(try await connection.send(CancelRequest(jobId: id))) }
+}
+
+struct Stats: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Queue depth, lag and failures per kind; live workers.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Count finished jobs over this many seconds.") var window = StatsRequest.defaultWindowSeconds
+
+    func run() async throws { try printJSON(try await connection.send(StatsRequest(windowSeconds: window))) }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import Shared
+
+/// The server side of one op. Adding an op is one `DispatcherRequest` (its name, arguments and
+/// result, shared with the clients) and one operation registered in `OperationRegistry`.
+public protocol DispatcherOperation: Sendable {
+    associatedtype Request: DispatcherRequest
+    /// Whether a TCP connection must `auth` before using it.
+    var requiresAuthentication: Bool { get }
+    /// Throws `DispatcherError` for the answers it means; anything else is mapped by `DispatcherError.init(mapping:)`.
+    func run(_ request: Request) async throws -> Request.Result
+}
+
+extension DispatcherOperation {
+    public var requiresAuthentication: Bool { true }
+}
+
+/// The ops a server answers, by name.
+public struct OperationRegistry: Sendable {
+    /// One op with its arguments' decoding erased, so the router can hold them all.
+    struct Entry: Sendable {
+        let requiresAuthentication: Bool
+        let run: @Sendable (_ arguments: JSONValue) async throws -> any Encodable & Sendable
+    }
+
+    private let entries: [String: Entry]
+
+    public init(_ operations: [any DispatcherOperation]) {
+        var entries: [String: Entry] = [:]
+        for operation in operations {
+            let (name, entry) = Self.entry(operation)
+            precondition(entries[name] == nil, "two operations named \(name)")
+            entries[name] = entry
+        }
+        self.entries = entries
+    }
+
+    public var names: [String] { entries.keys.sorted() }
+
+    func entry(named name: String) -> Entry? { entries[name] }
+
+    private static func entry<Operation: DispatcherOperation>(_ operation: Operation) -> (String, Entry) {
+        (Operation.Request.op, Entry(requiresAuthentication: operation.requiresAuthentication) { arguments in
+            try await operation.run(try ArgumentDecoder.decode(Operation.Request.self, from: arguments))
+        })
+    }
+}
+
+/// Turns a request's `args` into its typed request, refusing fields it does not know: a
+/// misspelt option (`idempotency_key`) must not be silently ignored.
+enum ArgumentDecoder {
+    static func decode<Request: DispatcherRequest>(_ type: Request.Type, from arguments: JSONValue) throws -> Request {
+        let encoder = DispatcherProtocol.makeEncoder()
+        let request: Request
+        do {
+            request = try DispatcherProtocol.makeDecoder().decode(Request.self, from: try encoder.encode(arguments))
+        } catch let error as DecodingError {
+            throw DispatcherError(.badArgument, describe(error))
+        }
+        // What the request reads is what it writes back; any other non-null field was not understood.
+        let understood = try JSONDecoder().decode(JSONValue.self, from: try encoder.encode(request))
+        if let unknown = arguments.unknownFields(comparedWith: understood, path: "args").first {
+            throw DispatcherError(.badArgument, "unknown field \(unknown)")
+        }
+        return request
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context, _ last: (any CodingKey)? = nil) -> String {
+            (["args"] + (context.codingPath + [last].compactMap { $0 }).map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue })
+                .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "missing field \(path(context, key))"
+        case .typeMismatch(let type, let context): return "\(path(context)): expected \(expectedName(type))"
+        case .valueNotFound(let type, let context): return "\(path(context)): expected \(expectedName(type)), got null"
+        case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+
+    private static func expectedName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Int64.Type: "an integer"
+        case is Double.Type: "a number"
+        case is Bool.Type: "a boolean"
+        case is [String: Any].Type: "an object"
+        case is [Any].Type: "an array"
+        default: "\(type)"
+        }
+    }
+}
+
+extension JSONValue {
+    /// Paths of object fields, not null, present here and absent from `other` (the same value as
+    /// decoded and encoded again).
+    func unknownFields(comparedWith other: JSONValue, path: String) -> [String] {
+        switch (self, other) {
+        case (.object(let mine), .object(let known)):
+            return mine.keys.sorted().flatMap { key -> [String] in
+                guard let value = mine[key], value != .null else { return [] }
+                guard let counterpart = known[key] else { return ["\(path).\(key)"] }
+                return value.unknownFields(comparedWith: counterpart, path: "\(path).\(key)")
+            }
+        case (.array(let mine), .array(let known)) where mine.count == known.count:
+            return zip(mine, known).enumerated().flatMap { $1.0.unknownFields(comparedWith: $1.1, path: "\(path)[\($0)]") }
+        default:
+            return []
+        }
+    }
+}
+
+extension DispatcherError {
+    /// The protocol's account of any error an operation throws.
+    init(mapping error: any Error) {
+        switch error {
+        case let error as DispatcherError: self = error
+        case QueueError.unknownKind(let kind):
+            self.init(.unknownKind, "\(QueueError.unknownKind(kind))")
+        case let error as QueueError:
+            self.init(.badArgument, "\(error)")
+        case let error as StorageError:
+            self.init(.badArgument, "\(error)")
+        case let error as PostgresError where error.isTransient:
+            self.init(.unavailable, "the database is unavailable; retry later")
+        case PostgresError.server(let state, let message, _) where state.hasPrefix("22"):
+            // Data exceptions: a value the database cannot store (out of range, NUL in text…).
+            self.init(.badArgument, message)
+        default:
+            self.init(.internal, "internal error")
+        }
+    }
+}

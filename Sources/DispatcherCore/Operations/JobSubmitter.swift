@@ -1,0 +1,38 @@
+import Foundation
+import Shared
+
+/// Enqueues one job for the enqueueing ops, turning the protocol's options into the queue's.
+struct JobSubmitter: Sendable {
+    let queue: JobQueue
+
+    /// Longest `delaySeconds`: far beyond any use, and well inside what a `Duration` holds.
+    static let maxDelaySeconds = 366.0 * 86_400
+
+    func submit(kind: JobKind, payload: some Encodable, options: JobOptions?) async throws -> EnqueuedJobResult {
+        let options = options ?? JobOptions()
+        let delay = options.delaySeconds ?? 0
+        guard (0...Self.maxDelaySeconds).contains(delay) else {
+            throw DispatcherError(.badArgument, "options.delaySeconds must be between 0 and \(Int(Self.maxDelaySeconds))")
+        }
+        // Text parameters travel to libpq as C strings: a NUL would cut them short, silently.
+        for (name, text) in [("kind", kind.rawValue), ("options.queue", options.queue), ("options.idempotencyKey", options.idempotencyKey)] {
+            if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "\(name) must not contain NUL") }
+        }
+        let defaults = NewJob(kind: kind)
+        let job = try NewJob(
+            kind: kind, encoding: payload, queue: options.queue ?? defaults.queue, priority: options.priority ?? defaults.priority,
+            delay: .milliseconds(Int64((delay * 1000).rounded())), maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
+            idempotencyKey: options.idempotencyKey)
+        let enqueued = try await queue.enqueue(job)
+        return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
+    }
+}
+
+/// The storage id a typed op's field must be, refused as a bad argument before anything is enqueued.
+func storageID(_ value: String, field: String) throws -> StorageID {
+    do {
+        return try StorageID(value)
+    } catch {
+        throw DispatcherError(.badArgument, "\(field) must be 1 to 64 characters of A-Z a-z 0-9 _ -")
+    }
+}

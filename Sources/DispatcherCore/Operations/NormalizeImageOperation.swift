@@ -1,0 +1,15 @@
+import Shared
+
+/// `image.normalize`: an upload normalised into a body photo or a garment photo by the image worker.
+public struct NormalizeImageOperation: DispatcherOperation {
+    let submitter: JobSubmitter
+
+    public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }
+
+    public func run(_ request: NormalizeImageRequest) async throws -> EnqueuedJobResult {
+        let payload = NormalizeImagePayload(
+            userId: try storageID(request.userId, field: "userId"), uploadId: try storageID(request.uploadId, field: "uploadId"),
+            target: request.target, imageId: try storageID(request.imageId, field: "imageId"))
+        return try await submitter.submit(kind: .imageNormalize, payload: payload, options: request.options)
+    }
+}

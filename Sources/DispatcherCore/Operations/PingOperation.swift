@@ -1,0 +1,12 @@
+import Foundation
+import Shared
+
+/// `ping`: a liveness check, open before `auth`.
+public struct PingOperation: DispatcherOperation {
+    public init() {}
+    public var requiresAuthentication: Bool { false }
+
+    public func run(_ request: PingRequest) async throws -> PingRequest.Result {
+        PingRequest.Result(serverTime: Date())
+    }
+}

@@ -1,0 +1,13 @@
+import Shared
+
+/// `account.purge`: every file of one user deleted by the image worker.
+public struct PurgeAccountOperation: DispatcherOperation {
+    let submitter: JobSubmitter
+
+    public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }
+
+    public func run(_ request: PurgeAccountRequest) async throws -> EnqueuedJobResult {
+        let payload = PurgeAccountPayload(userId: try storageID(request.userId, field: "userId"))
+        return try await submitter.submit(kind: .accountPurge, payload: payload, options: request.options)
+    }
+}

@@ -1,0 +1,23 @@
+import Foundation
+import Shared
+
+/// `stats`: depth, lag and failures per kind, and the live workers.
+public struct StatsOperation: DispatcherOperation {
+    let queue: JobQueue
+    /// A worker is live while its heartbeat is younger than this.
+    let liveWithin: Duration
+
+    public init(queue: JobQueue, liveWithin: Duration) {
+        self.queue = queue
+        self.liveWithin = liveWithin
+    }
+
+    public func run(_ request: StatsRequest) async throws -> QueueStats {
+        let window = request.windowSeconds ?? StatsRequest.defaultWindowSeconds
+        guard (1...7 * 86_400).contains(window) else { throw DispatcherError(.badArgument, "windowSeconds must be between 1 and 604800") }
+        async let kinds = queue.stats(window: .seconds(window))
+        async let workers = queue.liveWorkers(heartbeatWithin: liveWithin)
+        return QueueStats(windowSeconds: window, kinds: try await kinds.map(QueueStats.Kind.init),
+                          workers: try await workers.map(QueueStats.Worker.init), serverTime: Date())
+    }
+}

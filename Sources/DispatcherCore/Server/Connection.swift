@@ -1,0 +1,150 @@
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Shared
+
+/// How a client reached the server: TCP requires `auth`; the Unix socket relies on its file permissions.
+public enum Transport: String, Sendable {
+    case tcp, unix
+}
+
+/// Serves one connection: the greeting, then frames read in order and their operations run
+/// concurrently (at most `maxInFlight`; reading pauses beyond that), each response written
+/// when ready. A connection-level error (frame too large or too slow, idle, wrong token) is
+/// answered with `id: null`, then the connection is closed.
+struct Connection: Sendable {
+    let router: RequestRouter
+    let greeting: @Sendable (Transport) -> Greeting
+    let idleTimeout: Duration
+    let maxInFlight: Int
+    let logger: Logger
+
+    /// How long a closing connection keeps draining input, so the client reads our last frame
+    /// rather than a reset.
+    static let linger = TimeAmount.seconds(1)
+
+    func serve(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, transport: Transport) async {
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                let writer = FrameWriter(outbound: outbound, logger: logger)
+                try await writer.send(greeting(transport))
+                let activity = ConnectionActivity()
+                let ending = try await withThrowingTaskGroup(of: ServerResponse?.self) { group in
+                    group.addTask { try await watchIdle(activity) }
+                    group.addTask {
+                        try await withGracefulShutdownHandler {
+                            try await readFrames(inbound, writer, activity, Session(isAuthenticated: transport == .unix))
+                        } onGracefulShutdown: {
+                            // Read no more; what is in flight still gets its answer.
+                            channel.channel.close(mode: .input, promise: nil)
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    return try await group.next() ?? nil
+                }
+                if let ending { try await closeAfter(ending, writer, channel.channel) }
+            }
+        } catch {
+            logger.debug("connection ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Returns the frame to end on when the connection has been idle for `idleTimeout`.
+    private func watchIdle(_ activity: ConnectionActivity) async throws -> ServerResponse? {
+        while let deadline = activity.idleDeadline(after: idleTimeout) {
+            try await Task.sleep(until: deadline)
+        }
+        return .failure(nil, .idleTimeout, "nothing received for \(idleTimeout); closing")
+    }
+
+    /// Reads frames until the input ends (all in-flight requests then answered, returns nil) or a
+    /// connection-level error (returns the frame to end on).
+    private func readFrames(
+        _ inbound: NIOAsyncChannelInboundStream<ByteBuffer>, _ writer: FrameWriter, _ activity: ConnectionActivity, _ session: Session
+    ) async throws -> ServerResponse? {
+        var session = session
+        return try await withThrowingTaskGroup(of: Void.self) { requests in
+            var running = 0
+            do {
+                for try await frame in inbound {
+                    activity.touch()
+                    switch router.route(frame, session: &session) {
+                    case .reply(let response):
+                        try await writer.send(response)
+                    case .replyAndClose(let response):
+                        requests.cancelAll()
+                        return response
+                    case .run(let id, let op, let call):
+                        if running == maxInFlight {
+                            try await requests.next()
+                            running -= 1
+                        }
+                        running += 1
+                        activity.begin()
+                        requests.addTask {
+                            let response = await perform(id, op, call)
+                            defer { activity.end() }
+                            try await writer.send(response)
+                        }
+                    }
+                }
+            } catch let error as FrameError {
+                requests.cancelAll()
+                return switch error {
+                case .tooLarge: .failure(nil, .frameTooLarge, "\(error); closing")
+                case .timedOut: .failure(nil, .frameTimeout, "\(error); closing")
+                }
+            }
+            try await requests.waitForAll()
+            return nil
+        }
+    }
+
+    private func perform(_ id: RequestID, _ op: String, _ call: () async throws -> any Encodable & Sendable) async -> ServerResponse {
+        do {
+            return ServerResponse(id: id, outcome: .success(try await call()))
+        } catch {
+            let mapped = DispatcherError(mapping: error)
+            if mapped.code == .internal || mapped.code == .unavailable {
+                logger.error("operation failed", metadata: ["op": "\(op)", "error": "\(error)"])
+            }
+            return ServerResponse(id: id, outcome: .failure(mapped))
+        }
+    }
+
+    /// Sends the last frame, ends our output, and keeps draining input until the client closes or
+    /// `linger` passes: closing with unread input would reset the connection and lose the frame.
+    private func closeAfter(_ response: ServerResponse, _ writer: FrameWriter, _ channel: any Channel) async throws {
+        try await writer.send(response)
+        channel.close(mode: .output, promise: nil)
+        channel.eventLoop.scheduleTask(in: Self.linger) { channel.close(promise: nil) }
+        try? await channel.closeFuture.get()
+    }
+}
+
+/// Writes frames on a connection's outbound side; any number of tasks may write at once.
+struct FrameWriter: Sendable {
+    let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    let logger: Logger
+    private let encoder = DispatcherProtocol.makeEncoder()
+
+    init(outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, logger: Logger) {
+        self.outbound = outbound
+        self.logger = logger
+    }
+
+    func send(_ greeting: Greeting) async throws {
+        try await outbound.write(try DispatcherProtocol.frame(greeting, encoder: encoder))
+    }
+
+    func send(_ response: ServerResponse) async throws {
+        let frame: ByteBuffer
+        do {
+            frame = try DispatcherProtocol.frame(response, encoder: encoder)
+        } catch {
+            logger.error("response not encodable", metadata: ["error": "\(error)"])
+            frame = try DispatcherProtocol.frame(ServerResponse.failure(response.id, .internal, "internal error"), encoder: encoder)
+        }
+        try await outbound.write(frame)
+    }
+}

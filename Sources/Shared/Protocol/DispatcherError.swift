@@ -1,0 +1,55 @@
+/// An error code of the dispatcher's protocol. A struct rather than an enum so that a client
+/// keeps working when a newer server sends a code it does not know.
+public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+    public var description: String { rawValue }
+
+    // Protocol errors.
+    /// Not a JSON object, or no usable `id` or `op`.
+    public static let malformedFrame = Self(rawValue: "MALFORMED_FRAME")
+    /// Longer than the server's limit; the connection is closed.
+    public static let frameTooLarge = Self(rawValue: "FRAME_TOO_LARGE")
+    /// A frame started but its newline did not arrive in time; the connection is closed.
+    public static let frameTimeout = Self(rawValue: "FRAME_TIMEOUT")
+    /// Nothing sent and nothing in flight for too long; the connection is closed.
+    public static let idleTimeout = Self(rawValue: "IDLE_TIMEOUT")
+    public static let unknownOp = Self(rawValue: "UNKNOWN_OP")
+    /// `auth` first (TCP), or a wrong token (the connection is then closed).
+    public static let unauthenticated = Self(rawValue: "UNAUTHENTICATED")
+    public static let badArgument = Self(rawValue: "BAD_ARGUMENT")
+    public static let notFound = Self(rawValue: "NOT_FOUND")
+    public static let unknownKind = Self(rawValue: "UNKNOWN_KIND")
+    /// The server is at its connection limit; the connection is closed.
+    public static let tooManyConnections = Self(rawValue: "TOO_MANY_CONNECTIONS")
+    /// The database cannot be reached right now; worth retrying.
+    public static let unavailable = Self(rawValue: "UNAVAILABLE")
+    public static let `internal` = Self(rawValue: "INTERNAL")
+
+    // Business errors (PRODUCT.md).
+    public static let insufficientCredits = Self(rawValue: "INSUFFICIENT_CREDITS")
+    public static let renderFailed = Self(rawValue: "RENDER_FAILED")
+    public static let renderTimeout = Self(rawValue: "RENDER_TIMEOUT")
+    public static let invalidCategory = Self(rawValue: "INVALID_CATEGORY")
+    public static let subscriptionExpired = Self(rawValue: "SUBSCRIPTION_EXPIRED")
+    public static let imageTooLarge = Self(rawValue: "IMAGE_TOO_LARGE")
+}
+
+/// An error as the protocol carries it: a typed code and a message for people.
+public struct DispatcherError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    public let code: DispatcherErrorCode
+    public let message: String
+
+    public init(_ code: DispatcherErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}

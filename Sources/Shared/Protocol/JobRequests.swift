@@ -1,0 +1,203 @@
+import Foundation
+
+/// One operation of the dispatcher's protocol, as its arguments: the op name and the result
+/// type travel with it, so the server's handler and every client agree on all three.
+public protocol DispatcherRequest: Codable, Sendable {
+    associatedtype Result: Codable, Sendable
+    static var op: String { get }
+}
+
+/// `ping`: allowed before `auth`.
+public struct PingRequest: DispatcherRequest {
+    public static let op = "ping"
+    public struct Result: Codable, Sendable {
+        public let pong: Bool
+        public let serverTime: Date
+        public init(serverTime: Date) {
+            self.pong = true
+            self.serverTime = serverTime
+        }
+    }
+    public init() {}
+}
+
+/// `auth`: the shared token (TCP). A wrong token closes the connection.
+public struct AuthRequest: DispatcherRequest {
+    public static let op = "auth"
+    public struct Result: Codable, Sendable {
+        public let authenticated: Bool
+        public init() { authenticated = true }
+    }
+    public let token: String
+    public init(token: String) { self.token = token }
+}
+
+/// The queue's options for a new job; each one left out takes the queue's default.
+public struct JobOptions: Codable, Sendable, Equatable {
+    public var queue: String?
+    /// 0 runs first, 9 last; default 2.
+    public var priority: Int?
+    /// Default 5.
+    public var maxAttempts: Int?
+    /// Wait before the first run, in seconds.
+    public var delaySeconds: Double?
+    /// Enqueueing the same key again returns the first job.
+    public var idempotencyKey: String?
+
+    public init(queue: String? = nil, priority: Int? = nil, maxAttempts: Int? = nil, delaySeconds: Double? = nil, idempotencyKey: String? = nil) {
+        self.queue = queue
+        self.priority = priority
+        self.maxAttempts = maxAttempts
+        self.delaySeconds = delaySeconds
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+/// What every enqueueing op answers.
+public struct EnqueuedJobResult: Codable, Sendable, Equatable {
+    public let jobId: Int64
+    public let kind: String
+    /// false: a job with the same idempotency key already existed, and this is it.
+    public let isNew: Bool
+
+    public init(jobId: Int64, kind: String, isNew: Bool) {
+        self.jobId = jobId
+        self.kind = kind
+        self.isNew = isNew
+    }
+}
+
+/// `enqueue`: any job kind, with a payload object.
+public struct EnqueueRequest: DispatcherRequest {
+    public static let op = "enqueue"
+    public typealias Result = EnqueuedJobResult
+    public let kind: String
+    public let payload: [String: JSONValue]?
+    public let options: JobOptions?
+
+    public init(kind: String, payload: [String: JSONValue] = [:], options: JobOptions? = nil) {
+        self.kind = kind
+        self.payload = payload
+        self.options = options
+    }
+}
+
+/// `image.normalize`: normalise an upload into a body photo or a garment photo.
+public struct NormalizeImageRequest: DispatcherRequest {
+    public static let op = "image.normalize"
+    public typealias Result = EnqueuedJobResult
+    public let userId: String
+    public let uploadId: String
+    public let target: ImageTarget
+    /// The body photo's or the garment's id.
+    public let imageId: String
+    public let options: JobOptions?
+
+    public init(userId: String, uploadId: String, target: ImageTarget, imageId: String, options: JobOptions? = nil) {
+        self.userId = userId
+        self.uploadId = uploadId
+        self.target = target
+        self.imageId = imageId
+        self.options = options
+    }
+}
+
+/// `garment.process`: normalise a garment upload, then remove its background.
+public struct ProcessGarmentRequest: DispatcherRequest {
+    public static let op = "garment.process"
+    public typealias Result = EnqueuedJobResult
+    public let userId: String
+    public let uploadId: String
+    public let garmentId: String
+    public let options: JobOptions?
+
+    public init(userId: String, uploadId: String, garmentId: String, options: JobOptions? = nil) {
+        self.userId = userId
+        self.uploadId = uploadId
+        self.garmentId = garmentId
+        self.options = options
+    }
+}
+
+/// `account.purge`: delete every file of one user.
+public struct PurgeAccountRequest: DispatcherRequest {
+    public static let op = "account.purge"
+    public typealias Result = EnqueuedJobResult
+    public let userId: String
+    public let options: JobOptions?
+
+    public init(userId: String, options: JobOptions? = nil) {
+        self.userId = userId
+        self.options = options
+    }
+}
+
+/// `status`: one job as the table knows it.
+public struct StatusRequest: DispatcherRequest {
+    public static let op = "status"
+    public typealias Result = JobStatus
+    public let jobId: Int64
+    public init(jobId: Int64) { self.jobId = jobId }
+}
+
+/// `wait`: answers when the job reaches a terminal state, or when `timeoutMs` has passed.
+public struct WaitRequest: DispatcherRequest {
+    public static let op = "wait"
+    public static let defaultTimeoutMs = 30_000
+    public static let maxTimeoutMs = 300_000
+    public struct Result: Codable, Sendable {
+        public let job: JobStatus
+        /// true: the job had not finished when the wait ended (timeout, or the server shutting down).
+        public let timedOut: Bool
+        public init(job: JobStatus, timedOut: Bool) {
+            self.job = job
+            self.timedOut = timedOut
+        }
+    }
+    public let jobId: Int64
+    /// Default 30,000; at most 300,000.
+    public let timeoutMs: Int?
+
+    public init(jobId: Int64, timeoutMs: Int? = nil) {
+        self.jobId = jobId
+        self.timeoutMs = timeoutMs
+    }
+}
+
+/// `cancel`: a queued job is cancelled; a running one's worker is told to stop.
+public struct CancelRequest: DispatcherRequest {
+    public static let op = "cancel"
+    public struct Result: Codable, Sendable, Equatable {
+        public enum Outcome: String, Codable, Sendable { case cancelled, requested, alreadyFinished }
+        public let outcome: Outcome
+        /// The job's state after the call (`running` for `requested`).
+        public let state: JobState
+        /// The worker told to stop (`requested` only).
+        public let workerId: String?
+
+        public init(outcome: Outcome, state: JobState, workerId: String?) {
+            self.outcome = outcome
+            self.state = state
+            self.workerId = workerId
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(outcome, forKey: .outcome)
+            try container.encode(state, forKey: .state)
+            try container.encode(workerId, forKey: .workerId)
+        }
+    }
+    public let jobId: Int64
+    public init(jobId: Int64) { self.jobId = jobId }
+}
+
+/// `stats`: queue depth, lag and failures per kind, live workers.
+public struct StatsRequest: DispatcherRequest {
+    public static let op = "stats"
+    public typealias Result = QueueStats
+    public static let defaultWindowSeconds = 3600
+    /// How far back finished jobs are counted; default 3600, at most 7 days.
+    public let windowSeconds: Int?
+    public init(windowSeconds: Int? = nil) { self.windowSeconds = windowSeconds }
+}

@@ -1,0 +1,112 @@
+import DispatcherCore
+import Foundation
+import NIOCore
+import NIOPosix
+@testable import Shared
+
+/// A dispatcher served in-process (TCP on a free port and a Unix socket) over a fresh database,
+/// for the duration of `body`.
+struct TestDispatcher: Sendable {
+    static let token = "test-token-0123456789"
+
+    let queue: TestQueue
+    let tcp: DispatcherAddress
+    let unix: DispatcherAddress
+    let settings: DispatcherSettings
+
+    static func run(
+        _ configure: (inout DispatcherSettings) -> Void = { _ in }, _ body: (TestDispatcher) async throws -> Void
+    ) async throws {
+        let queue = try await TestQueue.make()
+        var settings = try DispatcherSettings.load(from: [:])
+        settings.tcp = .tcp(host: "127.0.0.1", port: 0)
+        settings.socketPath = temporaryPath("dispatcher") + ".sock"
+        settings.token = token
+        configure(&settings)
+        let stack = try await DispatcherStack.bind(
+            queue: queue.queue, databaseURL: queue.url, settings: settings, liveWorkerWithin: .seconds(90), logger: testLogger)
+        let dispatcher = TestDispatcher(
+            queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
+            settings: settings)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for service in stack.services { group.addTask { try await service.run() } }
+            try await body(dispatcher)
+            group.cancelAll()
+        }
+    }
+
+    /// A client on the Unix socket (no token needed), or on TCP authenticated with the token.
+    func client(_ transport: Transport = .unix, token: String? = TestDispatcher.token) async throws -> DispatcherClient {
+        try await DispatcherClient.connect(to: transport == .unix ? unix : tcp, token: token)
+    }
+
+    /// A connection that writes raw bytes and reads raw lines, for what the client would never send.
+    func withRawConnection<T: Sendable>(_ transport: Transport = .tcp, _ body: (RawConnection) async throws -> T) async throws -> T {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(to: try socketAddress(transport)) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(FrameReader(maxFrameBytes: 64 << 20))
+                return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+            }
+        }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await body(RawConnection(lines: inbound.makeAsyncIterator(), outbound: outbound))
+        }
+    }
+
+    private func socketAddress(_ transport: Transport) throws -> SocketAddress {
+        switch transport == .unix ? unix : tcp {
+        case .tcp(let host, let port): try SocketAddress(ipAddress: host, port: port)
+        case .unix(let path): try SocketAddress(unixDomainSocketPath: path)
+        }
+    }
+}
+
+/// One raw connection: bytes out, lines in.
+final class RawConnection {
+    private var lines: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+    let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+
+    init(lines: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) {
+        self.lines = lines
+        self.outbound = outbound
+    }
+
+    func send(_ text: String) async throws { try await outbound.write(ByteBuffer(string: text)) }
+
+    func send(_ bytes: [UInt8]) async throws { try await outbound.write(ByteBuffer(bytes: bytes)) }
+
+    /// The next frame as JSON; nil once the server closed the connection.
+    func next() async throws -> JSONValue? {
+        do {
+            guard let line = try await lines.next() else { return nil }
+            return try JSONValue(json: String(buffer: line))
+        } catch let error as ChannelError where error == .inputClosed || error == .eof {
+            return nil
+        }
+    }
+
+    /// The next frame, which must be there.
+    func response() async throws -> JSONValue {
+        guard let frame = try await next() else { throw TestFailure("the server closed the connection") }
+        return frame
+    }
+
+    /// Reads the greeting.
+    @discardableResult
+    func greeting() async throws -> JSONValue {
+        let frame = try await response()
+        guard frame["type"] == .string("greeting") else { throw TestFailure("expected a greeting, got \(frame.jsonText)") }
+        return frame
+    }
+}
+
+extension JSONValue {
+    subscript(key: String) -> JSONValue? {
+        if case .object(let fields) = self { fields[key] } else { nil }
+    }
+
+    /// `error.code` of a response frame.
+    var errorCode: String? {
+        if case .string(let code)? = self["error"]?["code"] { code } else { nil }
+    }
+}

@@ -1,0 +1,152 @@
+// Types of the Wearbloom dispatcher client. The protocol: docs/protocol.md in the fleet repository.
+// Dates are ISO 8601 strings; optional fields arrive as explicit nulls.
+
+export declare const PROTOCOL: 'wearbloom-dispatcher';
+export declare const VERSION: 1;
+
+export type ErrorCode =
+  | 'MALFORMED_FRAME' | 'FRAME_TOO_LARGE' | 'FRAME_TIMEOUT' | 'IDLE_TIMEOUT' | 'UNKNOWN_OP' | 'UNAUTHENTICATED'
+  | 'BAD_ARGUMENT' | 'NOT_FOUND' | 'UNKNOWN_KIND' | 'TOO_MANY_CONNECTIONS' | 'UNAVAILABLE' | 'INTERNAL'
+  | 'INSUFFICIENT_CREDITS' | 'RENDER_FAILED' | 'RENDER_TIMEOUT' | 'INVALID_CATEGORY' | 'SUBSCRIPTION_EXPIRED' | 'IMAGE_TOO_LARGE'
+  | (string & {});
+
+/** An error the dispatcher answered with. */
+export declare class DispatcherError extends Error {
+  readonly code: ErrorCode;
+  /** The server's message, without the code. */
+  readonly reason: string;
+}
+
+/** The connection ended before an answer arrived. */
+export declare class ConnectionClosedError extends Error {}
+
+export type JobState = 'available' | 'running' | 'completed' | 'dead' | 'cancelled';
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+export interface Greeting {
+  type: 'greeting';
+  protocol: 'wearbloom-dispatcher';
+  version: number;
+  authRequired: boolean;
+  maxFrameBytes: number;
+  ops: string[];
+}
+
+/** The queue's options; each one left out takes the default. */
+export interface JobOptions {
+  queue?: string;
+  /** 0 runs first, 9 last; default 2. */
+  priority?: number;
+  /** Default 5. */
+  maxAttempts?: number;
+  delaySeconds?: number;
+  /** Enqueueing the same key again returns the first job. */
+  idempotencyKey?: string;
+}
+
+export interface EnqueuedJob {
+  jobId: number;
+  kind: string;
+  /** false: an earlier job with the same idempotency key, returned as is. */
+  isNew: boolean;
+}
+
+export interface JobAttemptError {
+  attempt: number;
+  at: string;
+  error: string;
+  code: string | null;
+  worker: string | null;
+}
+
+export interface JobStatus {
+  id: number;
+  kind: string;
+  queue: string;
+  state: JobState;
+  priority: number;
+  attempt: number;
+  maxAttempts: number;
+  payload: { [key: string]: JsonValue };
+  result: JsonValue;
+  errors: JobAttemptError[];
+  idempotencyKey: string | null;
+  workerId: string | null;
+  cancelRequested: boolean;
+  createdAt: string;
+  runAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface WaitResult {
+  job: JobStatus;
+  /** true: the job had not finished when the wait ended (timeout, or the server shutting down). */
+  timedOut: boolean;
+}
+
+export interface CancelResult {
+  outcome: 'cancelled' | 'requested' | 'alreadyFinished';
+  state: JobState;
+  workerId: string | null;
+}
+
+export interface KindStats {
+  kind: string;
+  due: number;
+  scheduled: number;
+  running: number;
+  retrying: number;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  oldestDueSeconds: number | null;
+}
+
+export interface WorkerStats {
+  id: string;
+  host: string;
+  pid: number;
+  executable: string;
+  kinds: string[];
+  startedAt: string;
+  lastHeartbeatAt: string;
+  running: number;
+}
+
+export interface QueueStats {
+  windowSeconds: number;
+  kinds: KindStats[];
+  workers: WorkerStats[];
+  serverTime: string;
+}
+
+export interface ConnectOptions {
+  /** TCP host (default 127.0.0.1), with `port`. */
+  host?: string;
+  port?: number;
+  /** A Unix socket path instead of TCP. */
+  path?: string;
+  /** Sent with `auth` when the server requires it (TCP). */
+  token?: string;
+  maxFrameBytes?: number;
+  connectTimeoutMs?: number;
+}
+
+export declare class DispatcherClient {
+  static connect(options: ConnectOptions): Promise<DispatcherClient>;
+  readonly greeting: Greeting;
+  /** Any op by name; resolves with its result or rejects with a DispatcherError. */
+  call<T = unknown>(op: string, args?: object): Promise<T>;
+  ping(): Promise<{ pong: true; serverTime: string }>;
+  auth(token: string): Promise<{ authenticated: true }>;
+  enqueue(kind: string, payload?: { [key: string]: JsonValue }, options?: JobOptions): Promise<EnqueuedJob>;
+  normalizeImage(image: { userId: string; uploadId: string; target: 'body' | 'garment'; imageId: string }, options?: JobOptions): Promise<EnqueuedJob>;
+  processGarment(garment: { userId: string; uploadId: string; garmentId: string }, options?: JobOptions): Promise<EnqueuedJob>;
+  purgeAccount(userId: string, options?: JobOptions): Promise<EnqueuedJob>;
+  status(jobId: number): Promise<JobStatus>;
+  wait(jobId: number, options?: { timeoutMs?: number }): Promise<WaitResult>;
+  cancel(jobId: number): Promise<CancelResult>;
+  stats(options?: { windowSeconds?: number }): Promise<QueueStats>;
+  close(): void;
+}

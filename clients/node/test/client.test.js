@@ -1,0 +1,157 @@
+'use strict';
+// Runs the client against a real dispatcher: DISPATCHER_BIN_DIR holds the built executables
+// (dispatcher, fleet-drill), DATABASE_URL an existing, empty database. scripts/test.sh sets both.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const { DispatcherClient, DispatcherError, ConnectionClosedError } = require('..');
+
+const binDir = process.env.DISPATCHER_BIN_DIR;
+const databaseURL = process.env.DATABASE_URL;
+if (!binDir || !databaseURL) throw new Error('set DISPATCHER_BIN_DIR and DATABASE_URL (scripts/test.sh does)');
+
+const token = crypto.randomBytes(24).toString('hex');
+const socketPath = path.join(os.tmpdir(), `dispatcher-node-${process.pid}.sock`);
+let port;
+let dispatcher;
+const environment = () => ({ ...process.env, DATABASE_URL: databaseURL, FLEET_LOG_LEVEL: 'warning' });
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    }).on('error', reject);
+  });
+}
+
+function exited(child) {
+  return new Promise((resolve) => child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', resolve));
+}
+
+before(async () => {
+  port = await freePort();
+  dispatcher = spawn(path.join(binDir, 'dispatcher'), ['run'], {
+    env: { ...environment(), FLEET_DISPATCHER_TCP: `127.0.0.1:${port}`, FLEET_DISPATCHER_SOCKET: socketPath, FLEET_DISPATCHER_TOKEN: token },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      (await DispatcherClient.connect({ path: socketPath })).close();
+      return;
+    } catch (error) {
+      if (Date.now() > deadline || dispatcher.exitCode !== null) throw new Error(`the dispatcher did not start: ${error}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+});
+
+after(async () => {
+  dispatcher.kill('SIGTERM');
+  assert.equal(await exited(dispatcher), 0);
+  assert.equal(fs.existsSync(socketPath), false);
+});
+
+const tcp = (options = {}) => DispatcherClient.connect({ host: '127.0.0.1', port, token, ...options });
+
+test('greets, and requires the token on TCP only', async () => {
+  const client = await tcp();
+  assert.equal(client.greeting.protocol, 'wearbloom-dispatcher');
+  assert.equal(client.greeting.authRequired, true);
+  assert.ok(client.greeting.ops.includes('wait'));
+  assert.equal((await client.ping()).pong, true);
+  client.close();
+
+  const anonymous = await DispatcherClient.connect({ host: '127.0.0.1', port });
+  await anonymous.ping();
+  await assert.rejects(anonymous.enqueue('drill.noop'), { name: 'DispatcherError', code: 'UNAUTHENTICATED' });
+  await assert.rejects(anonymous.auth('wrong'), (error) => error instanceof DispatcherError && error.code === 'UNAUTHENTICATED');
+  await assert.rejects(anonymous.ping(), ConnectionClosedError);
+
+  const local = await DispatcherClient.connect({ path: socketPath });
+  assert.equal(local.greeting.authRequired, false);
+  assert.equal((await local.enqueue('drill.noop')).isNew, true);
+  local.close();
+});
+
+test('enqueue with options, status, and typed errors', async () => {
+  const client = await tcp();
+  const job = await client.enqueue('drill.script', { sleepMs: 1 }, { priority: 1, queue: 'bulk', maxAttempts: 2, delaySeconds: 60, idempotencyKey: `k-${port}` });
+  assert.equal(job.kind, 'drill.script');
+  const again = await client.enqueue('drill.script', {}, { idempotencyKey: `k-${port}` });
+  assert.deepEqual(again, { ...job, isNew: false });
+  const status = await client.status(job.jobId);
+  assert.equal(status.state, 'available');
+  assert.deepEqual(status.payload, { sleepMs: 1 });
+  assert.equal(status.queue, 'bulk');
+  assert.equal(status.finishedAt, null);
+  assert.ok(!Number.isNaN(Date.parse(status.runAt)));
+  await assert.rejects(client.status(987654321), { code: 'NOT_FOUND' });
+  await assert.rejects(client.enqueue('image.resize'), { code: 'UNKNOWN_KIND' });
+  await assert.rejects(client.enqueue('drill.noop', {}, { priority: 42 }), { code: 'BAD_ARGUMENT' });
+  await assert.rejects(client.call('status', { jobId: 1, extra: true }), { code: 'BAD_ARGUMENT', reason: 'unknown field args.extra' });
+  await assert.rejects(client.call('launch'), { code: 'UNKNOWN_OP' });
+  client.close();
+});
+
+test('image operations enqueue the image worker kinds', async () => {
+  const client = await tcp();
+  const normalize = await client.normalizeImage({ userId: 'u1', uploadId: 'up1', target: 'body', imageId: 'b1' });
+  const garment = await client.processGarment({ userId: 'u1', uploadId: 'up2', garmentId: 'g1' }, { priority: 0 });
+  const purge = await client.purgeAccount('u1');
+  assert.deepEqual([normalize.kind, garment.kind, purge.kind], ['image.normalize', 'image.normalize', 'account.purge']);
+  assert.deepEqual((await client.status(garment.jobId)).payload,
+    { userId: 'u1', uploadId: 'up2', target: 'garment', imageId: 'g1', thenCutout: true });
+  await assert.rejects(client.purgeAccount('../../etc'), { code: 'BAD_ARGUMENT' });
+  client.close();
+});
+
+test('pipelined calls resolve by id, out of order: a wait answered by a later cancel', async () => {
+  const client = await tcp();
+  const job = await client.enqueue('drill.noop', {}, { delaySeconds: 3600 });
+  const order = [];
+  const waited = client.wait(job.jobId, { timeoutMs: 30_000 }).then((result) => { order.push('wait'); return result; });
+  const pings = Promise.all(Array.from({ length: 50 }, () => client.ping()));
+  const cancelled = client.cancel(job.jobId).then((result) => { order.push('cancel'); return result; });
+  assert.equal((await pings).length, 50);
+  assert.deepEqual(await cancelled, { outcome: 'cancelled', state: 'cancelled', workerId: null });
+  const result = await waited;
+  assert.equal(result.timedOut, false);
+  assert.equal(result.job.state, 'cancelled');
+  assert.deepEqual(order, ['cancel', 'wait']);
+  client.close();
+});
+
+test('wait returns when a worker completes the job, and times out otherwise', async () => {
+  const client = await tcp();
+  const late = await client.enqueue('drill.noop', {}, { delaySeconds: 3600 });
+  const timedOut = await client.wait(late.jobId, { timeoutMs: 300 });
+  assert.equal(timedOut.timedOut, true);
+  assert.equal(timedOut.job.state, 'available');
+  await client.cancel(late.jobId);
+
+  const job = await client.enqueue('drill.noop');
+  const waited = client.wait(job.jobId, { timeoutMs: 60_000 });
+  const worker = spawn(path.join(binDir, 'fleet-drill'), [], {
+    env: { ...environment(), FLEET_POLL_INTERVAL_MS: '200' }, stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    const result = await waited;
+    assert.equal(result.timedOut, false);
+    assert.equal(result.job.state, 'completed');
+    const stats = await client.stats();
+    assert.ok(stats.workers.some((w) => w.executable === 'fleet-drill'));
+    assert.ok(stats.kinds.find((k) => k.kind === 'drill.noop').completed >= 1);
+  } finally {
+    worker.kill('SIGTERM');
+    await exited(worker);
+  }
+  client.close();
+});
