@@ -124,7 +124,8 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
             replicate(replicateFake, timeout: .seconds(3)), rembg(rembgFake, timeout: .seconds(1)), LocalBackgroundRemover(),
         ])
         #expect(result.backend == "local" && result.skipped.count == 2)
-        #expect(result.skipped[0].contains("still processing") && result.skipped[1].contains("timed out"))
+        // Out of time while waiting or while polling, depending on the machine's pace.
+        #expect(result.skipped[0].hasPrefix("replicate:") && result.skipped[1].contains("timed out"))
         // The prediction left running is cancelled, so it is not billed.
         #expect(replicateFake.cancelledPredictions.count == 1)
     }

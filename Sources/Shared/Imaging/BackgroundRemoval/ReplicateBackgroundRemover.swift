@@ -64,13 +64,18 @@ public struct ReplicateBackgroundRemover: BackgroundRemover {
         var prediction = try await call(
             .json(.post, url: "\(baseURL)/v1/models/\(model)/predictions", body: input,
                   headers: [("Prefer", "wait=\(waitSeconds)")] + auth, timeout: remaining(until: deadline)))
-        while !prediction.isTerminal {
-            guard let poll = prediction.urls?.get, ContinuousClock.now + pollInterval < deadline else {
-                await cancel(prediction)
-                throw BackgroundRemovalError.transient(backend: name, reason: "prediction \(prediction.id) still \(prediction.status) after \(timeout)")
+        do {
+            while !prediction.isTerminal {
+                guard let poll = prediction.urls?.get, ContinuousClock.now + pollInterval < deadline else {
+                    throw BackgroundRemovalError.transient(backend: name, reason: "prediction \(prediction.id) still \(prediction.status) after \(timeout)")
+                }
+                try await Task.sleep(for: pollInterval)
+                prediction = try await call(HTTPClientRequest(url: poll, headers: auth, timeout: remaining(until: deadline)))
             }
-            try await Task.sleep(for: pollInterval)
-            prediction = try await call(HTTPClientRequest(url: poll, headers: auth, timeout: remaining(until: deadline)))
+        } catch {
+            // Out of time (or polls failing): a prediction left running would still be billed.
+            await cancel(prediction)
+            throw error
         }
         guard prediction.status == "succeeded", case .url(let url)? = prediction.output else {
             throw BackgroundRemovalError.transient(
@@ -107,7 +112,7 @@ public struct ReplicateBackgroundRemover: BackgroundRemover {
         return response
     }
 
-    /// Best effort: a prediction left running would still be billed.
+    /// Best effort.
     private func cancel(_ prediction: Prediction) async {
         let url = prediction.urls?.cancel ?? "\(baseURL)/v1/predictions/\(prediction.id)/cancel"
         _ = try? await http.execute(HTTPClientRequest(method: .post, url: url, headers: auth, timeout: .seconds(5)))
