@@ -114,6 +114,7 @@ struct ImageProbe: AsyncParsableCommand {
     @Argument var files: [String]
 
     func run() async throws {
+        try Vips.shareCores(among: concurrency)
         let normalizer = ImageNormalizer()
         for file in files { _ = try normalizer.normalize(path: file) }
         let started = ContinuousClock.now

@@ -20,6 +20,7 @@ struct Run: WorkerRunCommand {
     static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2, .garmentCutout: 8, .accountPurge: 4]
     static func handlers(settings: FleetSettings) throws -> [any JobHandler] {
         let storage = FileImageStorage(root: settings.storageRoot)
+        try Vips.shareCores(among: settings.worker.concurrency[.imageNormalize] ?? 1)
         let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
         return [
             NormalizeHandler(storage: storage, normalizer: ImageNormalizer()),
