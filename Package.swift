@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "image-worker", targets: ["ImageWorker"]),
         .executable(name: "fleet-bench", targets: ["FleetBench"]),
         .executable(name: "fleet-drill", targets: ["FleetDrill"]),
+        .executable(name: "fleet-demo", targets: ["FleetDemo"]),
         .library(name: "Shared", targets: ["Shared"]),
     ],
     dependencies: [
@@ -80,6 +81,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "FleetDrill",
+            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "FleetDemo",
             dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(

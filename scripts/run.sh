@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # Starts the fleet on the embedded default: installs the Debian packages if missing,
 # starts a local PostgreSQL under .data/postgres (unless DATABASE_URL is set), builds,
-# runs the dispatcher and the workers, sends a batch of drill jobs through the queue and
-# prints what happened. With --serve the fleet keeps running until Ctrl-C.
+# runs the dispatcher and the workers, sends a body photo and a garment photo through
+# normalise -> background removal -> render (offline providers), then a batch of drill jobs
+# through the queue, and prints what happened. With --serve the fleet keeps running until
+# Ctrl-C. Other photos: scripts/run.sh [--serve] [--body PATH] [--garment PATH].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 serve=0
-[ "${1:-}" = "--serve" ] && serve=1
+demo_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --serve) serve=1 ;;
+    --body|--garment) demo_args+=("$1" "$(realpath "$2")"); shift ;;
+    *) echo "usage: scripts/run.sh [--serve] [--body PATH] [--garment PATH]" >&2; exit 2 ;;
+  esac
+  shift
+done
 scripts/install-deps.sh
 if [ -z "${DATABASE_URL:-}" ]; then
   DATABASE_URL=$(scripts/pg.sh start)
@@ -41,6 +51,8 @@ for executable in dispatcher render-worker image-worker fleet-drill; do
   echo "started $executable (pid $!), log: $logs/$executable.log"
 done
 
+echo "the demo: a body photo and a garment photo through normalise, background removal and render..."
+"$bin/fleet-demo" "${demo_args[@]}"
 echo "sending 2,000 drill jobs through the queue..."
 "$bin/fleet-bench" smoke --jobs 2000
 echo "the queue, as the dispatcher's socket reports it (dispatcher stats):"
