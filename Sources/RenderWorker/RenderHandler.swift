@@ -56,6 +56,7 @@ struct RenderHandler: JobHandler {
         } catch is DeadlinePassed {
             await attempt.cancelAtProvider()
             let ended = try await store.fail(id: render.id, code: .renderTimeout)
+            if ended { record(render, outcome: RenderErrorCode.renderTimeout.rawValue, settled: "release") }
             logger.warning("render timed out", metadata: ["ended_here": "\(ended)"])
             return summary(render.id, RenderErrorCode.renderTimeout.rawValue)
         }
@@ -69,12 +70,20 @@ struct RenderHandler: JobHandler {
                 return summary(render.id, "ended elsewhere before the result was stored")
             }
             logger.info("render complete", metadata: ["path": "\(path)"])
+            record(render, outcome: RenderStatus.complete.rawValue, settled: "consume")
             return summary(render.id, RenderStatus.complete.rawValue)
         case .failed(let reason):
-            _ = try await store.fail(id: render.id, code: .renderFailed)
+            if try await store.fail(id: render.id, code: .renderFailed) {
+                record(render, outcome: RenderErrorCode.renderFailed.rawValue, settled: "release")
+            }
             logger.warning("render failed", metadata: ["reason": "\(reason)"])
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
         }
+    }
+
+    private func record(_ render: RenderRecord, outcome: String, settled entry: String) {
+        RenderMetrics.finished(provider: render.provider, outcome: outcome, seconds: -render.createdAt.timeIntervalSinceNow)
+        if render.charged { RenderMetrics.creditSettled(entry) }
     }
 
     private func summary(_ id: String, _ outcome: String) -> JSONValue {
@@ -167,17 +176,22 @@ struct RenderAttempt: Sendable {
     private func submitWithRetry(retried: inout Bool) async throws -> Result<ProviderSubmission, ProviderError> {
         let request = try await tryOnRequest()
         while true {
+            let started = ContinuousClock.now
             do {
                 let submission = try await provider.submit(request)
+                RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
                 submitted.value = submission
                 if case .falQueue = submission.state {
                     try await handler.store.saveSubmission(id: render.id, submission: submission)
                 }
                 return .success(submission)
             } catch let error as ProviderError where error.isTransient && !retried {
+                RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "transient", seconds: (ContinuousClock.now - started).seconds)
                 logger.warning("provider submit failed; retrying once", metadata: ["error": "\(error)"])
                 retried = true
             } catch let error as ProviderError {
+                RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: error.isTransient ? "transient" : "rejected",
+                                           seconds: (ContinuousClock.now - started).seconds)
                 return .failure(error)
             }
         }
@@ -191,7 +205,10 @@ struct RenderAttempt: Sendable {
                 return try FalWebhookPayload.decode(payload).tryOnResult(provider: provider.name)
             }
             guard ContinuousClock.now - submittedAt >= handler.options.webhookGrace else { return .pending }
-            return try await provider.result(of: submission)
+            let started = ContinuousClock.now
+            let result = try await provider.result(of: submission)
+            RenderMetrics.providerCall(provider: provider.name, call: "poll", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
+            return result
         } catch {
             // A failed poll is not a failed render: look again until the deadline.
             logger.warning("could not read the provider's outcome yet", metadata: ["error": "\(error)"])

@@ -80,13 +80,21 @@ public struct RenderStore: Sendable {
         try await pool.query(Self.failSQL(where: "id = $1"), [id, code.rawValue]).rows.count == 1
     }
 
+    public struct Ended: Sendable, Equatable {
+        public let id: String
+        public let provider: String
+        public let charged: Bool
+    }
+
     /// Renders past their deadline and still open (their worker died, or never started) fail
-    /// with `RENDER_TIMEOUT`, credits released. Returns their ids.
-    public func failExpired(limit: Int) async throws -> [String] {
+    /// with `RENDER_TIMEOUT`, credits released.
+    public func failExpired(limit: Int) async throws -> [Ended] {
         try await pool.query(Self.failSQL(where: """
             id IN (SELECT id FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
                    ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-            """, expiredOnly: true), [limit, RenderErrorCode.renderTimeout.rawValue]).rows.map { try $0.string("id") }
+            """, expiredOnly: true), [limit, RenderErrorCode.renderTimeout.rawValue]).rows.map {
+            Ended(id: try $0.string("id"), provider: try $0.string("provider"), charged: try $0.bool("charged"))
+        }
     }
 
     private static func failSQL(where condition: String, expiredOnly: Bool = false) -> String {
@@ -94,7 +102,7 @@ public struct RenderStore: Sendable {
         WITH done AS (
             UPDATE renders SET status = 'failed', error_code = $2, updated_at = now()
             WHERE \(condition) AND status IN ('pending', 'processing')\(expiredOnly ? " AND deadline_at <= now()" : "")
-            RETURNING id
+            RETURNING id, provider, charged
         ), released AS (
             DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM done) RETURNING user_id, render_id
         ), ledger AS (
@@ -102,7 +110,7 @@ public struct RenderStore: Sendable {
             SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
             ON CONFLICT (key) DO NOTHING RETURNING id
         )
-        SELECT id FROM done
+        SELECT id, provider, charged FROM done
         """
     }
 
