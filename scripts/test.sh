@@ -2,7 +2,8 @@
 # Runs the whole test suite on a fresh machine: installs the Debian packages if missing,
 # starts a throwaway PostgreSQL (fsync off) under .data/test-postgres on port
 # FLEET_TEST_PG_PORT (default 54330), builds, runs `swift test`, then the Node client's tests
-# (node --test) against the built dispatcher, and stops the database.
+# (node --test) against the built dispatcher, the short multi-host chaos run
+# (scripts/chaos.sh --short), and stops the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -23,3 +24,6 @@ PGOPTIONS=--client-min-messages=warning psql "postgresql://postgres@127.0.0.1:$p
   -c "DROP DATABASE IF EXISTS node_client" -c "CREATE DATABASE node_client"
 DISPATCHER_BIN_DIR=$(swift build --show-bin-path) DATABASE_URL="postgresql://postgres@127.0.0.1:$port/node_client" \
   node --test clients/node/test/
+
+# Horizontal scaling and chaos across network namespaces (root and ip netns; a short version).
+scripts/chaos.sh --short

@@ -1,0 +1,236 @@
+import ArgumentParser
+import Foundation
+import Shared
+
+/// `fleet-bench chaos` (run by `scripts/chaos.sh`, which makes the hosts): the dispatcher here,
+/// and worker processes on
+/// several "hosts" — network namespaces reaching PostgreSQL over a veth pair — do a mixed load
+/// of image, render and drill jobs while workers are killed with SIGKILL and replaced at
+/// random; then every job and render is checked to have ended exactly once, and drill
+/// throughput is measured with 1, 2 and 4 worker processes.
+struct ChaosRun: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chaos",
+        abstract: "Mixed load on workers spread over network namespaces, with random SIGKILLs; checks nothing is lost or done twice.",
+        discussion: "Use scripts/chaos.sh, which creates the namespaces, the database and tears them down.",
+        shouldDisplay: false)
+
+    @Option(help: "A host as NAME=DBHOST: workers run under `ip netns exec NAME` and reach PostgreSQL at DBHOST; `local=127.0.0.1` runs them here.")
+    var host: [String] = []
+    @Option(help: "PostgreSQL port.") var port = 54380
+    @Option(help: "Image (normalise) jobs in the chaos phase.") var images = 300
+    @Option(help: "Renders in the chaos phase.") var renders = 200
+    @Option(help: "Drill jobs in the chaos phase.") var drills = 3_000
+    @Option(help: "Workers killed (and replaced) during the chaos phase.") var kills = 8
+    @Option(help: "Drill jobs per scaling measurement.") var scalingJobs = 2_000
+
+    struct Host {
+        let name: String
+        let databaseHost: String
+    }
+
+    func run() async throws {
+        let hosts = try host.map { spec -> Host in
+            let parts = spec.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--host takes NAME=DBHOST, not \(spec)") }
+            return Host(name: parts[0], databaseHost: parts[1])
+        }
+        guard !hosts.isEmpty else { throw ValidationError("give at least one --host") }
+        let database = try await BenchDatabase.prepare()
+        let root = NSTemporaryDirectory() + "fleet-chaos-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let fleet = Fleet(hosts: hosts, port: port, databaseURL: database.url, storageRoot: root)
+        defer { fleet.stopAll() }
+
+        let scaling = try await measureScaling(fleet: fleet, database: database)
+        let chaos = try await chaosPhase(fleet: fleet, database: database, root: root)
+        print("scaling: drill.script jobs of 20 ms, 16 at once per worker process, workers spread over \(hosts.map(\.name).joined(separator: ", "))")
+        print("workers  jobs/s")
+        for (workers, rate) in scaling { print(String(format: "%7d  %6.0f", workers, rate)) }
+        print("")
+        print(chaos.table)
+        let grows = zip(scaling, scaling.dropFirst()).allSatisfy { $1.rate > $0.rate * 1.3 }
+        if !grows { print("throughput did not grow by 30 % with each doubling of workers") }
+        if !chaos.clean || !grows { throw ExitCode.failure }
+    }
+
+    /// Drill jobs that wait 20 ms each, 16 at a time per process: capacity grows with processes.
+    private func measureScaling(fleet: Fleet, database: BenchDatabase) async throws -> [(workers: Int, rate: Double)] {
+        let queue = JobQueue(driver: PostgresQueueDriver(pool: database.pool))
+        var rates: [(Int, Double)] = []
+        for workers in [1, 2, 4] {
+            let started = try (0..<workers).map { try fleet.start("fleet-drill", index: $0, environment: ["FLEET_CONCURRENCY": "drill.script=16"]) }
+            try await Task.sleep(for: .seconds(1))  // started and listening
+            let clock = ContinuousClock.now
+            let ids = try await queue.enqueue(Array(repeating: NewJob(kind: .drillScript, payload: #"{"sleepMs":20}"#), count: scalingJobs)).map(\.id)
+            try await waitUntilEnded(ids, pool: database.pool, timeout: .seconds(300))
+            let rate = Double(scalingJobs) / (ContinuousClock.now - clock).seconds
+            progress("scaling: \(workers) worker(s): \(Int(rate)) jobs/s")
+            rates.append((workers, rate))
+            for worker in started { fleet.stop(worker) }
+        }
+        return rates
+    }
+
+    struct ChaosOutcome {
+        let table: String
+        let clean: Bool
+    }
+
+    private func chaosPhase(fleet: Fleet, database: BenchDatabase, root: String) async throws -> ChaosOutcome {
+        let pool = database.pool
+        let queue = JobQueue(driver: PostgresQueueDriver(pool: pool))
+        let storage = FileImageStorage(root: root)
+        let user = try StorageID("chaos")
+        let photo = try ImageNormalizer(maxWidth: 400).normalize(path: packageRoot.appendingPathComponent("scripts/demo/garment-on-plain-background.jpg").path).jpeg
+        try await storage.write(photo, to: .bodyPhoto(user: user, photo: StorageID("b1")))
+        try await storage.write(photo, to: .garment(user: user, garment: StorageID("g1")))
+        for index in 0..<images { try await storage.write(photo, to: .upload(user: user, upload: StorageID("u\(index)"))) }
+        try await RenderSettings(provider: LocalTryOnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: pool)
+        try await pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('chaos', $1)", [renders])
+
+        let executions = NSTemporaryDirectory() + "fleet-chaos-executions-\(getpid())"
+        let environment = ["FLEET_LEASE_SECONDS": "3", "FLEET_RETRY_BASE_MS": "100"]
+        let kinds: [(executable: String, extra: [String: String])] = [
+            ("image-worker", [:]), ("render-worker", [:]),
+            ("fleet-drill", ["FLEET_CONCURRENCY": "drill.script=32", "FLEET_EXECUTION_LOG": executions]),
+        ]
+        // The dispatcher (maintenance, and the socket the image jobs are sent through) runs here.
+        let socket = NSTemporaryDirectory() + "fleet-chaos-\(getpid()).sock"
+        _ = try fleet.start("dispatcher", index: 0, onHost: "local", environment: [
+            "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket,
+        ])
+        var running: [(kind: Int, process: Fleet.Worker)] = []
+        for (kind, spec) in kinds.enumerated() {
+            for index in 0..<2 { running.append((kind, try fleet.start(spec.executable, index: index, environment: environment.merging(spec.extra) { $1 }))) }
+        }
+        try await Task.sleep(for: .seconds(1))
+
+        let started = ContinuousClock.now
+        let client = try await DispatcherClient.connect(to: .unix(path: socket))
+        var ids: [Int64] = []
+        for index in 0..<images {
+            ids.append(try await client.send(NormalizeImageRequest(userId: "chaos", uploadId: "u\(index)", target: .body, imageId: "n\(index)")).jobId)
+        }
+        await client.close()
+        ids += try await queue.enqueue((0..<drills).map { _ in NewJob(kind: .drillScript, payload: #"{"sleepMs":300}"#) }).map(\.id)
+        let requests = RenderRequests(pool: pool, deadline: .seconds(120))
+        var renderIDs: [String] = []
+        for index in 0..<renders {
+            let render = try await requests.request(RenderRequest(
+                renderId: StorageID("chaos-\(index)"), requester: .user("chaos"), ownerId: user,
+                garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
+            renderIDs.append(render.id)
+            if let job = render.jobId { ids.append(job) }
+        }
+
+        // Kill a random worker every so often and start a replacement of the same kind elsewhere.
+        var killed = 0
+        while killed < kills {
+            try await Task.sleep(for: .milliseconds(Int64.random(in: 300...900)))
+            let victim = Int.random(in: 0..<running.count)
+            fleet.kill(running[victim].process)
+            let kind = running[victim].kind
+            running[victim] = (kind, try fleet.start(kinds[kind].executable, index: Int.random(in: 0..<100),
+                                                     environment: environment.merging(kinds[kind].extra) { $1 }))
+            killed += 1
+            progress("chaos: killed \(kinds[kind].executable) (\(killed)/\(kills))")
+        }
+        try await waitUntilEnded(ids, pool: pool, timeout: .seconds(600))
+        let seconds = (ContinuousClock.now - started).seconds
+
+        let jobs = try await pool.query("""
+            SELECT kind, count(*) FILTER (WHERE state = 'completed') AS completed, count(*) FILTER (WHERE state <> 'completed') AS other,
+                   count(*) FILTER (WHERE attempt > 1) AS rerun
+            FROM jobs WHERE id = ANY($1) GROUP BY kind ORDER BY kind
+            """, [PostgresArray(ids)]).rows
+        let renderRows = try await pool.query("""
+            SELECT count(*) FILTER (WHERE status = 'complete') AS complete, count(*) FILTER (WHERE status <> 'complete') AS other,
+                   (SELECT total_consumed FROM credits WHERE user_id = 'chaos') AS consumed,
+                   (SELECT count(*) FROM credit_ledger WHERE user_id = 'chaos' AND entry = 'consume') AS ledger
+            FROM renders WHERE id = ANY($1)
+            """, [PostgresArray(renderIDs)]).rows[0]
+        let outputs = (0..<images).filter { FileManager.default.fileExists(atPath: "\(root)/chaos/body/n\($0).jpg") }.count
+        let runs = executionCounts(executions)
+        var lines = ["chaos: \(ids.count) jobs (\(images) image, \(renders) render, \(drills) drill) on \(fleet.hostNames), \(kills) SIGKILLs, \(String(format: "%.1f", seconds)) s",
+                     "kind             completed  lost  rerun after a kill"]
+        var clean = true
+        for row in jobs {
+            let other = try row.int("other")
+            clean = clean && other == 0
+            let kind = try row.string("kind").padding(toLength: 16, withPad: " ", startingAt: 0)
+            lines.append(kind + String(format: " %9d  %4d  %d", try row.int("completed"), other, try row.int("rerun")))
+        }
+        let complete = try renderRows.int("complete"), consumed = try renderRows.int("consumed"), ledger = try renderRows.int("ledger")
+        clean = clean && complete == renders && consumed == renders && ledger == renders && outputs == images
+            && runs.count == drills && jobs.reduce(0, { $0 + ((try? $1.int("completed")) ?? 0) }) == ids.count
+        lines.append("renders complete \(complete)/\(renders), credits consumed \(consumed), ledger consumes \(ledger) (duplicated: \(max(0, consumed - complete)))")
+        lines.append("image outputs \(outputs)/\(images); drill jobs executed \(runs.count)/\(drills), \(runs.values.filter { $0 > 1 }.count) executed again after a kill")
+        lines.append(clean ? "lost: 0, duplicated: 0" : "FAILED: something was lost or settled twice")
+        return ChaosOutcome(table: lines.joined(separator: "\n"), clean: clean)
+    }
+
+    private func waitUntilEnded(_ ids: [Int64], pool: PostgresPool, timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let open = try await pool.query("SELECT count(*) AS n FROM jobs WHERE id = ANY($1) AND state IN ('available', 'running')",
+                                            [PostgresArray(ids)]).rows[0]
+            if try open.int("n") == 0 { return }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        throw BenchError("jobs still open after \(timeout)")
+    }
+
+    /// How many times each drill job ran, from the workers' shared execution log.
+    private func executionCounts(_ path: String) -> [Int64: Int] {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        var counts: [Int64: Int] = [:]
+        for line in text.split(separator: "\n") {
+            if let id = line.split(separator: " ").first.flatMap({ Int64($0) }) { counts[id, default: 0] += 1 }
+        }
+        return counts
+    }
+}
+
+/// Starts worker processes on the hosts, round-robin by index.
+final class Fleet: @unchecked Sendable {
+    typealias Worker = ChildProcess
+    let hosts: [ChaosRun.Host]
+    let port: Int
+    let databaseURL: String
+    let storageRoot: String
+    private var all: [ChildProcess] = []
+
+    init(hosts: [ChaosRun.Host], port: Int, databaseURL: String, storageRoot: String) {
+        self.hosts = hosts
+        self.port = port
+        self.databaseURL = databaseURL
+        self.storageRoot = storageRoot
+    }
+
+    var hostNames: String { hosts.map(\.name).joined(separator: ", ") }
+
+    /// Starts `executable` on host `index` (modulo the hosts), or on the host named `onHost`.
+    func start(_ executable: String, index: Int, onHost: String? = nil, environment: [String: String]) throws -> ChildProcess {
+        let host = hosts.first { $0.name == onHost } ?? hosts[index % hosts.count]
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(executable).path
+        let url = databaseURL.replacingOccurrences(of: "127.0.0.1", with: host.databaseHost)
+        var env = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        env["DATABASE_URL"] = url
+        env["FLEET_STORAGE_ROOT"] = storageRoot
+        env["FLEET_LOG_LEVEL"] = "warning"
+        env["FLEET_POLL_INTERVAL_MS"] = "200"
+        var arguments: [String] = []
+        if executable == "fleet-drill", let log = environment["FLEET_EXECUTION_LOG"] { arguments = ["--execution-log", log] }
+        let log = NSTemporaryDirectory() + "fleet-chaos-\(executable)-\(host.name).log"
+        let process = host.name == "local"
+            ? try ChildProcess(binary, arguments, environment: env, outputPath: log)
+            : try ChildProcess("/usr/sbin/ip", ["netns", "exec", host.name, binary] + arguments, environment: env, outputPath: log)
+        all.append(process)
+        return process
+    }
+
+    func stop(_ worker: ChildProcess) { worker.signal(SIGTERM) }
+    func kill(_ worker: ChildProcess) { worker.signal(SIGKILL) }
+    func stopAll() { for worker in all { worker.signal(SIGTERM) } }
+}
