@@ -110,7 +110,7 @@ struct RunningWorker {
         for job in short { #expect(try await q.queue.job(id: job.id)?.state == .completed) }
         for job in long + [stubborn] {
             let record = try #require(try await q.queue.job(id: job.id))
-            #expect(record.state == .available && record.attempt == 0 && record.leaseOwner == nil)
+            #expect(record.state == .available && record.attempt == 0 && record.leaseOwner == nil, "\(record)")
         }
     }
 }
