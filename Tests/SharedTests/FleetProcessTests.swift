@@ -171,17 +171,9 @@ import Testing
     @Test func badInputsEndWithTheirCodeInBoundedMemory() async throws {
         let folder = temporaryPath("bad-inputs")
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let phone = try Data(contentsOf: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg"))
-        let cases: [(String, Data, String)] = [
-            ("truncated.jpg", phone.prefix(phone.count / 3), "IMAGE_INVALID"),
-            ("empty.jpg", Data(), "IMAGE_INVALID"),
-            ("text.jpg", Data("this is not an image\n".utf8), "IMAGE_INVALID"),
-            ("bomb.png", pngHeaderOnly(width: 30_000, height: 30_000), "IMAGE_TOO_LARGE"),
-            ("vector.svg", Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="4000" height="4000"><rect width="10" height="10"/></svg>"#.utf8), "IMAGE_UNSUPPORTED"),
-        ]
         let measure = "import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
             + "print('peak_kb', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(code)"
-        for (name, data, code) in cases {
+        for (name, data, code) in try badImageInputs() {
             let input = "\(folder)/\(name)"
             try data.write(to: URL(fileURLWithPath: input))
             let log = temporaryPath("normalize") + ".log"

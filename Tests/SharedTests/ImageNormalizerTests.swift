@@ -44,15 +44,7 @@ let corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("sha
     @Test func badInputsEndWithTheirCodes() throws {
         let folder = temporaryPath("bad-images")
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let phone = try Data(contentsOf: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg"))
-        let cases: [(String, Data, String)] = [
-            ("truncated.jpg", phone.prefix(phone.count / 3), "IMAGE_INVALID"),
-            ("empty.jpg", Data(), "IMAGE_INVALID"),
-            ("text.jpg", Data("this is not an image\n".utf8), "IMAGE_INVALID"),
-            ("bomb.png", pngHeaderOnly(width: 30_000, height: 30_000), "IMAGE_TOO_LARGE"),
-            ("vector.svg", Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="4000" height="4000"><rect width="10" height="10"/></svg>"#.utf8), "IMAGE_UNSUPPORTED"),
-        ]
-        for (name, data, code) in cases {
+        for (name, data, code) in try badImageInputs() {
             let path = "\(folder)/\(name)"
             try data.write(to: URL(fileURLWithPath: path))
             #expect {
@@ -86,6 +78,19 @@ extension ImageNormalizerTests {
             for band in 0..<3 { #expect(abs(rgb[band] - expected[band]) <= 6, "\(name): \(rgb)") }
         }
     }
+}
+
+/// Generated bad uploads, each with the code it must end with: truncated, empty, text, a
+/// 30000 × 30000 PNG bomb, SVG.
+func badImageInputs() throws -> [(name: String, data: Data, code: String)] {
+    let phone = try Data(contentsOf: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg"))
+    return [
+        ("truncated.jpg", phone.prefix(phone.count / 3), "IMAGE_INVALID"),
+        ("empty.jpg", Data(), "IMAGE_INVALID"),
+        ("text.jpg", Data("this is not an image\n".utf8), "IMAGE_INVALID"),
+        ("bomb.png", pngHeaderOnly(width: 30_000, height: 30_000), "IMAGE_TOO_LARGE"),
+        ("vector.svg", Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="4000" height="4000"><rect width="10" height="10"/></svg>"#.utf8), "IMAGE_UNSUPPORTED"),
+    ]
 }
 
 /// An uncompressed RGBA PNG of one colour (zlib stored blocks, so no compressor is needed).

@@ -50,6 +50,18 @@ extension BackgroundRemovalError {
         .transient(backend: backend, reason: "\(error)")
     }
 
+    /// Sends a backend's request: transport failures and non-2xx answers become this error.
+    static func send(_ request: HTTPClientRequest, with http: any HTTPClient, backend: String) async throws -> HTTPClientResponse {
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request)
+        } catch {
+            throw forTransport(error, backend: backend)
+        }
+        guard response.isSuccess else { throw forStatus(response, backend: backend) }
+        return response
+    }
+
     /// Checks that an answer is a PNG before libvips sees it.
     static func requirePNG(_ data: Data, backend: String, contentType: String?) throws {
         guard data.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) else {

@@ -24,13 +24,7 @@ public struct RembgBackgroundRemover: BackgroundRemover {
             method: .post, url: baseURL + "/api/remove",
             headers: [("Content-Type", form.contentType), ("Accept", "image/png")],
             body: form.encoded, timeout: timeout)
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(request)
-        } catch {
-            throw BackgroundRemovalError.forTransport(error, backend: name)
-        }
-        guard response.isSuccess else { throw BackgroundRemovalError.forStatus(response, backend: name) }
+        let response = try await BackgroundRemovalError.send(request, with: http, backend: name)
         try BackgroundRemovalError.requirePNG(response.body, backend: name, contentType: response.headers["content-type"])
         return response.body
     }

@@ -102,14 +102,7 @@ public struct ReplicateBackgroundRemover: BackgroundRemover {
     }
 
     private func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(request)
-        } catch {
-            throw BackgroundRemovalError.forTransport(error, backend: name)
-        }
-        guard response.isSuccess else { throw BackgroundRemovalError.forStatus(response, backend: name) }
-        return response
+        try await BackgroundRemovalError.send(request, with: http, backend: name)
     }
 
     /// Best effort.
