@@ -20,8 +20,8 @@ if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
   echo "chaos.sh: needs root and ip netns (creates network namespaces)" >&2
   exit 1
 fi
-port=${FLEET_CHAOS_PG_PORT:-54380}
 dir=.data/chaos-postgres
+port=${FLEET_CHAOS_PG_PORT:-$(scripts/pg.sh pick-port --dir "$dir" --port 15380)}
 prefix="fleetchaos$$"
 cleanup() {
   for n in $(seq 1 "$namespaces"); do

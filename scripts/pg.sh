@@ -3,18 +3,21 @@
 # embedded default, the tests and the benchmarks. initdb refuses root, so as root the
 # server runs as the `postgres` user.
 #
-# usage: scripts/pg.sh start|stop|restart|status|url [--dir DIR] [--port PORT] [--fast]
-#   start    create the cluster if needed, start it, create database `wearbloom`
-#   stop     stop it (fast shutdown)
-#   restart  stop and start again (used by the restart tests)
-#   url      print the DATABASE_URL of the cluster
-#   --fast   fsync off: for throwaway test clusters only, never for benchmarks
+# usage: scripts/pg.sh start|stop|restart|status|url|pick-port [--dir DIR] [--port PORT] [--fast]
+#   start      create the cluster if needed, start it, create database `wearbloom`
+#   stop       stop it (fast shutdown)
+#   restart    stop and start again (used by the restart tests)
+#   url        print the DATABASE_URL of the cluster
+#   pick-port  print the port the running cluster uses, else the first free one from --port
+#   --fast     fsync off: for throwaway test clusters only, never for benchmarks
+# Default ports sit below Linux's ephemeral range (32768-60999), where a client socket of a
+# busy test run could hold the port PostgreSQL wants to listen on.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 command=${1:-}
 shift || true
 dir="$root/.data/postgres"
-port=54329
+port=15329
 fast=0
 while [ $# -gt 0 ]; do
   case $1 in
@@ -65,11 +68,23 @@ start() {
     || as_owner "$bin/createdb" -h "$dir" -p "$port" -U postgres wearbloom
 }
 
+# The first port from $port that no socket of this host uses.
+pick_port() {
+  if running; then sed -n 4p "$dir/postmaster.pid"; return; fi
+  local candidate
+  for candidate in $(seq "$port" $((port + 200))); do
+    if [ -z "$(ss -Htan "( sport = :$candidate )" 2>/dev/null)" ]; then echo "$candidate"; return; fi
+  done
+  echo "pg.sh: no free port in $port-$((port + 200))" >&2
+  exit 1
+}
+
 case $command in
+  pick-port) pick_port ;;
   start) start; echo "$url" ;;
   stop) if running; then as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null; fi ;;
   restart) as_owner "$bin/pg_ctl" -D "$dir" -m fast -w -t 60 -o "-p $port" restart -l "$dir/server.log" >/dev/null ;;
   status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
   url) echo "$url" ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs the Debian packages if missing,
 # starts a throwaway PostgreSQL (fsync off) under .data/test-postgres on port
-# FLEET_TEST_PG_PORT (default 54330), builds, runs `swift test`, then the Node client's tests
+# FLEET_TEST_PG_PORT (default: the first free port from 15330), builds, runs `swift test`, then the Node client's tests
 # (node --test) against the built dispatcher, the short multi-host chaos run
 # (scripts/chaos.sh --short), and stops the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 dir=.data/test-postgres
-port=${FLEET_TEST_PG_PORT:-54330}
+port=${FLEET_TEST_PG_PORT:-$(scripts/pg.sh pick-port --dir "$dir" --port 15330)}
 trap 'scripts/pg.sh stop --dir "$dir" --port "$port"' EXIT
 scripts/pg.sh start --dir "$dir" --port "$port" --fast >/dev/null
 export FLEET_TEST_PG_PORT=$port FLEET_TEST_PG_STARTED=1

@@ -17,7 +17,7 @@ struct ChaosRun: AsyncParsableCommand {
 
     @Option(help: "A host as NAME=DBHOST: workers run under `ip netns exec NAME` and reach PostgreSQL at DBHOST; `local=127.0.0.1` runs them here.")
     var host: [String] = []
-    @Option(help: "PostgreSQL port.") var port = 54380
+    @Option(help: "PostgreSQL port.") var port = 15380
     @Option(help: "Image (normalise) jobs in the chaos phase.") var images = 300
     @Option(help: "Renders in the chaos phase.") var renders = 200
     @Option(help: "Drill jobs in the chaos phase.") var drills = 3_000

@@ -18,11 +18,11 @@ struct PostgresCluster: Sendable {
     let directory: String
     let port: Int
 
-    /// The shared test cluster: `.data/test-postgres` on `FLEET_TEST_PG_PORT` (default 54330),
+    /// The shared test cluster: `.data/test-postgres` on `FLEET_TEST_PG_PORT` (default 15330),
     /// started on first use unless `scripts/test.sh` already started it.
     static let shared = PostgresCluster(
         directory: packageRoot.appendingPathComponent(".data/test-postgres").path,
-        port: ProcessInfo.processInfo.environment["FLEET_TEST_PG_PORT"].flatMap { Int($0) } ?? 54330)
+        port: ProcessInfo.processInfo.environment["FLEET_TEST_PG_PORT"].flatMap { Int($0) } ?? 15330)
 
     /// Runs `body` with a cluster of its own (for tests that restart the server), and stops
     /// and deletes that cluster afterwards, whatever `body` did.
