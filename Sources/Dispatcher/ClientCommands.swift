@@ -85,18 +85,25 @@ struct Wait: AsyncParsableCommand {
         discussion: "Exits 0 when the job ended, 2 when the timeout passed first.")
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The job id.") var id: Int64
+    @OptionGroup var timeout: WaitTimeout
+
+    func run() async throws {
+        let result = try await connection.send(WaitRequest(jobId: id, timeoutMs: timeout.milliseconds))
+        try printJSON(result.job)
+        if result.timedOut { throw ExitCode(2) }
+    }
+}
+
+/// `--timeout` of the wait commands.
+struct WaitTimeout: ParsableArguments {
     @Option(help: "Seconds to wait at most (up to \(WaitRequest.maxTimeoutMs / 1000)).") var timeout = 30.0
+
+    var milliseconds: Int { Int((timeout * 1000).rounded()) }
 
     func validate() throws {
         guard (0...Double(WaitRequest.maxTimeoutMs) / 1000).contains(timeout) else {
             throw ValidationError("--timeout must be between 0 and \(WaitRequest.maxTimeoutMs / 1000) seconds")
         }
-    }
-
-    func run() async throws {
-        let result = try await connection.send(WaitRequest(jobId: id, timeoutMs: Int((timeout * 1000).rounded())))
-        try printJSON(result.job)
-        if result.timedOut { throw ExitCode(2) }
     }
 }
 

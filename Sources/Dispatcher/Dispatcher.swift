@@ -11,7 +11,10 @@ struct Dispatcher: AsyncParsableCommand {
         commandName: "dispatcher",
         abstract: "The fleet's front door and clock: the socket protocol for backend services, queue maintenance.",
         discussion: settingsNote,
-        subcommands: [Run.self, MigrateCommand.self, Ping.self, Enqueue.self, Status.self, Wait.self, Cancel.self, Stats.self],
+        subcommands: [
+            Run.self, MigrateCommand.self, Ping.self, Enqueue.self, Status.self, Wait.self, Cancel.self, Stats.self,
+            Render.self, IssueToken.self, LinkAccount.self,
+        ],
         defaultSubcommand: Run.self)
 }
 
@@ -23,12 +26,13 @@ struct Run: AsyncParsableCommand {
         let settings = try FleetProcess.bootstrap()
         let socketSettings = try DispatcherSettings.load(from: ProcessInfo.processInfo.environment)
         try socketSettings.validateForServer()
+        let renderSettings = try RenderRequestSettings.load(from: ProcessInfo.processInfo.environment)
         let logger = Logger(label: "dispatcher")
         try await FleetProcess.migrate(settings, logger: logger)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
         let driver = PostgresQueueDriver(pool: pool)
         let stack = try await DispatcherStack.bind(
-            queue: JobQueue(driver: driver), databaseURL: settings.databaseURL, settings: socketSettings,
+            pool: pool, databaseURL: settings.databaseURL, settings: socketSettings, renderSettings: renderSettings,
             liveWorkerWithin: settings.worker.lease * 3, logger: logger)
         logger.info("dispatcher started")
         let maintenance = MaintenanceService(driver: driver, renders: RenderStore(pool: pool), logger: logger)

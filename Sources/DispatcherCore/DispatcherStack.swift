@@ -2,18 +2,22 @@ import Logging
 import ServiceLifecycle
 import Shared
 
-/// The dispatcher's socket side as `dispatcher run` assembles it: the job operations over a
-/// queue, the watcher that wakes `wait`, and the server, bound and ready to run.
+/// The dispatcher's socket side as `dispatcher run` assembles it: the job and render operations,
+/// the watcher that wakes `wait` and `render.wait`, and the server, bound and ready to run.
 public struct DispatcherStack: Sendable {
     public let server: DispatcherServer
-    public let watcher: JobFinishWatcher
+    public let watcher: FinishWatcher
 
     /// `liveWorkerWithin`: how recent a worker's heartbeat must be for `stats` to count it live.
     public static func bind(
-        queue: JobQueue, databaseURL: String, settings: DispatcherSettings, liveWorkerWithin: Duration, logger: Logger
+        pool: PostgresPool, databaseURL: String, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
+        liveWorkerWithin: Duration, logger: Logger
     ) async throws -> DispatcherStack {
-        let watcher = JobFinishWatcher(conninfo: databaseURL, logger: logger)
-        let operations = OperationRegistry(OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin))
+        let queue = JobQueue(driver: PostgresQueueDriver(pool: pool))
+        let watcher = FinishWatcher(conninfo: databaseURL, logger: logger)
+        let operations = OperationRegistry(
+            OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin)
+                + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings))
         let server = try await DispatcherServer.bind(settings: settings, operations: operations, logger: logger)
         return DispatcherStack(server: server, watcher: watcher)
     }

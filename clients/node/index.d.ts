@@ -121,6 +121,56 @@ export interface QueueStats {
   serverTime: string;
 }
 
+export type GarmentCategory = 'tops' | 'bottoms' | 'dresses' | 'shoes' | 'outerwear';
+export type RenderState = 'pending' | 'processing' | 'complete' | 'failed';
+
+export interface Render {
+  id: string;
+  /** null while an unlinked onboarding token owns the render. */
+  userId: string | null;
+  garmentId: string;
+  bodyPhotoId: string;
+  category: GarmentCategory;
+  provider: string;
+  status: RenderState;
+  jobId: number | null;
+  /** Below the storage root, e.g. `u1/renders/r1.jpg`, once complete. */
+  resultPath: string | null;
+  /** `RENDER_FAILED` or `RENDER_TIMEOUT` once failed. */
+  errorCode: string | null;
+  charged: boolean;
+  feedback: 'up' | 'down' | null;
+  deadlineAt: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface RenderRequest {
+  /** The caller's id for the render; the same id again returns the first render. */
+  renderId: string;
+  /** Exactly one of userId and ephemeralToken. */
+  userId?: string;
+  ephemeralToken?: string;
+  /** Default userId; with a token always the token's id. */
+  ownerId?: string;
+  garmentId: string;
+  bodyPhotoId: string;
+  category: GarmentCategory;
+}
+
+export interface RenderWaitResult {
+  render: Render;
+  /** true: the render had not ended when the wait ended. */
+  timedOut: boolean;
+}
+
+export interface OnboardingToken {
+  /** The secret for the app; only its hash is stored. */
+  token: string;
+  tokenId: string;
+  expiresAt: string;
+}
+
 export interface ConnectOptions {
   /** TCP host (default 127.0.0.1), with `port`. */
   host?: string;
@@ -148,5 +198,14 @@ export declare class DispatcherClient {
   wait(jobId: number, options?: { timeoutMs?: number }): Promise<WaitResult>;
   cancel(jobId: number): Promise<CancelResult>;
   stats(options?: { windowSeconds?: number }): Promise<QueueStats>;
+  /** Rejects with INVALID_CATEGORY, INSUFFICIENT_CREDITS, SUBSCRIPTION_EXPIRED, INVALID_TOKEN or TOKEN_ALREADY_USED. */
+  requestRender(request: RenderRequest): Promise<Render>;
+  renderStatus(renderId: string): Promise<Render>;
+  waitRender(renderId: string, options?: { timeoutMs?: number }): Promise<RenderWaitResult>;
+  /** A thumbs-down on a complete render refunds its credit once. */
+  renderFeedback(feedback: { renderId: string; userId: string; vote: 'up' | 'down'; category?: string }): Promise<{ renderId: string; vote: 'up' | 'down'; refunded: boolean }>;
+  listRenders(userId: string, options?: { limit?: number }): Promise<{ renders: Render[] }>;
+  issueToken(): Promise<OnboardingToken>;
+  linkAccount(link: { ephemeralToken: string; userId: string }): Promise<{ userId: string; renderId: string | null; creditsGranted: number }>;
   close(): void;
 }

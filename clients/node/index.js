@@ -91,6 +91,15 @@ class DispatcherClient {
   wait(jobId, { timeoutMs } = {}) { return this.call('wait', { jobId, timeoutMs }); }
   cancel(jobId) { return this.call('cancel', { jobId }); }
   stats({ windowSeconds } = {}) { return this.call('stats', { windowSeconds }); }
+  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category }) {
+    return this.call('render.request', { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category });
+  }
+  renderStatus(renderId) { return this.call('render.status', { renderId }); }
+  waitRender(renderId, { timeoutMs } = {}) { return this.call('render.wait', { renderId, timeoutMs }); }
+  renderFeedback({ renderId, userId, vote, category }) { return this.call('render.feedback', { renderId, userId, vote, category }); }
+  listRenders(userId, { limit } = {}) { return this.call('renders.list', { userId, limit }); }
+  issueToken() { return this.call('token.issue'); }
+  linkAccount({ ephemeralToken, userId }) { return this.call('account.link', { ephemeralToken, userId }); }
 
   /** Closes the connection; requests still in flight reject with ConnectionClosedError. */
   close() {

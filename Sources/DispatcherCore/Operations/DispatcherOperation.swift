@@ -116,6 +116,8 @@ extension DispatcherError {
     init(mapping error: any Error) {
         switch error {
         case let error as DispatcherError: self = error
+        case let error as RenderRequestError:
+            self.init(DispatcherErrorCode(rawValue: error.code), "\(error)")
         case QueueError.unknownKind(let kind):
             self.init(.unknownKind, "\(QueueError.unknownKind(kind))")
         case let error as QueueError:

@@ -3,7 +3,7 @@ import Shared
 extension OperationRegistry {
     /// Every job op: `ping`, `enqueue`, the image conveniences, `status`, `wait`, `cancel`, `stats`.
     /// (`auth` belongs to the connection, not the registry.)
-    public static func jobOperations(queue: JobQueue, watcher: JobFinishWatcher, liveWorkerWithin: Duration) -> [any DispatcherOperation] {
+    public static func jobOperations(queue: JobQueue, watcher: FinishWatcher, liveWorkerWithin: Duration) -> [any DispatcherOperation] {
         [
             PingOperation(),
             EnqueueOperation(queue: queue),

@@ -39,6 +39,12 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     public static let invalidCategory = Self(rawValue: "INVALID_CATEGORY")
     public static let subscriptionExpired = Self(rawValue: "SUBSCRIPTION_EXPIRED")
     public static let imageTooLarge = Self(rawValue: "IMAGE_TOO_LARGE")
+    /// An onboarding token that is unknown, expired or already linked.
+    public static let invalidToken = Self(rawValue: "INVALID_TOKEN")
+    /// The onboarding token's one free render was already requested.
+    public static let tokenAlreadyUsed = Self(rawValue: "TOKEN_ALREADY_USED")
+    /// Feedback on a render that is not complete.
+    public static let renderNotComplete = Self(rawValue: "RENDER_NOT_COMPLETE")
 }
 
 /// An error as the protocol carries it: a typed code and a message for people.

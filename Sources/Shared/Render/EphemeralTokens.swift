@@ -25,7 +25,7 @@ public struct EphemeralTokens: Sendable {
         randombytes_buf(&secret, secret.count)
         let token = "eph_" + Data(secret).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-        let id = "eph-" + Self.hex(Array(Self.hash(token).prefix(8)))
+        let id = Self.tokenID(of: token)
         let row = try await pool.query("""
             INSERT INTO ephemeral_tokens (id, token_hash, expires_at) VALUES ($1, decode($2, 'hex'), now() + make_interval(secs => $3))
             RETURNING extract(epoch FROM expires_at) AS expires_at
@@ -74,6 +74,9 @@ public struct EphemeralTokens: Sendable {
             }
         }
     }
+
+    /// A token's id, derived from its hash: also the storage tree of its onboarding photos.
+    public static func tokenID(of token: String) -> String { "eph-" + hex(Array(hash(token).prefix(8))) }
 
     static func hash(_ token: String) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)

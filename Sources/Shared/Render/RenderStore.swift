@@ -71,7 +71,7 @@ public struct RenderStore: Sendable {
                 SELECT 'consume:' || render_id, user_id, render_id, 'consume', 1 FROM settled
                 ON CONFLICT (key) DO NOTHING RETURNING id
             )
-            SELECT id FROM done
+            SELECT id, pg_notify('\(RenderChannel.finished)', id) FROM done
             """, [id, resultPath]).rows.count == 1
     }
 
@@ -110,7 +110,7 @@ public struct RenderStore: Sendable {
             SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
             ON CONFLICT (key) DO NOTHING RETURNING id
         )
-        SELECT id, provider, charged FROM done
+        SELECT id, provider, charged, pg_notify('\(RenderChannel.finished)', id) FROM done
         """
     }
 
@@ -181,8 +181,11 @@ public struct RenderStore: Sendable {
     }
 }
 
-/// The NOTIFY channel on which the dispatcher announces provider callbacks (payload: the
-/// provider's request id); render workers LISTEN to it.
 public enum RenderChannel {
+    /// The dispatcher announces provider callbacks here (payload: the provider's request id);
+    /// render workers LISTEN to it.
     public static let events = "fleet_render_events"
+    /// Sent by the statement that ends a render (payload: the render id); the dispatcher's
+    /// `render.wait` LISTENs to it.
+    public static let finished = "fleet_renders_finished"
 }

@@ -12,7 +12,8 @@ import Testing
                 #expect(client.greeting.authRequired == (transport == .tcp))
                 #expect(client.greeting.version == DispatcherProtocol.version)
                 #expect(Set(client.greeting.ops) == ["ping", "auth", "enqueue", "image.normalize", "garment.process", "account.purge",
-                                                      "status", "wait", "cancel", "stats"])
+                                                      "status", "wait", "cancel", "stats", "render.request", "render.status",
+                                                      "render.wait", "render.feedback", "renders.list", "token.issue", "account.link"])
                 let pong = try await client.ping()
                 #expect(pong.pong && abs(pong.serverTime.timeIntervalSinceNow) < 60)
                 await client.close()

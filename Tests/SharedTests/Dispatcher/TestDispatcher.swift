@@ -15,7 +15,8 @@ struct TestDispatcher: Sendable {
     let settings: DispatcherSettings
 
     static func run(
-        _ configure: (inout DispatcherSettings) -> Void = { _ in }, _ body: (TestDispatcher) async throws -> Void
+        _ configure: (inout DispatcherSettings) -> Void = { _ in }, renderSettings: RenderRequestSettings = RenderRequestSettings(),
+        _ body: (TestDispatcher) async throws -> Void
     ) async throws {
         let queue = try await TestQueue.make()
         var settings = try DispatcherSettings.load(from: [:])
@@ -24,7 +25,8 @@ struct TestDispatcher: Sendable {
         settings.token = token
         configure(&settings)
         let stack = try await DispatcherStack.bind(
-            queue: queue.queue, databaseURL: queue.url, settings: settings, liveWorkerWithin: .seconds(90), logger: testLogger)
+            pool: queue.pool, databaseURL: queue.url, settings: settings, renderSettings: renderSettings,
+            liveWorkerWithin: .seconds(90), logger: testLogger)
         let dispatcher = TestDispatcher(
             queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
             settings: settings)

@@ -155,3 +155,35 @@ test('wait returns when a worker completes the job, and times out otherwise', as
   }
   client.close();
 });
+
+test('render ops: an onboarding token, its one render, linking, credits and business codes', async () => {
+  const client = await tcp();
+  const { token: onboarding, tokenId } = await client.issueToken();
+  const render = await client.requestRender({ renderId: `onb-${port}`, ephemeralToken: onboarding, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' });
+  assert.equal(render.status, 'pending');
+  assert.equal(render.userId, null);
+  assert.equal(render.charged, false);
+  assert.equal((await client.renderStatus(render.id)).id, render.id);
+  const waited = await client.waitRender(render.id, { timeoutMs: 200 });
+  assert.equal(waited.timedOut, true);
+  await assert.rejects(client.requestRender({ renderId: `onb2-${port}`, ephemeralToken: onboarding, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
+    { code: 'TOKEN_ALREADY_USED' });
+  await assert.rejects(client.requestRender({ renderId: 'x1', ephemeralToken: onboarding, ownerId: 'someone', garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
+    { code: 'BAD_ARGUMENT' });
+  await assert.rejects(client.renderFeedback({ renderId: render.id, userId: 'nobody', vote: 'down' }), { code: 'NOT_FOUND' });
+
+  const user = `user-${port}`;
+  assert.deepEqual(await client.linkAccount({ ephemeralToken: onboarding, userId: user }), { userId: user, renderId: render.id, creditsGranted: 3 });
+  await assert.rejects(client.linkAccount({ ephemeralToken: onboarding, userId: 'other' }), { code: 'INVALID_TOKEN' });
+  await assert.rejects(client.renderFeedback({ renderId: render.id, userId: user, vote: 'down', category: 'fit' }), { code: 'RENDER_NOT_COMPLETE' });
+  assert.ok(tokenId.startsWith('eph-'));
+
+  const paid = await client.requestRender({ renderId: `paid-${port}`, userId: user, garmentId: 'g1', bodyPhotoId: 'b1', category: 'dresses' });
+  assert.equal(paid.charged, true);
+  await assert.rejects(client.requestRender({ renderId: 'x2', userId: user, garmentId: 'g1', bodyPhotoId: 'b1', category: 'hats' }), { code: 'INVALID_CATEGORY' });
+  await assert.rejects(client.requestRender({ renderId: 'x3', userId: `broke-${port}`, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
+    { code: 'INSUFFICIENT_CREDITS' });
+  assert.deepEqual((await client.listRenders(user)).renders.map((r) => r.id), [paid.id, render.id]);
+  await assert.rejects(client.renderStatus('no-such-render'), { code: 'NOT_FOUND' });
+  client.close();
+});

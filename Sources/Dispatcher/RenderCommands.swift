@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+import Shared
+
+/// `dispatcher render …`: the render ops for operators and scripts (each one request).
+struct Render: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Request, inspect, wait for and rate renders.",
+        subcommands: [RequestRender.self, RenderStatus.self, WaitRender.self, ListRenders.self, RenderFeedback.self])
+}
+
+struct RequestRender: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "request", abstract: "Request a render for a user (a credit is reserved unless they subscribe) or an onboarding token.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The render's id (asking again with the same id returns the first render).") var renderId: String
+    @Option(help: "The user asking.") var user: String?
+    @Option(help: "An onboarding token instead of a user (read from the environment variable named here).") var tokenVariable: String?
+    @Option(help: "The garment id.") var garment: String
+    @Option(help: "The body photo id.") var body: String
+    @Option(help: "tops, bottoms, dresses, shoes or outerwear.") var category: String
+
+    func run() async throws {
+        let token = try tokenVariable.map { name in
+            guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else { throw ValidationError("\(name) is not set") }
+            return value
+        }
+        try printJSON(try await connection.send(RequestRenderRequest(
+            renderId: renderId, userId: user, ephemeralToken: token, garmentId: garment, bodyPhotoId: body, category: category)))
+    }
+}
+
+struct RenderStatus: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Print one render.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The render id.") var renderId: String
+
+    func run() async throws { try printJSON(try await connection.send(RenderStatusRequest(renderId: renderId))) }
+}
+
+struct WaitRender: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wait", abstract: "Wait until a render is complete or failed and print it.",
+        discussion: "Exits 0 when the render ended, 2 when the timeout passed first.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The render id.") var renderId: String
+    @OptionGroup var timeout: WaitTimeout
+
+    func run() async throws {
+        let result = try await connection.send(WaitRenderRequest(renderId: renderId, timeoutMs: timeout.milliseconds))
+        try printJSON(result.render)
+        if result.timedOut { throw ExitCode(2) }
+    }
+}
+
+struct ListRenders: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "A user's renders, newest first.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The user id.") var user: String
+    @Option(help: "At most this many (default \(ListRendersRequest.defaultLimit)).") var limit: Int?
+
+    func run() async throws { try printJSON(try await connection.send(ListRendersRequest(userId: user, limit: limit))) }
+}
+
+struct RenderFeedback: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "feedback", abstract: "Thumbs up or down on a complete render (down refunds its credit once).")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The render id.") var renderId: String
+    @Argument(help: "up or down.") var vote: String
+    @Option(help: "The render's user.") var user: String
+    @Option(help: "The quick category picked (fit, colour, quality…).") var category: String?
+
+    func run() async throws {
+        guard let vote = RenderFeedbackRequest.Vote(rawValue: vote) else { throw ValidationError("vote must be up or down") }
+        try printJSON(try await connection.send(RenderFeedbackRequest(renderId: renderId, userId: user, vote: vote, category: category)))
+    }
+}
+
+struct IssueToken: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Issue an onboarding token (one free render until it expires).")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws { try printJSON(try await connection.send(IssueTokenRequest())) }
+}
+
+struct LinkAccount: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Link an onboarding token to a new account: its render moves over, free credits are granted once.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The new user's id.") var user: String
+    @Option(help: "The environment variable holding the onboarding token (kept off the command line).") var tokenVariable = "FLEET_ONBOARDING_TOKEN"
+
+    func run() async throws {
+        guard let token = ProcessInfo.processInfo.environment[tokenVariable], !token.isEmpty else { throw ValidationError("\(tokenVariable) is not set") }
+        try printJSON(try await connection.send(LinkAccountRequest(ephemeralToken: token, userId: user)))
+    }
+}

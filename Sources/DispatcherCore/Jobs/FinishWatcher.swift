@@ -1,0 +1,98 @@
+import Logging
+import ServiceLifecycle
+import Shared
+import Synchronization
+
+/// Tells waiters when jobs or renders end, from the queue's `fleet_jobs_finished` and the
+/// renders' `fleet_renders_finished` notifications on one LISTEN connection for the whole
+/// process. Notifications sent while that connection was down are lost, so every
+/// (re)connection wakes every waiter to look again.
+public final class FinishWatcher: Service, Sendable {
+    /// What a waiter waits for.
+    public enum Watched: Hashable, Sendable {
+        case job(Int64)
+        case render(String)
+    }
+
+    private let conninfo: String
+    private let logger: Logger
+    private let waiters = Mutex<[Watched: [Int: AsyncStream<Void>.Continuation]]>([:])
+    private let nextKey = Atomic<Int>(0)
+
+    public init(conninfo: String, logger: Logger) {
+        self.conninfo = conninfo
+        self.logger = logger
+    }
+
+    /// Reads `read` until `isDone` says the value is final, looking again at each wake-up for
+    /// `watched`; returns the last value and whether the timeout (or shutdown) came first.
+    /// Watching starts before the first read, so an end in between still wakes it.
+    func wait<Value: Sendable>(
+        for watched: Watched, timeoutMs: Int?, read: @Sendable () async throws -> Value, isDone: (Value) -> Bool
+    ) async throws -> (value: Value, timedOut: Bool) {
+        let timeoutMs = timeoutMs ?? WaitRequest.defaultTimeoutMs
+        guard (0...WaitRequest.maxTimeoutMs).contains(timeoutMs) else {
+            throw DispatcherError(.badArgument, "timeoutMs must be between 0 and \(WaitRequest.maxTimeoutMs)")
+        }
+        let (wakeUps, watching) = self.wakeUps(for: watched)
+        defer { watching.finish() }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // The deadline (or shutdown) ends the wake-ups, which ends the wait.
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(timeoutMs)) }
+                watching.finish()
+            }
+            defer { group.cancelAll() }
+            var wakeUp = wakeUps.makeAsyncIterator()
+            while true {
+                let value = try await read()
+                if isDone(value) { return (value, false) }
+                if await wakeUp.next() == nil {
+                    let value = try await read()
+                    return (value, !isDone(value))
+                }
+            }
+        }
+    }
+
+    /// A stream that yields whenever `watched` may have ended (wake-ups coalesce). Finish the
+    /// continuation to stop watching.
+    func wakeUps(for watched: Watched) -> (AsyncStream<Void>, AsyncStream<Void>.Continuation) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let key = nextKey.add(1, ordering: .relaxed).newValue
+        waiters.withLock { $0[watched, default: [:]][key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            self?.waiters.withLock { waiters in
+                waiters[watched]?[key] = nil
+                if waiters[watched]?.isEmpty == true { waiters[watched] = nil }
+            }
+        }
+        return (stream, continuation)
+    }
+
+    /// Listens until cancelled or shut down.
+    public func run() async {
+        let listener = PostgresListener(conninfo: conninfo, channels: [QueueChannel.finished, RenderChannel.finished], logger: logger)
+        listener.start()
+        defer { listener.stop() }
+        for await event in listener.events.cancelOnGracefulShutdown() {
+            switch event {
+            case .connected:
+                wake { _ in true }
+            case .notification(QueueChannel.finished, let payload):
+                let ids = Set(payload.split(separator: ",").compactMap { Int64($0) }.map(Watched.job))
+                wake { ids.contains($0) }
+            case .notification(_, let renderID):
+                wake { $0 == .render(renderID) }
+            }
+        }
+    }
+
+    private func wake(_ which: (Watched) -> Bool) {
+        waiters.withLock { waiters in
+            for (watched, continuations) in waiters where which(watched) {
+                for continuation in continuations.values { continuation.yield() }
+            }
+        }
+    }
+}

@@ -1,0 +1,11 @@
+import Shared
+
+/// `token.issue`: a new onboarding token for an app at first launch (only its hash is kept).
+public struct IssueTokenOperation: DispatcherOperation {
+    let tokens: EphemeralTokens
+
+    public func run(_ request: IssueTokenRequest) async throws -> IssueTokenRequest.Result {
+        let issued = try await tokens.issue()
+        return IssueTokenRequest.Result(token: issued.token, tokenId: issued.tokenId, expiresAt: issued.expiresAt)
+    }
+}

@@ -1,0 +1,27 @@
+import Shared
+
+extension OperationRegistry {
+    /// Every render and onboarding op: `render.request`, `render.status`, `render.wait`,
+    /// `render.feedback`, `renders.list`, `token.issue`, `account.link`.
+    public static func renderOperations(pool: PostgresPool, watcher: FinishWatcher, settings: RenderRequestSettings) -> [any DispatcherOperation] {
+        let store = RenderStore(pool: pool)
+        let tokens = EphemeralTokens(pool: pool, ttl: settings.tokenTTL)
+        return [
+            RequestRenderOperation(requests: RenderRequests(pool: pool, deadline: settings.deadline), store: store),
+            RenderStatusOperation(store: store),
+            WaitRenderOperation(store: store, watcher: watcher),
+            RenderFeedbackOperation(store: store),
+            ListRendersOperation(store: store),
+            IssueTokenOperation(tokens: tokens),
+            LinkAccountOperation(tokens: tokens, freeCredits: settings.freeCredits),
+        ]
+    }
+}
+
+extension RenderStore {
+    /// The render as the protocol shows it, or `NOT_FOUND`.
+    func view(of id: String) async throws -> RenderView {
+        guard let render = try await render(id: id) else { throw DispatcherError(.notFound, "no render \(id)") }
+        return RenderView(render)
+    }
+}

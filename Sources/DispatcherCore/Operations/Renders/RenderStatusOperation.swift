@@ -1,0 +1,10 @@
+import Shared
+
+/// `render.status`: one render by id (the app polls it about every 2 s).
+public struct RenderStatusOperation: DispatcherOperation {
+    let store: RenderStore
+
+    public func run(_ request: RenderStatusRequest) async throws -> RenderView {
+        try await store.view(of: request.renderId)
+    }
+}

@@ -1,0 +1,39 @@
+import Shared
+
+/// `render.request`: checks the arguments, then `RenderRequests` gates the category, reserves
+/// the credit (non-subscribers) and creates the render and its `render.run` job in one
+/// transaction; a refusal (`INVALID_CATEGORY`, `INSUFFICIENT_CREDITS`, `SUBSCRIPTION_EXPIRED`,
+/// `INVALID_TOKEN`, `TOKEN_ALREADY_USED`) costs nothing and calls no provider.
+public struct RequestRenderOperation: DispatcherOperation {
+    let requests: RenderRequests
+    let store: RenderStore
+
+    public func run(_ request: RequestRenderRequest) async throws -> RenderView {
+        let requester: Requester
+        let owner: String
+        switch (request.userId, request.ephemeralToken) {
+        case (let user?, nil):
+            requester = .user(try storageID(user, field: "userId").value)
+            owner = request.ownerId ?? user
+        case (nil, let token?):
+            // An onboarding render's photos live in the token's own tree, so nothing it does
+            // can reach a user's files, and the token's cleanup can delete that tree whole.
+            let tokenTree = EphemeralTokens.tokenID(of: token)
+            guard request.ownerId == nil || request.ownerId == tokenTree else {
+                throw DispatcherError(.badArgument, "ownerId of an onboarding render is the token's id (\(tokenTree)), as token.issue returned it")
+            }
+            requester = .ephemeralToken(token)
+            owner = tokenTree
+        default:
+            throw DispatcherError(.badArgument, "exactly one of userId and ephemeralToken is required")
+        }
+        guard let category = GarmentCategory(rawValue: request.category) else {
+            throw DispatcherError(.invalidCategory, "unknown category '\(request.category.prefix(64))' (one of \(GarmentCategory.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        let render = try await requests.request(RenderRequest(
+            renderId: try storageID(request.renderId, field: "renderId"), requester: requester,
+            ownerId: try storageID(owner, field: "ownerId"), garmentId: try storageID(request.garmentId, field: "garmentId"),
+            bodyPhotoId: try storageID(request.bodyPhotoId, field: "bodyPhotoId"), category: category))
+        return RenderView(render)
+    }
+}

@@ -1,0 +1,16 @@
+import Shared
+
+/// `render.wait`: answers once the render is complete or failed, woken by the
+/// `fleet_renders_finished` notification its ending statement sends (no polling), or when the
+/// timeout passes or the server shuts down.
+public struct WaitRenderOperation: DispatcherOperation {
+    let store: RenderStore
+    let watcher: FinishWatcher
+
+    public func run(_ request: WaitRenderRequest) async throws -> WaitRenderRequest.Result {
+        let (render, timedOut) = try await watcher.wait(
+            for: .render(request.renderId), timeoutMs: request.timeoutMs, read: { [store] in try await store.view(of: request.renderId) },
+            isDone: \.isTerminal)
+        return WaitRenderRequest.Result(render: render, timedOut: timedOut)
+    }
+}

@@ -1,0 +1,225 @@
+import Foundation
+
+/// One render as the protocol shows it (`render.request`, `render.status`, `render.wait`,
+/// `renders.list`). Optional fields are sent as explicit nulls.
+public struct RenderView: Codable, Sendable, Equatable {
+    public let id: String
+    /// nil while an unlinked onboarding token owns the render.
+    public let userId: String?
+    public let garmentId: String
+    public let bodyPhotoId: String
+    public let category: GarmentCategory
+    public let provider: String
+    /// `pending`, `processing`, `complete` or `failed` (the last two are terminal).
+    public let status: RenderStatus
+    public let jobId: Int64?
+    /// Below the storage root, e.g. `u1/renders/r1.jpg`, once complete.
+    public let resultPath: String?
+    /// `RENDER_FAILED` or `RENDER_TIMEOUT` once failed.
+    public let errorCode: String?
+    /// Whether a credit pays for it (false for subscribers and onboarding tokens).
+    public let charged: Bool
+    /// `up` or `down` once the person has rated it.
+    public let feedback: String?
+    public let deadlineAt: Date
+    public let createdAt: Date
+    public let updatedAt: Date
+
+    public init(_ record: RenderRecord) {
+        id = record.id
+        userId = record.userId
+        garmentId = record.garmentId
+        bodyPhotoId = record.bodyPhotoId
+        category = record.category
+        provider = record.provider
+        status = record.status
+        jobId = record.jobId
+        resultPath = record.resultPath
+        errorCode = record.errorCode
+        charged = record.charged
+        feedback = record.feedback
+        deadlineAt = record.deadlineAt
+        createdAt = record.createdAt
+        updatedAt = record.updatedAt
+    }
+
+    public var isTerminal: Bool { status.isTerminal }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(userId, forKey: .userId)
+        try container.encode(garmentId, forKey: .garmentId)
+        try container.encode(bodyPhotoId, forKey: .bodyPhotoId)
+        try container.encode(category, forKey: .category)
+        try container.encode(provider, forKey: .provider)
+        try container.encode(status, forKey: .status)
+        try container.encode(jobId, forKey: .jobId)
+        try container.encode(resultPath, forKey: .resultPath)
+        try container.encode(errorCode, forKey: .errorCode)
+        try container.encode(charged, forKey: .charged)
+        try container.encode(feedback, forKey: .feedback)
+        try container.encode(deadlineAt, forKey: .deadlineAt)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(updatedAt, forKey: .updatedAt)
+    }
+}
+
+/// `render.request`: one garment on one body photo, for a user or an onboarding token.
+/// Validated, the credit reserved, and the render with its job created in one transaction.
+public struct RequestRenderRequest: DispatcherRequest {
+    public static let op = "render.request"
+    public typealias Result = RenderView
+    /// The caller's id for the render; asking again with the same id returns the first render.
+    public let renderId: String
+    /// Exactly one of `userId` and `ephemeralToken`.
+    public let userId: String?
+    public let ephemeralToken: String?
+    /// The storage tree holding the photos: default `userId`; with a token it is always the
+    /// token's id (`token.issue`'s `tokenId`), where the onboarding photos were normalised.
+    public let ownerId: String?
+    public let garmentId: String
+    public let bodyPhotoId: String
+    /// `tops`, `bottoms`, `dresses`, `shoes` or `outerwear`.
+    public let category: String
+
+    public init(
+        renderId: String, userId: String? = nil, ephemeralToken: String? = nil, ownerId: String? = nil,
+        garmentId: String, bodyPhotoId: String, category: String
+    ) {
+        self.renderId = renderId
+        self.userId = userId
+        self.ephemeralToken = ephemeralToken
+        self.ownerId = ownerId
+        self.garmentId = garmentId
+        self.bodyPhotoId = bodyPhotoId
+        self.category = category
+    }
+}
+
+/// `render.status`: one render by id.
+public struct RenderStatusRequest: DispatcherRequest {
+    public static let op = "render.status"
+    public typealias Result = RenderView
+    public let renderId: String
+    public init(renderId: String) { self.renderId = renderId }
+}
+
+/// `render.wait`: answers when the render is complete or failed, or when `timeoutMs` has passed.
+public struct WaitRenderRequest: DispatcherRequest {
+    public static let op = "render.wait"
+    public struct Result: Codable, Sendable {
+        public let render: RenderView
+        /// true: the render had not ended when the wait ended (timeout, or the server shutting down).
+        public let timedOut: Bool
+        public init(render: RenderView, timedOut: Bool) {
+            self.render = render
+            self.timedOut = timedOut
+        }
+    }
+    public let renderId: String
+    /// Default 30,000; at most 300,000 (as `wait`).
+    public let timeoutMs: Int?
+
+    public init(renderId: String, timeoutMs: Int? = nil) {
+        self.renderId = renderId
+        self.timeoutMs = timeoutMs
+    }
+}
+
+/// `render.feedback`: thumbs up or down on a complete render; a thumbs-down refunds its credit once.
+public struct RenderFeedbackRequest: DispatcherRequest {
+    public static let op = "render.feedback"
+    public enum Vote: String, Codable, Sendable { case up, down }
+    public struct Result: Codable, Sendable, Equatable {
+        public let renderId: String
+        public let vote: Vote
+        /// true only for the call that gave the credit back.
+        public let refunded: Bool
+        public init(renderId: String, vote: Vote, refunded: Bool) {
+            self.renderId = renderId
+            self.vote = vote
+            self.refunded = refunded
+        }
+    }
+    public let renderId: String
+    /// The render's owner: feedback on someone else's render is `NOT_FOUND`.
+    public let userId: String
+    public let vote: Vote
+    /// The quick category the person picked (e.g. `fit`, `colour`, `quality`), at most 64 characters.
+    public let category: String?
+
+    public init(renderId: String, userId: String, vote: Vote, category: String? = nil) {
+        self.renderId = renderId
+        self.userId = userId
+        self.vote = vote
+        self.category = category
+    }
+}
+
+/// `renders.list`: a user's renders, newest first, for the app's "waiting / done" views.
+public struct ListRendersRequest: DispatcherRequest {
+    public static let op = "renders.list"
+    public static let defaultLimit = 50
+    public static let maxLimit = 500
+    public struct Result: Codable, Sendable {
+        public let renders: [RenderView]
+        public init(renders: [RenderView]) { self.renders = renders }
+    }
+    public let userId: String
+    /// Default 50, at most 500.
+    public let limit: Int?
+
+    public init(userId: String, limit: Int? = nil) {
+        self.userId = userId
+        self.limit = limit
+    }
+}
+
+/// `token.issue`: a new onboarding token, good for one free render until it expires.
+public struct IssueTokenRequest: DispatcherRequest {
+    public static let op = "token.issue"
+    public struct Result: Codable, Sendable, Equatable {
+        /// The secret for the app; shown once, only its hash is stored.
+        public let token: String
+        public let tokenId: String
+        public let expiresAt: Date
+        public init(token: String, tokenId: String, expiresAt: Date) {
+            self.token = token
+            self.tokenId = tokenId
+            self.expiresAt = expiresAt
+        }
+    }
+    public init() {}
+}
+
+/// `account.link`: an onboarding token joins a new account: its render moves to the user, who
+/// gets the configured free credits once.
+public struct LinkAccountRequest: DispatcherRequest {
+    public static let op = "account.link"
+    public struct Result: Codable, Sendable, Equatable {
+        public let userId: String
+        /// The onboarding render now the user's, if the token had one.
+        public let renderId: String?
+        public let creditsGranted: Int
+        public init(userId: String, renderId: String?, creditsGranted: Int) {
+            self.userId = userId
+            self.renderId = renderId
+            self.creditsGranted = creditsGranted
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(userId, forKey: .userId)
+            try container.encode(renderId, forKey: .renderId)
+            try container.encode(creditsGranted, forKey: .creditsGranted)
+        }
+    }
+    public let ephemeralToken: String
+    public let userId: String
+
+    public init(ephemeralToken: String, userId: String) {
+        self.ephemeralToken = ephemeralToken
+        self.userId = userId
+    }
+}
