@@ -11,8 +11,9 @@ struct FleetDemo: AsyncParsableCommand {
         commandName: "fleet-demo",
         abstract: "Send a body photo and a garment photo through normalise → background removal → render on the running fleet.",
         discussion: """
-            Needs the dispatcher, an image worker and a render worker running on DATABASE_URL with the same \
-            FLEET_STORAGE_ROOT (scripts/run.sh starts them). The render uses the provider set in fleet_settings \
+            Talks to the dispatcher's socket as the backend would (FLEET_DISPATCHER_SOCKET, else FLEET_DISPATCHER_TCP \
+            with FLEET_DISPATCHER_TOKEN); needs an image worker and a render worker on the same database and \
+            FLEET_STORAGE_ROOT (scripts/run.sh starts them all). The render uses the provider set in fleet_settings \
             (the offline `local` composite by default, which is not AI).
             """)
 
@@ -32,39 +33,40 @@ struct FleetDemo: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try FleetProcess.bootstrap()
-        let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: 2, applicationName: "fleet-demo")
-        let queue = JobQueue(driver: PostgresQueueDriver(pool: pool))
+        let dispatcher = try DispatcherSettings.load(from: ProcessInfo.processInfo.environment)
+        guard let address = dispatcher.clientAddress else { throw ValidationError("no dispatcher address: both listeners are off") }
+        let client = try await DispatcherClient.connect(to: address, token: dispatcher.token)
+        defer { Task { await client.close() } }
+        let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: 1, applicationName: "fleet-demo")
         let storage = FileImageStorage(root: settings.storageRoot)
         let run = String(UUID().uuidString.prefix(8)).lowercased()
         let user = try StorageID("demo-\(run)")
-        print("demo user \(user), storage \(settings.storageRoot)")
+        print("demo user \(user), storage \(settings.storageRoot), dispatcher \(address)")
 
-        // What the backend does on upload: store the file, enqueue its normalisation.
+        // What the backend does on upload: store the file, ask the dispatcher to normalise it.
         try await storage.write(try Data(contentsOf: URL(fileURLWithPath: body)), to: .upload(user: user, upload: StorageID("body")))
         try await storage.write(try Data(contentsOf: URL(fileURLWithPath: garment)), to: .upload(user: user, upload: StorageID("garment")))
-        let bodyJob = try await queue.enqueue(NewJob(kind: .imageNormalize, encoding: NormalizeImagePayload(
-            userId: user, uploadId: StorageID("body"), target: .body, imageId: StorageID("b1"))))
-        let garmentJob = try await queue.enqueue(NewJob(kind: .imageNormalize, encoding: NormalizeImagePayload(
-            userId: user, uploadId: StorageID("garment"), target: .garment, imageId: StorageID("g1"), thenCutout: true)))
+        let bodyJob = try await client.send(NormalizeImageRequest(userId: user.value, uploadId: "body", target: .body, imageId: "b1"))
+        let garmentJob = try await client.send(ProcessGarmentRequest(userId: user.value, uploadId: "garment", garmentId: "g1"))
         var steps: [Step] = []
-        steps.append(try await waitForJob("normalise body photo", bodyJob.id, queue: queue))
-        let garmentStep = try await waitForJob("normalise garment photo", garmentJob.id, queue: queue)
+        steps.append(try await waitForJob("normalise body photo", bodyJob.jobId, client: client))
+        let garmentStep = try await waitForJob("normalise garment photo", garmentJob.jobId, client: client)
         steps.append(garmentStep)
-        guard let cutoutID = try await queue.job(id: garmentJob.id)?.result.flatMap(Self.cutoutJobID) else {
+        guard let cutoutID = try await client.status(jobId: garmentJob.jobId).result?["cutoutJobId"]?.doubleValue else {
             throw ValidationError("the garment's normalisation did not chain a cut-out: \(garmentStep.state)")
         }
-        steps.append(try await waitForJob("remove garment background", cutoutID, queue: queue))
+        steps.append(try await waitForJob("remove garment background", Int64(cutoutID), client: client))
 
-        // What the backend does when the person taps "Try on": a render request.
+        // The backend owns the credits table: a new account starts with a few.
         try await pool.query("""
             INSERT INTO credits (user_id, total_granted) VALUES ($1, 3)
             ON CONFLICT (user_id) DO UPDATE SET total_granted = credits.total_granted + 3
             """, [user.value])
-        let render = try await RenderRequests(pool: pool).request(RenderRequest(
-            renderId: StorageID("render-\(run)"), requester: .user(user.value), ownerId: user,
-            garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
-        progress("render \(render.id) requested (provider \(render.provider))")
-        steps.append(try await waitForRender(render.id, store: RenderStore(pool: pool)))
+        // What the backend does when the person taps "Try on".
+        let render = try await client.send(RequestRenderRequest(
+            renderId: "render-\(run)", userId: user.value, garmentId: "g1", bodyPhotoId: "b1", category: GarmentCategory.tops.rawValue))
+        progress("render \(render.id) requested (provider \(render.provider), one credit reserved: \(render.charged))")
+        steps.append(try await waitForRender(render.id, client: client))
 
         print("")
         printSummary(steps)
@@ -78,38 +80,38 @@ struct FleetDemo: AsyncParsableCommand {
         if steps.contains(where: { !["completed", "complete"].contains($0.state) }) { throw ExitCode.failure }
     }
 
-    private func waitForJob(_ name: String, _ id: Int64, queue: JobQueue) async throws -> Step {
+    /// Waits a second at a time (the dispatcher wakes the wait the moment the job ends), so each
+    /// change of state is shown as it happens.
+    private func waitForJob(_ name: String, _ id: Int64, client: DispatcherClient) async throws -> Step {
         let started = ContinuousClock.now
         var last = ""
         while ContinuousClock.now - started < .seconds(timeout) {
-            guard let job = try await queue.job(id: id) else { throw ValidationError("job \(id) vanished") }
+            let job = try await client.wait(jobId: id, timeoutMs: 1000).job
             if job.state.rawValue != last {
                 last = job.state.rawValue
                 progress("\(name): job \(id) \(last)")
             }
-            if job.state.isTerminal {
+            if job.isTerminal {
                 let output = job.result.flatMap(Self.outputPath) ?? job.errors.last.map { "\($0.code ?? "error"): \($0.error)" } ?? ""
                 return Step(name: name, id: "job \(id)", state: last, seconds: (ContinuousClock.now - started).seconds, output: output)
             }
-            try await Task.sleep(for: .milliseconds(200))
         }
         return Step(name: name, id: "job \(id)", state: "timed out (\(last))", seconds: timeout, output: "is a worker running?")
     }
 
-    private func waitForRender(_ id: String, store: RenderStore) async throws -> Step {
+    private func waitForRender(_ id: String, client: DispatcherClient) async throws -> Step {
         let started = ContinuousClock.now
         var last = ""
         while ContinuousClock.now - started < .seconds(timeout) {
-            guard let render = try await store.render(id: id) else { throw ValidationError("render \(id) vanished") }
+            let render = try await client.send(WaitRenderRequest(renderId: id, timeoutMs: 1000)).render
             if render.status.rawValue != last {
                 last = render.status.rawValue
                 progress("render: \(id) \(last)")
             }
-            if render.status.isTerminal {
+            if render.isTerminal {
                 return Step(name: "render (\(render.provider))", id: id, state: last, seconds: (ContinuousClock.now - started).seconds,
                             output: render.resultPath ?? render.errorCode ?? "")
             }
-            try await Task.sleep(for: .milliseconds(200))
         }
         return Step(name: "render", id: id, state: "timed out (\(last))", seconds: timeout, output: "is a render worker running?")
     }
@@ -124,19 +126,9 @@ struct FleetDemo: AsyncParsableCommand {
         }
     }
 
-    private static func result(_ json: String) -> [String: JSONValue] {
-        (try? JSONDecoder().decode([String: JSONValue].self, from: Data(json.utf8))) ?? [:]
-    }
-
-    private static func cutoutJobID(_ json: String) -> Int64? {
-        if case .number(let id)? = result(json)["cutoutJobId"] { return Int64(id) }
-        return nil
-    }
-
-    private static func outputPath(_ json: String) -> String? {
-        let fields = result(json)
-        if case .string(let path)? = fields["cutoutPath"], case .string(let backend)? = fields["backend"] { return "\(path) (backend \(backend))" }
-        if case .string(let path)? = fields["path"] { return path }
+    private static func outputPath(_ result: JSONValue) -> String? {
+        if case .string(let path)? = result["cutoutPath"], case .string(let backend)? = result["backend"] { return "\(path) (backend \(backend))" }
+        if case .string(let path)? = result["path"] { return path }
         return nil
     }
 }

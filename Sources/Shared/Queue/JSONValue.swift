@@ -44,4 +44,9 @@ public enum JSONValue: Codable, Hashable, Sendable {
     }
 
     public var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
+
+    /// An object's field; nil for a missing field or a value that is not an object.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let fields) = self { fields[key] } else { nil }
+    }
 }

@@ -103,10 +103,6 @@ final class RawConnection {
 }
 
 extension JSONValue {
-    subscript(key: String) -> JSONValue? {
-        if case .object(let fields) = self { fields[key] } else { nil }
-    }
-
     /// `error.code` of a response frame.
     var errorCode: String? {
         if case .string(let code)? = self["error"]?["code"] { code } else { nil }
