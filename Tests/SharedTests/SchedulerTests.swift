@@ -1,5 +1,4 @@
 import Foundation
-import ServiceLifecycle
 import Synchronization
 import Testing
 @testable import Shared
@@ -17,23 +16,6 @@ final class TaskLog: Sendable {
 
     func count(_ task: MaintenanceTask) -> Int { runs.withLock { $0.filter { $0.task == task }.count } }
     func owners(_ task: MaintenanceTask) -> Set<String> { Set(runs.withLock { $0.filter { $0.task == task }.map(\.owner) }) }
-}
-
-/// A scheduler ("a dispatcher") running in this process, stopped by a graceful shutdown.
-struct RunningScheduler {
-    let group: ServiceGroup
-    let task: Task<Void, any Error>
-
-    init(_ scheduler: Scheduler) {
-        let group = ServiceGroup(configuration: .init(services: [.init(service: scheduler)], logger: testLogger))
-        self.group = group
-        task = Task { try await group.run() }
-    }
-
-    func stop() async throws {
-        await group.triggerGracefulShutdown()
-        try await task.value
-    }
 }
 
 @Suite struct SchedulerTests {
@@ -61,8 +43,8 @@ struct RunningScheduler {
         let q = try await TestQueue.make()
         let log = TaskLog()
         let entries = [try entry("* * * * * * => leases.rescue"), try entry(#"*/2 * * * * * => drill.noop {"from":"schedule"}"#)]
-        let a = RunningScheduler(scheduler(q, entries, owner: "dispatcher-a", log: log))
-        let b = RunningScheduler(scheduler(q, entries, owner: "dispatcher-b", log: log))
+        let a = RunningService(scheduler(q, entries, owner: "dispatcher-a", log: log))
+        let b = RunningService(scheduler(q, entries, owner: "dispatcher-b", log: log))
         try await Task.sleep(for: .seconds(6.5))
         try await a.stop()
         try await b.stop()
@@ -146,13 +128,13 @@ struct RunningScheduler {
         let q = try await TestQueue.make()
         let log = TaskLog()
         let rescue = try entry("* * * * * * => leases.rescue")
-        let before = RunningScheduler(scheduler(q, [rescue], owner: "before", log: log))
+        let before = RunningService(scheduler(q, [rescue], owner: "before", log: log))
         try await Task.sleep(for: .seconds(2.2))
         try await before.stop()
         let lastBefore = try #require(try await slots(q, "leases.rescue").last)
         try await Task.sleep(for: .seconds(4))
         let restarted = Date()
-        let after = RunningScheduler(scheduler(q, [rescue], owner: "after", log: log))
+        let after = RunningService(scheduler(q, [rescue], owner: "after", log: log))
         try await Task.sleep(for: .seconds(1.5))
         try await after.stop()
         // The gap held at least three slots; only one of them (the latest, at most one second

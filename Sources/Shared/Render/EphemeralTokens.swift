@@ -104,13 +104,7 @@ public struct EphemeralTokens: Sendable {
                 let renders = try await connection.query("""
                     WITH gone AS (
                         DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) RETURNING id, owner_id
-                    ), released AS (
-                        DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM gone) RETURNING user_id, render_id
-                    ), ledger AS (
-                        INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-                        SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
-                        ON CONFLICT (key) DO NOTHING RETURNING id
-                    )
+                    ), \(RenderStore.releaseSQL(of: "gone"))
                     SELECT id, owner_id FROM gone
                     """, [PostgresArray(expired.tokenIDs)]).rows
                 expired.renderIDs = try renders.map { try $0.string("id") }
