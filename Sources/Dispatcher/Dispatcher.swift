@@ -9,7 +9,7 @@ import Shared
 struct Dispatcher: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dispatcher",
-        abstract: "The fleet's front door and clock: the socket protocol for backend services, queue maintenance.",
+        abstract: "The fleet's front door and clock: the socket protocol for backend services, the maintenance schedule.",
         discussion: settingsNote,
         subcommands: [
             Run.self, MigrateCommand.self, Ping.self, Enqueue.self, Status.self, Wait.self, Cancel.self, Stats.self,
@@ -20,13 +20,14 @@ struct Dispatcher: AsyncParsableCommand {
 
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the dispatcher: the socket server (docs/protocol.md) and queue maintenance (rescue expired leases, sweep unknown kinds, prune).")
+        abstract: "Run the dispatcher: the socket server (docs/protocol.md) and the schedule (docs/schedule.md: expire tokens, time out renders, rescue leases, prune).")
 
     func run() async throws {
         let settings = try FleetProcess.bootstrap()
         let socketSettings = try DispatcherSettings.load(from: ProcessInfo.processInfo.environment)
         try socketSettings.validateForServer()
         let renderSettings = try RenderRequestSettings.load(from: ProcessInfo.processInfo.environment)
+        let schedule = try ScheduleSettings.load(from: ProcessInfo.processInfo.environment)
         let logger = Logger(label: "dispatcher")
         try await FleetProcess.migrate(settings, logger: logger)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
@@ -35,7 +36,10 @@ struct Run: AsyncParsableCommand {
             pool: pool, databaseURL: settings.databaseURL, settings: socketSettings, renderSettings: renderSettings,
             liveWorkerWithin: settings.worker.lease * 3, logger: logger)
         logger.info("dispatcher started")
-        let maintenance = MaintenanceService(driver: driver, renders: RenderStore(pool: pool), logger: logger)
-        try await FleetProcess.runServices([maintenance] + stack.services, logger: logger)
+        let tasks = MaintenanceTasks(pool: pool, logger: logger)
+        let scheduler = Scheduler(
+            settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
+            perform: { try await tasks.run($0) }, logger: logger)
+        try await FleetProcess.runServices([scheduler] + stack.services, logger: logger)
     }
 }

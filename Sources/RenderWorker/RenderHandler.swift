@@ -33,7 +33,9 @@ struct RenderHandler: JobHandler {
         let payload = try job.decodePayload(Payload.self)
         let logger = context.logger.with("render_id", payload.renderId.value)
         guard let render = try await store.render(id: payload.renderId.value) else {
-            throw JobError.permanent(code: "NOT_FOUND", message: "no render \(payload.renderId)")
+            // Deleted with its expired onboarding token before a worker got to it: nothing to do.
+            logger.warning("render no longer exists")
+            return summary(payload.renderId.value, "gone")
         }
         if render.status.isTerminal { return summary(render.id, "already \(render.status.rawValue)") }
         guard try await store.markProcessing(id: render.id) else {

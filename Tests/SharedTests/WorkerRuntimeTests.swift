@@ -21,20 +21,13 @@ final class GaugeHandler: JobHandler {
     }
 }
 
-/// A worker runtime running in this process, stopped by a graceful shutdown.
-struct RunningWorker {
-    let runtime: WorkerRuntime
+/// A service running in this process, stopped by a graceful shutdown.
+struct RunningService {
     let group: ServiceGroup
     let task: Task<Void, any Error>
 
-    init(_ q: TestQueue, handlers: [any JobHandler], concurrency: [JobKind: Int], grace: Duration = .seconds(5),
-         pollInterval: Duration = .milliseconds(200)) {
-        runtime = WorkerRuntime(
-            executable: "test-worker",
-            configuration: WorkerConfiguration(concurrency: concurrency, lease: .seconds(30), pollInterval: pollInterval,
-                                               shutdownGrace: grace, retry: RetryPolicy(base: .milliseconds(20))),
-            driver: q.driver, conninfo: q.url, handlers: handlers, logger: testLogger)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: runtime)], logger: testLogger))
+    init(_ service: any Service) {
+        let group = ServiceGroup(configuration: .init(services: [.init(service: service)], logger: testLogger))
         self.group = group
         task = Task { try await group.run() }
     }
@@ -43,6 +36,24 @@ struct RunningWorker {
         await group.triggerGracefulShutdown()
         try await task.value
     }
+}
+
+/// A worker runtime running in this process, stopped by a graceful shutdown.
+struct RunningWorker {
+    let runtime: WorkerRuntime
+    let running: RunningService
+
+    init(_ q: TestQueue, handlers: [any JobHandler], concurrency: [JobKind: Int], grace: Duration = .seconds(5),
+         pollInterval: Duration = .milliseconds(200)) {
+        runtime = WorkerRuntime(
+            executable: "test-worker",
+            configuration: WorkerConfiguration(concurrency: concurrency, lease: .seconds(30), pollInterval: pollInterval,
+                                               shutdownGrace: grace, retry: RetryPolicy(base: .milliseconds(20))),
+            driver: q.driver, conninfo: q.url, handlers: handlers, logger: testLogger)
+        running = RunningService(runtime)
+    }
+
+    func stop() async throws { try await running.stop() }
 }
 
 @Suite struct WorkerRuntimeTests {

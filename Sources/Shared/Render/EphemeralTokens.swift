@@ -78,6 +78,61 @@ public struct EphemeralTokens: Sendable {
     /// A token's id, derived from its hash: also the storage tree of its onboarding photos.
     public static func tokenID(of token: String) -> String { "eph-" + hex(Array(hash(token).prefix(8))) }
 
+    /// What one pass of `deleteExpired` removed.
+    public struct Expired: Sendable, Equatable {
+        public var tokenIDs: [String] = []
+        public var renderIDs: [String] = []
+        /// Storage trees handed to `account.purge`, with the purge job of each.
+        public var purges: [String: Int64] = [:]
+    }
+
+    /// Deletes up to `limit` expired, never-linked tokens and their renders in one transaction,
+    /// releasing any credit reservation those renders held (ledger key `release:{id}`, so
+    /// nothing is settled twice), and enqueues an `account.purge` for each storage tree those
+    /// renders used, and for each token's own tree (`tokenID(of:)`, where onboarding uploads go
+    /// even when no render was requested), that nothing else names: no remaining render (as owner or user), no account
+    /// (credits, subscriptions, ledger, reservations, linked tokens). A token whose render is
+    /// still running before its deadline waits for a later pass.
+    public static func deleteExpired(limit: Int, pool: PostgresPool) async throws -> Expired {
+        try await pool.withConnection { connection in
+            try await connection.transaction { connection in
+                var expired = Expired()
+                expired.tokenIDs = try await connection.query("""
+                    SELECT id FROM ephemeral_tokens t
+                    WHERE expires_at <= now() AND linked_user_id IS NULL AND NOT EXISTS (
+                        SELECT 1 FROM renders r WHERE r.ephemeral_token_id = t.id
+                        AND r.status IN ('pending', 'processing') AND r.deadline_at > now())
+                    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+                    """, [limit]).rows.map { try $0.string("id") }
+                guard !expired.tokenIDs.isEmpty else { return expired }
+                let renders = try await connection.query("""
+                    WITH gone AS (
+                        DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) RETURNING id, owner_id
+                    ), \(RenderStore.releaseSQL(of: "gone"))
+                    SELECT id, owner_id FROM gone
+                    """, [PostgresArray(expired.tokenIDs)]).rows
+                expired.renderIDs = try renders.map { try $0.string("id") }
+                try await connection.query("DELETE FROM ephemeral_tokens WHERE id = ANY($1::text[])", [PostgresArray(expired.tokenIDs)])
+                let trees = try await connection.query("""
+                    SELECT DISTINCT tree FROM unnest($1::text[]) AS tree
+                    WHERE NOT EXISTS (SELECT 1 FROM renders WHERE owner_id = tree OR user_id = tree)
+                      AND NOT EXISTS (SELECT 1 FROM credits WHERE user_id = tree)
+                      AND NOT EXISTS (SELECT 1 FROM subscriptions WHERE user_id = tree)
+                      AND NOT EXISTS (SELECT 1 FROM credit_ledger WHERE user_id = tree)
+                      AND NOT EXISTS (SELECT 1 FROM credit_reservations WHERE user_id = tree)
+                      AND NOT EXISTS (SELECT 1 FROM ephemeral_tokens WHERE linked_user_id = tree)
+                    ORDER BY tree
+                    """, [PostgresArray(try renders.map { try $0.string("owner_id") } + expired.tokenIDs)]).rows.map { try $0.string("tree") }
+                // Owners were validated as storage ids when their renders were requested.
+                let owners = trees.compactMap { try? StorageID($0) }
+                let jobs = try owners.map { try NewJob(kind: .accountPurge, encoding: PurgeAccountPayload(userId: $0)) }
+                let enqueued = try await PostgresQueueDriver.insertMany(jobs, on: connection)
+                expired.purges = Dictionary(uniqueKeysWithValues: zip(owners.map(\.value), enqueued.map(\.id)))
+                return expired
+            }
+        }
+    }
+
     static func hash(_ token: String) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         let bytes = Array(token.utf8)

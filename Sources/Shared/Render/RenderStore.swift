@@ -103,14 +103,22 @@ public struct RenderStore: Sendable {
             UPDATE renders SET status = 'failed', error_code = $2, updated_at = now()
             WHERE \(condition) AND status IN ('pending', 'processing')\(expiredOnly ? " AND deadline_at <= now()" : "")
             RETURNING id, provider, charged
-        ), released AS (
-            DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM done) RETURNING user_id, render_id
+        ), \(releaseSQL(of: "done"))
+        SELECT id, provider, charged, pg_notify('\(RenderChannel.finished)', id) FROM done
+        """
+    }
+
+    /// CTEs that release the credit reservations of the renders in the CTE `renders` (ended
+    /// without a result): the reservation row goes, the ledger records `release:{id}` once.
+    static func releaseSQL(of renders: String) -> String {
+        """
+        released AS (
+            DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM \(renders)) RETURNING user_id, render_id
         ), ledger AS (
             INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
             SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
             ON CONFLICT (key) DO NOTHING RETURNING id
         )
-        SELECT id, provider, charged, pg_notify('\(RenderChannel.finished)', id) FROM done
         """
     }
 

@@ -1,0 +1,50 @@
+import Foundation
+
+/// The `schedule_slots` statements. A slot is claimed by inserting its `(entry, slot_at)` row:
+/// the primary key admits one dispatcher, and a claim whose transaction rolls back leaves the
+/// slot to the next one that tries (the row-level wait of `ON CONFLICT`, not an advisory lock).
+public struct ScheduleSlots: Sendable {
+    let pool: PostgresPool
+    /// Slot rows older than this are deleted; it must exceed any lateness bound, so a pruned
+    /// slot is never due again.
+    public static let retention: Duration = .seconds(86_400)
+
+    public init(pool: PostgresPool) { self.pool = pool }
+
+    public struct Claim: Sendable, Equatable {
+        /// The job a job-kind entry enqueued with its slot.
+        public let jobID: Int64?
+    }
+
+    /// Claims `slot` of `entry` for `owner`, enqueueing `job` in the same transaction; nil when
+    /// another dispatcher has it. Also deletes a batch of slot rows past their retention.
+    public func claim(entry: String, slot: Date, owner: String, job: NewJob?) async throws -> Claim? {
+        try await pool.withConnection { connection in
+            try await connection.transaction { connection in
+                let won = try await connection.query("""
+                    WITH pruned AS (
+                        DELETE FROM schedule_slots WHERE (entry, slot_at) IN (
+                            SELECT entry, slot_at FROM schedule_slots WHERE slot_at < now() - make_interval(secs => $4)
+                            ORDER BY slot_at LIMIT 100 FOR UPDATE SKIP LOCKED)
+                    )
+                    INSERT INTO schedule_slots (entry, slot_at, claimed_by) VALUES ($1, to_timestamp($2), $3)
+                    ON CONFLICT DO NOTHING RETURNING entry
+                    """, [entry, Int64(slot.timeIntervalSince1970), owner, Self.retention.seconds]).rows.count == 1
+                guard won else { return nil }
+                guard let job else { return Claim(jobID: nil) }
+                let jobID = try await PostgresQueueDriver.insertMany([job], on: connection)[0].id
+                try await connection.query(
+                    "UPDATE schedule_slots SET job_id = $3, finished_at = now() WHERE entry = $1 AND slot_at = to_timestamp($2)",
+                    [entry, Int64(slot.timeIntervalSince1970), jobID])
+                return Claim(jobID: jobID)
+            }
+        }
+    }
+
+    /// Records that a built-in task of a won slot ended, with its error if it failed.
+    public func finish(entry: String, slot: Date, error: String?) async throws {
+        try await pool.query(
+            "UPDATE schedule_slots SET finished_at = now(), error = $3 WHERE entry = $1 AND slot_at = to_timestamp($2)",
+            [entry, Int64(slot.timeIntervalSince1970), error])
+    }
+}
