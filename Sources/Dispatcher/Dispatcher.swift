@@ -3,6 +3,7 @@ import DispatcherCore
 import Foundation
 import Logging
 import FleetCommands
+import FleetHTTP
 import Shared
 
 @main
@@ -20,18 +21,23 @@ struct Run: AsyncParsableCommand {
         abstract: "Run the dispatcher: the socket server (docs/protocol.md) and queue maintenance (rescue expired leases, sweep unknown kinds, prune).")
 
     func run() async throws {
-        let settings = try FleetProcess.bootstrap()
+        let settings = try FleetProcess.bootstrap(defaultHTTPAddress: ListenAddress(host: "127.0.0.1", port: 9090))
         let socketSettings = try DispatcherSettings.load(from: ProcessInfo.processInfo.environment)
         try socketSettings.validateForServer()
+        let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
         let logger = Logger(label: "dispatcher")
         try await FleetProcess.migrate(settings, logger: logger)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
         let driver = PostgresQueueDriver(pool: pool)
+        let queue = JobQueue(driver: driver)
         let stack = try await DispatcherStack.bind(
-            queue: JobQueue(driver: driver), databaseURL: settings.databaseURL, settings: socketSettings,
+            queue: queue, databaseURL: settings.databaseURL, settings: socketSettings,
             liveWorkerWithin: settings.worker.lease * 3, logger: logger)
+        let renders = RenderStore(pool: pool)
+        let http = FleetProcess.http(
+            settings, pool: pool, routes: [WebhookRoutes(settings: webhooks, http: CurlHTTPClient(), store: renders, logger: logger)], logger: logger)
         logger.info("dispatcher started")
-        let maintenance = MaintenanceService(driver: driver, renders: RenderStore(pool: pool), logger: logger)
-        try await FleetProcess.runServices([maintenance] + stack.services, logger: logger)
+        let maintenance = MaintenanceService(driver: driver, renders: renders, logger: logger)
+        try await FleetProcess.runServices([maintenance, QueueGauges(queue: queue, logger: logger)] + stack.services, http: http, logger: logger)
     }
 }
