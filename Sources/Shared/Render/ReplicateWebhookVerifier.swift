@@ -30,19 +30,15 @@ public struct ReplicateWebhookVerifier: Sendable {
     /// Returns the webhook id (the same on every redelivery) when the request is authentic.
     /// `headers` may use any letter case.
     public func verify(headers: [String: String], body: Data) throws(ReplicateWebhookError) -> String {
-        var lowered: [String: String] = [:]
-        for (name, value) in headers { lowered[name.lowercased()] = value }
-        func required(_ name: String) throws(ReplicateWebhookError) -> String {
-            guard let value = lowered[name], !value.isEmpty else { throw ReplicateWebhookError.missingHeader(name) }
-            return value
+        let fields = WebhookHeaders(headers)
+        let id = try fields.required(Header.id, or: ReplicateWebhookError.missingHeader)
+        let timestamp = try fields.required(Header.timestamp, or: ReplicateWebhookError.missingHeader)
+        let signatures = try fields.required(Header.signature, or: ReplicateWebhookError.missingHeader)
+        switch WebhookHeaders.freshness(of: timestamp, now: now(), tolerance: tolerance) {
+        case .fresh: break
+        case .malformed: throw ReplicateWebhookError.malformedTimestamp
+        case .stale(let skew): throw ReplicateWebhookError.staleTimestamp(skewSeconds: skew)
         }
-        let id = try required(Header.id)
-        let timestamp = try required(Header.timestamp)
-        let signatures = try required(Header.signature)
-
-        guard let seconds = Int(timestamp) else { throw ReplicateWebhookError.malformedTimestamp }
-        let skew = now().timeIntervalSince1970 - TimeInterval(seconds)
-        guard abs(skew) <= tolerance else { throw ReplicateWebhookError.staleTimestamp(skewSeconds: Int(skew)) }
 
         let signed = Data("\(id).\(timestamp).".utf8) + body
         let candidates = signatures.split(separator: " ").compactMap { entry -> Data? in
