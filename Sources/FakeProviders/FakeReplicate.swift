@@ -6,7 +6,8 @@ import Shared
 import Synchronization
 
 /// Replicate's predictions API on loopback, for `bria/remove-background`: create (with
-/// `Prefer: wait`), get, cancel, and the output file. Answers follow the script.
+/// `Prefer: wait`), get, cancel, and the output file. Answers follow the script. Webhooks are
+/// signed as Replicate signs them (`webhookHeaders`).
 public final class FakeReplicate: Sendable {
     public static let token = "r8_fake_token"
     public let script: FakeScript
