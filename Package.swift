@@ -33,10 +33,23 @@ let package = Package(
         // Fixed-argument wrappers for the variadic C calls Swift cannot make.
         .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"]),
 
+        // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
+        .target(
+            name: "FleetHTTP",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "Shared",
             dependencies: [
-                "CLibPQ", "CVips", "CCurl", "CFleetShims", "CSodium",
+                "CLibPQ", "CVips", "CCurl", "CFleetShims", "CSodium", "FleetHTTP",
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -50,7 +63,8 @@ let package = Package(
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "Shared", "CSodium",
+                "Shared", "CSodium", "FleetHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -63,7 +77,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", "DispatcherCore", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "DispatcherCore", "FleetCommands", "FleetHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
@@ -90,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "Shared", "FakeProviders", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FakeProviders", "DispatcherCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["peers"]
@@ -110,8 +124,9 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore",
+                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),

@@ -15,7 +15,7 @@
 #  - docker-compose.yml: a service uses an undefined named volume, depends on an unknown service,
 #    a fleet service has no healthcheck or a stop_grace_period below grace + 5 s;
 #  - an environment variable set in a manifest, the compose file or deploy/env.example is not in
-#    docs/configuration.md (except the listed compose-only and pending names), or env.example
+#    docs/configuration.md (except the listed compose-only names), or env.example
 #    misses a documented variable;
 #  - the Dockerfile lacks the Swift 6.3 bookworm build stage, the bookworm-slim runtime stage,
 #    a runtime package, a non-root USER or the /data/images volume; no .dockerignore excludes
@@ -63,12 +63,11 @@ doc = open(p("docs/configuration.md")).read()
 documented = set(re.findall(r"^\|\s*`([A-Z][A-Z0-9_]+)`\s*\|", doc, re.M))
 if len(documented) < 30:
     fail(f"docs/configuration.md: only {len(documented)} variables found in its tables")
-# Names used by deploy/ that docs/configuration.md does not (yet) list:
-PENDING = {"FLEET_HTTP_ADDRESS"}            # health/metrics listener, being added (deploy/README.md)
+# Names used by deploy/ that docs/configuration.md does not list:
 COMPOSE_ONLY = {"FLEET_IMAGE", "POSTGRES_PASSWORD", "POSTGRES_USER", "POSTGRES_DB",
                 "RENDER_WORKER_REPLICAS", "IMAGE_WORKER_REPLICAS",
                 "DISPATCHER_SOCKET_PORT", "DISPATCHER_HTTP_PORT"}
-def env_ok(name): return name in documented or name in PENDING or re.fullmatch(r"PG[A-Z]+", name)
+def env_ok(name): return name in documented or re.fullmatch(r"PG[A-Z]+", name)
 
 jobkind = open(p("Sources/Shared/Queue/JobKind.swift")).read()
 statics = dict(re.findall(r'static let (\w+): JobKind = "([^"]+)"', jobkind))
@@ -260,7 +259,7 @@ else:
 # ---- env.example --------------------------------------------------------------------------------
 example = set(re.findall(r"^#?([A-Z][A-Z0-9_]+)=", open(p("deploy/env.example")).read(), re.M))
 for name in sorted(documented - example): fail(f"deploy/env.example: documented variable {name} is missing")
-for name in sorted(example - documented - PENDING - COMPOSE_ONLY): fail(f"deploy/env.example: {name} is not in docs/configuration.md")
+for name in sorted(example - documented - COMPOSE_ONLY): fail(f"deploy/env.example: {name} is not in docs/configuration.md")
 
 # ---- Dockerfile ---------------------------------------------------------------------------------
 df = open(p("deploy/Dockerfile")).read()

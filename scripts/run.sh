@@ -45,8 +45,11 @@ stop_fleet() {
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
 trap stop_fleet EXIT
+# HTTP (/healthz, /readyz, /metrics): the dispatcher on FLEET_HTTP_ADDRESS (default 127.0.0.1:9090);
+# the workers without, so an exported address is not taken four times.
 for executable in dispatcher render-worker image-worker fleet-drill; do
-  "$bin/$executable" 2>>"$logs/$executable.log" &
+  if [ "$executable" = dispatcher ]; then http=${FLEET_HTTP_ADDRESS:-127.0.0.1:9090}; else http=off; fi
+  FLEET_HTTP_ADDRESS=$http "$bin/$executable" 2>>"$logs/$executable.log" &
   pids+=($!)
   echo "started $executable (pid $!), log: $logs/$executable.log"
 done

@@ -3,6 +3,7 @@ import DispatcherCore
 import Foundation
 import Logging
 import FleetCommands
+import FleetHTTP
 import Shared
 
 @main
@@ -23,23 +24,28 @@ struct Run: AsyncParsableCommand {
         abstract: "Run the dispatcher: the socket server (docs/protocol.md) and the schedule (docs/schedule.md: expire tokens, time out renders, rescue leases, prune).")
 
     func run() async throws {
-        let settings = try FleetProcess.bootstrap()
+        let settings = try FleetProcess.bootstrap(defaultHTTPAddress: ListenAddress(host: "127.0.0.1", port: 9090))
         let socketSettings = try DispatcherSettings.load(from: ProcessInfo.processInfo.environment)
         try socketSettings.validateForServer()
         let renderSettings = try RenderRequestSettings.load(from: ProcessInfo.processInfo.environment)
         let schedule = try ScheduleSettings.load(from: ProcessInfo.processInfo.environment)
+        let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
         let logger = Logger(label: "dispatcher")
         try await FleetProcess.migrate(settings, logger: logger)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
         let driver = PostgresQueueDriver(pool: pool)
+        let queue = JobQueue(driver: driver)
         let stack = try await DispatcherStack.bind(
             pool: pool, databaseURL: settings.databaseURL, settings: socketSettings, renderSettings: renderSettings,
             liveWorkerWithin: settings.worker.lease * 3, logger: logger)
+        let renders = RenderStore(pool: pool)
+        let http = FleetProcess.http(
+            settings, pool: pool, routes: [WebhookRoutes(settings: webhooks, http: CurlHTTPClient(), store: renders, logger: logger)], logger: logger)
         logger.info("dispatcher started")
         let tasks = MaintenanceTasks(pool: pool, logger: logger)
         let scheduler = Scheduler(
             settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
             perform: { try await tasks.run($0) }, logger: logger)
-        try await FleetProcess.runServices([scheduler] + stack.services, logger: logger)
+        try await FleetProcess.runServices([scheduler, QueueGauges(queue: queue, logger: logger)] + stack.services, http: http, logger: logger)
     }
 }

@@ -95,10 +95,11 @@ struct ChaosRun: AsyncParsableCommand {
             ("image-worker", [:]), ("render-worker", [:]),
             ("fleet-drill", ["FLEET_CONCURRENCY": "drill.script=32", "FLEET_EXECUTION_LOG": executions]),
         ]
-        // The dispatcher (maintenance, and the socket the image jobs are sent through) runs here.
+        // The dispatcher (maintenance, and the socket the image jobs are sent through) runs here,
+        // without its HTTP listener: its default port may be taken on a shared machine.
         let socket = NSTemporaryDirectory() + "fleet-chaos-\(getpid()).sock"
         _ = try fleet.start("dispatcher", index: 0, onHost: "local", environment: [
-            "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket,
+            "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "off",
         ])
         var running: [(kind: Int, process: Fleet.Worker)] = []
         for (kind, spec) in kinds.enumerated() {

@@ -1,12 +1,14 @@
 import ArgumentParser
+import DispatcherCore
 import FakeProviders
 import Foundation
 import Hummingbird
+import Logging
 import Shared
 
 /// `fleet-bench render`: one `render-worker` process keeps `--in-flight` renders going against
 /// fal's queue API on a fake with a fixed latency, completed by signed webhooks (verified and
-/// stored the way the dispatcher does). A closed loop requests a new render as each ends, so
+/// stored by the dispatcher's own webhook routes). A closed loop requests a new render as each ends, so
 /// the in-flight count stays put; the rate is compared with the ideal in-flight / latency.
 struct RenderSuite: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -30,7 +32,7 @@ struct RenderSuite: AsyncParsableCommand {
         let http = CurlHTTPClient(maxConnectionsPerHost: 1024)
         let fal = try await FakeFal.start(webhookClient: http, recordRequests: false)
         fal.update { $0.latency = .milliseconds(Int64(latency * 1000)) }
-        let receiver = try await webhookReceiver(store: RenderStore(pool: database.pool), verifier: FalWebhookVerifier(http: http, jwksURL: fal.jwksURL))
+        let receiver = try await webhookReceiver(store: RenderStore(pool: database.pool), http: http, jwksURL: fal.jwksURL)
         let worker = try ChildProcess(
             URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("render-worker").path, [],
             environment: ProcessInfo.processInfo.environment.merging([
@@ -83,30 +85,20 @@ struct RenderSuite: AsyncParsableCommand {
         ])
     }
 
+    /// The dispatcher's own webhook routes (verify, store once, announce) on a loopback server.
+    private func webhookReceiver(store: RenderStore, http: any HTTPClient, jwksURL: String) async throws -> FakeServer {
+        var logger = Logger(label: "fleet-bench.webhooks")
+        logger.logLevel = .warning
+        let router = Router()
+        WebhookRoutes(settings: WebhookSettings(falJWKSURL: jwksURL), http: http, store: store, logger: logger).register(on: router)
+        return try await FakeServer.start(router: router)
+    }
+
     private func prepareImages(root: String) async throws {
         let storage = FileImageStorage(root: root)
         let owner = try StorageID("bench")
         try await storage.write(FakeImages.jpeg, to: .bodyPhoto(user: owner, photo: StorageID("b1")))
         try await storage.write(FakeImages.jpeg, to: .garment(user: owner, garment: StorageID("g1")))
-    }
-
-    /// What the dispatcher's webhook endpoint does: verify, store once, announce.
-    private func webhookReceiver(store: RenderStore, verifier: FalWebhookVerifier) async throws -> FakeServer {
-        let router = Router()
-        router.post("/webhooks/fal") { request, _ -> Response in
-            let body = Data(buffer: try await request.body.collect(upTo: 1 << 20))
-            var headers: [String: String] = [:]
-            for field in request.headers { headers[field.name.canonicalName] = field.value }
-            do {
-                try await verifier.verify(headers: headers, body: body)
-            } catch {
-                return Response(status: .unauthorized)
-            }
-            let payload = try FalWebhookPayload.decode(body)
-            _ = try await store.recordProviderEvent(provider: "fal", requestID: payload.requestID, payload: body)
-            return Response(status: .ok)
-        }
-        return try await FakeServer.start(router: router)
     }
 }
 

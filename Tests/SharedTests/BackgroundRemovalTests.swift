@@ -201,12 +201,3 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
         try VipsImageRef.decode(plainBackgroundGarment).png()
     }
 }
-
-/// swift-metrics takes one backend per process: the tests share this one.
-enum TestMetricsOnce {
-    static let shared: TestMetrics = {
-        let metrics = TestMetrics()
-        MetricsSystem.bootstrap(metrics)
-        return metrics
-    }()
-}

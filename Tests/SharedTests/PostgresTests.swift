@@ -1,3 +1,4 @@
+import FleetHTTP
 import Foundation
 import Testing
 @testable import Shared
@@ -95,6 +96,15 @@ import Testing
         #expect(settings.logLevel == .debug)
     }
 
+    @Test func theHTTPListenerDefaultsPerExecutableAndCanBeTurnedOff() throws {
+        let dispatcherDefault = ListenAddress(host: "127.0.0.1", port: 9090)
+        #expect(try FleetSettings.load(from: [:]).httpAddress == nil)
+        #expect(try FleetSettings.load(from: [:], defaultHTTPAddress: dispatcherDefault).httpAddress == dispatcherDefault)
+        #expect(try FleetSettings.load(from: ["FLEET_HTTP_ADDRESS": "OFF"], defaultHTTPAddress: dispatcherDefault).httpAddress == nil)
+        #expect(try FleetSettings.load(from: ["FLEET_HTTP_ADDRESS": "0.0.0.0:9100"]).httpAddress == ListenAddress(host: "0.0.0.0", port: 9100))
+        #expect(try FleetSettings.load(from: ["FLEET_HTTP_ADDRESS": "[::1]:9100"]).httpAddress == ListenAddress(host: "::1", port: 9100))
+    }
+
     @Test(arguments: [
         ("DATABASE_URL", "postgresql://x@[broken"),
         ("FLEET_LEASE_SECONDS", "soon"),
@@ -104,6 +114,8 @@ import Testing
         ("FLEET_LOG_LEVEL", "loud"),
         ("FLEET_DB_POOL_SIZE", "-1"),
         ("FLEET_QUEUES", "a,,b"),
+        ("FLEET_HTTP_ADDRESS", "9090"),
+        ("FLEET_HTTP_ADDRESS", "/tmp/http.sock"),
     ])
     func aBadSettingNamesItsVariable(variable: String, value: String) {
         #expect {

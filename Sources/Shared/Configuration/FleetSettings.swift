@@ -1,3 +1,4 @@
+import FleetHTTP
 import Logging
 
 /// A setting that cannot be used; the process stops at start with this message.
@@ -18,12 +19,16 @@ public struct FleetSettings: Sendable {
     public var logFormat: LogFormat
     public var poolSize: Int
     public var worker: WorkerConfiguration
+    /// `FLEET_HTTP_ADDRESS`: probes, metrics (and the dispatcher's webhooks); nil when off.
+    public var httpAddress: ListenAddress?
 
     public enum LogFormat: String, Sendable { case json, text }
 
-    /// Reads the settings; `defaultConcurrency` is the executable's own per-kind default.
+    /// Reads the settings; `defaultConcurrency` and `defaultHTTPAddress` are the executable's own
+    /// defaults (the dispatcher listens on 127.0.0.1:9090 unless told otherwise; workers, many to a
+    /// host, only when told where).
     public static func load(
-        from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:]
+        from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil
     ) throws -> FleetSettings {
         let reader = EnvironmentReader(environment: environment)
         let databaseURL = environment["DATABASE_URL"] ?? ""
@@ -49,7 +54,8 @@ public struct FleetSettings: Sendable {
             logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
             logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),
             poolSize: try reader.integer("FLEET_DB_POOL_SIZE", default: 8, range: 1...200),
-            worker: worker)
+            worker: worker,
+            httpAddress: try reader.listenAddress("FLEET_HTTP_ADDRESS", default: defaultHTTPAddress))
     }
 }
 
@@ -77,6 +83,16 @@ public struct EnvironmentReader: Sendable {
             throw ConfigurationError(variable: name, reason: "'\(text)' is not one of the accepted values")
         }
         return choice
+    }
+
+    /// `host:port` (`[v6]:port`), or `off`; unset gives `value`.
+    public func listenAddress(_ name: String, default value: ListenAddress?) throws -> ListenAddress? {
+        guard let text = environment[name], !text.isEmpty else { return value }
+        if text.lowercased() == "off" { return nil }
+        guard case .tcp(let host, let port) = DispatcherAddress(text) else {
+            throw ConfigurationError(variable: name, reason: "'\(text)' is not host:port or off")
+        }
+        return ListenAddress(host: host, port: port)
     }
 
     public func list(_ name: String) throws -> [String]? {

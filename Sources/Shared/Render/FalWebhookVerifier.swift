@@ -50,20 +50,16 @@ public actor FalWebhookVerifier {
 
     /// Returns normally when the request is authentic. `headers` may use any letter case.
     public func verify(headers: [String: String], body: Data) async throws(FalWebhookError) {
-        var lowered: [String: String] = [:]
-        for (name, value) in headers { lowered[name.lowercased()] = value }
-        func required(_ name: String) throws(FalWebhookError) -> String {
-            guard let value = lowered[name], !value.isEmpty else { throw FalWebhookError.missingHeader(name) }
-            return value
+        let fields = WebhookHeaders(headers)
+        let requestID = try fields.required(Header.requestID, or: FalWebhookError.missingHeader)
+        let userID = try fields.required(Header.userID, or: FalWebhookError.missingHeader)
+        let timestamp = try fields.required(Header.timestamp, or: FalWebhookError.missingHeader)
+        let signatureHex = try fields.required(Header.signature, or: FalWebhookError.missingHeader)
+        switch WebhookHeaders.freshness(of: timestamp, now: now(), tolerance: tolerance) {
+        case .fresh: break
+        case .malformed: throw FalWebhookError.malformedTimestamp
+        case .stale(let skew): throw FalWebhookError.staleTimestamp(skewSeconds: skew)
         }
-        let requestID = try required(Header.requestID)
-        let userID = try required(Header.userID)
-        let timestamp = try required(Header.timestamp)
-        let signatureHex = try required(Header.signature)
-
-        guard let seconds = Int(timestamp) else { throw FalWebhookError.malformedTimestamp }
-        let skew = now().timeIntervalSince1970 - TimeInterval(seconds)
-        guard abs(skew) <= tolerance else { throw FalWebhookError.staleTimestamp(skewSeconds: Int(skew)) }
         guard let signature = Self.hexBytes(signatureHex), signature.count == Int(crypto_sign_BYTES) else {
             throw FalWebhookError.malformedSignature
         }

@@ -163,16 +163,17 @@ public struct RenderStore: Sendable {
         ).rows.first?["payload"].map { Data($0.utf8) }
     }
 
-    /// Stores a verified callback and wakes the render's worker. False for a duplicate
-    /// (acknowledged, not applied again).
-    public func recordProviderEvent(provider: String, requestID: String, payload: Data) async throws -> Bool {
+    /// Stores a verified callback once per `requestID` and, in the same statement, announces
+    /// `announce` (default: `requestID`) on `fleet_render_events` to wake whoever waits for it.
+    /// False for a duplicate (acknowledged, neither stored nor announced again). `payload` must be JSON.
+    public func recordProviderEvent(provider: String, requestID: String, announce: String? = nil, payload: Data) async throws -> Bool {
         try await pool.query("""
             WITH stored AS (
                 INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
                 ON CONFLICT DO NOTHING RETURNING request_id
             )
-            SELECT pg_notify('\(RenderChannel.events)', request_id) FROM stored
-            """, [provider, requestID, String(decoding: payload, as: UTF8.self)]).rows.count == 1
+            SELECT pg_notify('\(RenderChannel.events)', $4) FROM stored
+            """, [provider, requestID, String(decoding: payload, as: UTF8.self), announce ?? requestID]).rows.count == 1
     }
 
     static func record(_ row: PostgresRow) throws -> RenderRecord {

@@ -1,13 +1,18 @@
+import FleetHTTP
 import Foundation
 import Logging
 import ServiceLifecycle
 
-/// Start-up shared by the executables: settings, logging, migrations, signals.
+/// Start-up shared by the executables: settings, logging, metrics, migrations, signals.
 public enum FleetProcess {
-    /// Reads the settings and installs logging. A bad setting throws, naming its variable.
-    public static func bootstrap(defaultConcurrency: [JobKind: Int] = [:]) throws -> FleetSettings {
-        let settings = try FleetSettings.load(from: ProcessInfo.processInfo.environment, defaultConcurrency: defaultConcurrency)
+    /// Reads the settings and installs logging and metrics. A bad setting throws, naming its variable.
+    public static func bootstrap(
+        defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil
+    ) throws -> FleetSettings {
+        let settings = try FleetSettings.load(
+            from: ProcessInfo.processInfo.environment, defaultConcurrency: defaultConcurrency, defaultHTTPAddress: defaultHTTPAddress)
         FleetLogging.bootstrap(format: settings.logFormat, level: settings.logLevel)
+        FleetMetrics.bootstrap()
         return settings
     }
 
@@ -36,13 +41,24 @@ public enum FleetProcess {
         let runtime = WorkerRuntime(
             executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(pool: pool),
             conninfo: settings.databaseURL, handlers: handlers, logger: logger)
-        try await runServices([runtime], logger: logger)
+        try await runServices([runtime], http: http(settings, pool: pool, logger: logger), logger: logger)
     }
 
-    /// Runs services until SIGTERM or SIGINT starts their graceful shutdown.
-    public static func runServices(_ services: [any Service], logger: Logger) async throws {
+    /// The executable's HTTP side when `FLEET_HTTP_ADDRESS` is on, serving the process's metrics.
+    public static func http(
+        _ settings: FleetSettings, pool: PostgresPool, routes: [any HTTPRoutes] = [], logger: Logger
+    ) -> ProcessHTTP? {
+        settings.httpAddress.map {
+            ProcessHTTP(address: $0, pool: pool, registry: FleetMetrics.registry, routes: routes, logger: logger)
+        }
+    }
+
+    /// Runs services (wrapped by `http` when there is one) until SIGTERM or SIGINT starts their
+    /// graceful shutdown.
+    public static func runServices(_ services: [any Service], http: ProcessHTTP? = nil, logger: Logger) async throws {
+        let all = http?.around(services) ?? services
         let group = ServiceGroup(configuration: .init(
-            services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            services: all.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

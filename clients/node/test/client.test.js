@@ -37,8 +37,13 @@ function exited(child) {
 
 before(async () => {
   port = await freePort();
+  // Its HTTP listener on a free port too: the default 9090 may be taken on a shared machine.
+  const httpPort = await freePort();
   dispatcher = spawn(path.join(binDir, 'dispatcher'), ['run'], {
-    env: { ...environment(), FLEET_DISPATCHER_TCP: `127.0.0.1:${port}`, FLEET_DISPATCHER_SOCKET: socketPath, FLEET_DISPATCHER_TOKEN: token },
+    env: {
+      ...environment(), FLEET_DISPATCHER_TCP: `127.0.0.1:${port}`, FLEET_DISPATCHER_SOCKET: socketPath, FLEET_DISPATCHER_TOKEN: token,
+      FLEET_HTTP_ADDRESS: `127.0.0.1:${httpPort}`,
+    },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const deadline = Date.now() + 60_000;

@@ -1,0 +1,73 @@
+import FleetHTTP
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import Shared
+
+/// The dispatcher's provider webhooks, `POST /webhooks/{provider}`: read the body (at most
+/// `maxBodyBytes`), authenticate it, store it once and announce it (`RenderStore.recordProviderEvent`).
+/// 200 for a new or repeated delivery, 4xx for a request that must not come again, 5xx for
+/// one the provider should deliver again. Logs name the provider, status and reason only:
+/// never headers (signatures) or bodies.
+public struct WebhookRoutes: HTTPRoutes {
+    let sources: [any WebhookSource]
+    let store: RenderStore
+    let maxBodyBytes: Int
+    let logger: Logger
+
+    public init(sources: [any WebhookSource], store: RenderStore, maxBodyBytes: Int, logger: Logger) {
+        self.sources = sources
+        self.store = store
+        self.maxBodyBytes = maxBodyBytes
+        self.logger = logger
+    }
+
+    /// fal's and Replicate's endpoints as `dispatcher run` serves them; fal's keys come through `http`.
+    public init(settings: WebhookSettings, http: any HTTPClient, store: RenderStore, logger: Logger) {
+        self.init(
+            sources: [
+                FalWebhookSource(verifier: FalWebhookVerifier(http: http, jwksURL: settings.falJWKSURL)),
+                ReplicateWebhookSource(verifier: settings.replicate),
+            ],
+            store: store, maxBodyBytes: settings.maxBodyBytes, logger: logger)
+    }
+
+    public func register(on router: Router<BasicRequestContext>) {
+        for source in sources {
+            router.post("/webhooks/\(source.provider)") { request, _ in await receive(request, from: source) }
+        }
+    }
+
+    func receive(_ request: Request, from source: any WebhookSource) async -> Response {
+        let body: Data
+        do {
+            body = Data(buffer: try await request.body.collect(upTo: maxBodyBytes))
+        } catch {
+            return refuse(source, WebhookRejection(status: 413, reason: "body larger than \(maxBodyBytes) bytes, or not received whole"))
+        }
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        let event: ProviderEvent
+        do {
+            event = try await source.event(headers: headers, body: body)
+        } catch {
+            return refuse(source, error)
+        }
+        do {
+            let stored = try await store.recordProviderEvent(provider: source.provider, requestID: event.key, announce: event.announce, payload: body)
+            logger.debug("webhook received", metadata: ["provider": "\(source.provider)", "event": "\(event.key)", "duplicate": "\(!stored)"])
+            return JSONResponse.make(.ok, ["stored": stored])
+        } catch {
+            logger.error("webhook not stored", metadata: ["provider": "\(source.provider)", "error": "\(error)"])
+            return refuse(source, WebhookRejection(status: 503, reason: "the event could not be stored; deliver it again"))
+        }
+    }
+
+    private func refuse(_ source: any WebhookSource, _ rejection: WebhookRejection) -> Response {
+        logger.log(level: rejection.status >= 500 ? .error : .warning, "webhook refused", metadata: [
+            "provider": "\(source.provider)", "status": "\(rejection.status)", "reason": "\(rejection.reason)",
+        ])
+        return JSONResponse.make(HTTPResponse.Status(code: rejection.status), ["error": rejection.reason])
+    }
+}

@@ -1,0 +1,29 @@
+import FleetHTTP
+import Logging
+import Prometheus
+import ServiceLifecycle
+
+/// An executable's HTTP side on `FLEET_HTTP_ADDRESS`: `/healthz`, `/readyz` (database answers,
+/// not draining), `/metrics`, and whatever routes the executable adds (the dispatcher's webhooks).
+public struct ProcessHTTP: Sendable {
+    public let listener: HTTPListener
+    public let drain: DrainSignal
+
+    public init(
+        address: ListenAddress, pool: PostgresPool, registry: PrometheusCollectorRegistry,
+        routes: [any HTTPRoutes] = [], logger: Logger
+    ) {
+        let drain = DrainSignal()
+        self.drain = drain
+        listener = HTTPListener(
+            address: address,
+            routes: [ProbeRoutes(checks: [drain, DatabaseReadiness(pool: pool)]), MetricsRoutes(registry: registry)] + routes,
+            logger: logger)
+    }
+
+    /// `services` with the listener first (it stops last, answering probes while the others
+    /// drain) and the drain signal last (it is raised first).
+    public func around(_ services: [any Service]) -> [any Service] {
+        [listener] + services + [drain.sentinel]
+    }
+}

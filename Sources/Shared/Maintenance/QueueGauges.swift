@@ -1,0 +1,54 @@
+import Logging
+import Metrics
+import ServiceLifecycle
+
+/// Queue depth and lag per kind as gauges, for `/metrics` (the same numbers as `dispatcher stats`):
+/// - `fleet_queue_jobs{kind,state}`: `due`, `scheduled` (delayed or backing off), `running`
+/// - `fleet_queue_retrying_jobs{kind}`: waiting for another attempt after a failure
+/// - `fleet_queue_oldest_due_seconds{kind}`: how long the oldest due job has waited (0: none)
+/// - `fleet_queue_dead_last_hour{kind}`: jobs ended `dead` in the last hour, by whoever ended them
+///
+/// The dispatcher refreshes them every `interval` instead of querying at scrape time: the
+/// statement scans the jobs table's live rows, so its cost stays one per interval however
+/// many Prometheus servers scrape how often, and a slow database never makes a scrape time out.
+public struct QueueGauges: Service {
+    let queue: JobQueue
+    let interval: Duration
+    let logger: Logger
+
+    public init(queue: JobQueue, interval: Duration = .seconds(15), logger: Logger) {
+        self.queue = queue
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await refresh()
+        await cancelWhenGracefulShutdown {
+            await repeatEvery(interval) { await refresh() }
+        }
+    }
+
+    /// Reads the counts once and sets every gauge; kinds with no row read 0, so a drained queue
+    /// shows 0 rather than its last depth.
+    func refresh() async {
+        let stats: [KindStats]
+        do {
+            stats = try await queue.stats(window: .seconds(3600))
+        } catch {
+            logger.warning("queue gauges not refreshed", metadata: ["error": "\(error)"])
+            return
+        }
+        let byKind = Dictionary(stats.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        for kind in Set(JobKind.catalogue.keys).union(byKind.keys) {
+            let line = byKind[kind]
+            let dimensions = [("kind", kind.rawValue)]
+            for (state, count) in [("due", line?.due), ("scheduled", line?.scheduled), ("running", line?.running)] {
+                Gauge(label: "fleet_queue_jobs", dimensions: dimensions + [("state", state)]).record(count ?? 0)
+            }
+            Gauge(label: "fleet_queue_retrying_jobs", dimensions: dimensions).record(line?.retrying ?? 0)
+            Gauge(label: "fleet_queue_oldest_due_seconds", dimensions: dimensions).record(line?.oldestDueAge?.seconds ?? 0)
+            Gauge(label: "fleet_queue_dead_last_hour", dimensions: dimensions).record(line?.dead ?? 0)
+        }
+    }
+}

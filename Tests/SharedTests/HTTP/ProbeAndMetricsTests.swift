@@ -1,0 +1,91 @@
+import FleetHTTP
+import Foundation
+import Testing
+@testable import Shared
+
+/// `/healthz`, `/readyz` and `/metrics` over real HTTP: the dispatcher's listener in this
+/// process, and a worker executable started as its own process.
+@Suite struct ProbeAndMetricsTests {
+    @Test func probesAnswerWhileTheDatabaseIsUp() async throws {
+        let q = try await TestQueue.make()
+        try await DispatcherHTTPHarness.with(databaseURL: q.url) { http in
+            let health = try await http.get("/healthz")
+            #expect(health.status == 200)
+            let ready = try await http.get("/readyz")
+            #expect(ready.status == 200, "\(ready.text)")
+            #expect(ready.field("ready") as? Bool == true)
+            #expect(try await http.get("/nothing-here").status == 404)
+        }
+    }
+
+    @Test func readyzIs503WhenTheDatabaseDoesNotAnswer() async throws {
+        let nowhere = "postgresql://postgres@127.0.0.1:\(try freePort())/fleet?connect_timeout=2"
+        try await DispatcherHTTPHarness.with(databaseURL: nowhere) { http in
+            #expect(try await http.get("/healthz").status == 200)
+            let ready = try await http.get("/readyz")
+            #expect(ready.status == 503)
+            #expect((ready.field("reason") as? String)?.hasPrefix("database") == true, "\(ready.text)")
+        }
+    }
+
+    @Test func readyzIs503AsSoonAsTheDrainStartsWhileHealthzStaysUp() async throws {
+        let q = try await TestQueue.make()
+        let hold = DrainHold()
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, services: [hold]) { http in
+            #expect(try await http.get("/readyz").status == 200)
+            let stopping = Task { await http.group.triggerGracefulShutdown() }
+            let deadline = ContinuousClock.now + .seconds(5)
+            var ready = try await http.get("/readyz")
+            while ready.status == 200, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+                ready = try await http.get("/readyz")
+            }
+            #expect(ready.status == 503)
+            #expect((ready.field("reason") as? String)?.contains("draining") == true, "\(ready.text)")
+            // Still draining (held): the listener keeps answering.
+            #expect(try await http.get("/healthz").status == 200)
+            hold.finish()
+            await stopping.value
+        }
+    }
+
+    @Test func metricsShowJobAndQueueFiguresAfterJobsRan() async throws {
+        _ = TestMetricsOnce.shared
+        let q = try await TestQueue.make()
+        _ = try await q.queue.enqueue((0..<5).map { _ in NewJob(kind: .drillNoop) })
+        _ = try await q.queue.enqueue([try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(permanent: true), maxAttempts: 1)])
+        _ = try await q.queue.enqueue((0..<3).map { _ in NewJob(kind: .imageNormalize, delay: .seconds(3600)) })
+        let worker = RunningWorker(q, handlers: [NoopHandler(), ScriptHandler()], concurrency: [.drillNoop: 4, .drillScript: 1])
+        try await q.waitUntil("jobs ran") { try await q.states() == [.completed: 5, .dead: 1, .available: 3] }
+        try await worker.stop()
+
+        let gauges = QueueGauges(queue: q.queue, interval: .milliseconds(100), logger: testLogger)
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, services: [gauges]) { http in
+            try await q.waitUntil("gauges refreshed") {
+                Self.value(try await http.get("/metrics").text, #"fleet_queue_jobs{kind="image.normalize",state="scheduled"}"#) == 3
+            }
+            let response = try await http.get("/metrics")
+            #expect(response.status == 200)
+            #expect(response.headers.first { $0.key.lowercased() == "content-type" }?.value.hasPrefix("text/plain") == true)
+            let text = response.text
+            #expect(Self.value(text, #"fleet_jobs_claimed_total{kind="drill.noop"}"#).map { $0 >= 5 } == true, "\(text)")
+            #expect(Self.value(text, #"fleet_jobs_finished_total{kind="drill.noop",outcome="completed"}"#).map { $0 >= 5 } == true)
+            #expect(Self.value(text, #"fleet_jobs_finished_total{kind="drill.script",outcome="dead"}"#).map { $0 >= 1 } == true)
+            // Timers are histograms in seconds, with buckets past the 30 s render deadline.
+            #expect(Self.value(text, #"fleet_job_duration_seconds_count{kind="drill.noop"}"#).map { $0 >= 5 } == true)
+            #expect(text.contains(#"fleet_job_duration_seconds_bucket{kind="drill.noop",le="60"#))
+            #expect(Self.value(text, #"fleet_queue_jobs{kind="drill.noop",state="due"}"#) == 0)
+            #expect(Self.value(text, #"fleet_queue_dead_last_hour{kind="drill.script"}"#) == 1)
+            #expect(Self.value(text, #"fleet_queue_oldest_due_seconds{kind="image.normalize"}"#) == 0)
+            #expect(Self.value(text, #"fleet_queue_retrying_jobs{kind="render.run"}"#) == 0, "every catalogue kind is reported")
+        }
+    }
+
+    /// The value of the sample named exactly `series` (name and labels) in Prometheus text.
+    static func value(_ text: String, _ series: String) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+            return Double(line.dropFirst(series.count + 1))
+        }
+        return nil
+    }
+}

@@ -1,0 +1,257 @@
+import DispatcherCore
+import FakeProviders
+import Foundation
+import Testing
+@testable import Shared
+
+/// `POST /webhooks/fal` and `POST /webhooks/replicate` over real HTTP on the dispatcher's
+/// listener, against a real database: signed by FakeFal (ED25519, its JWKS) and as Replicate
+/// signs (HMAC with a whsec_ secret).
+@Suite struct WebhookEndpointTests {
+    static func falBody(_ requestID: String) -> Data {
+        Data(#"{"request_id":"\#(requestID)","status":"OK","payload":{"images":[{"url":"https://v3.fal.media/x.jpg"}]}}"#.utf8)
+    }
+
+    /// A database, a fake fal (for its keys) and the dispatcher's listener verifying against them.
+    func withFal(maxBodyBytes: Int = 8 << 20, _ body: (TestQueue, FakeFal, DispatcherHTTPHarness) async throws -> Void) async throws {
+        let q = try await TestQueue.make()
+        let fal = try await FakeFal.start()
+        do {
+            try await DispatcherHTTPHarness.with(
+                databaseURL: q.url, webhooks: WebhookSettings(falJWKSURL: fal.jwksURL, maxBodyBytes: maxBodyBytes)
+            ) { try await body(q, fal, $0) }
+        } catch {
+            await fal.stop()
+            throw error
+        }
+        await fal.stop()
+    }
+
+    func storedEvents(_ q: TestQueue, provider: String) async throws -> [String: String] {
+        var events: [String: String] = [:]
+        for row in try await q.pool.query("SELECT request_id, payload::text AS payload FROM provider_events WHERE provider = $1", [provider]).rows {
+            events[try row.string("request_id")] = try row.string("payload")
+        }
+        return events
+    }
+
+    // MARK: fal
+
+    @Test func aValidFalWebhookIsStoredAndAnnounced() async throws {
+        try await withFal { q, fal, http in
+            let log = try await RenderEventLog(databaseURL: q.url)
+            defer { log.stop() }
+            let body = Self.falBody("req-valid")
+            let response = try await http.post("/webhooks/fal", body: body, headers: fal.webhookHeaders(body: body, requestID: "req-valid"))
+            #expect(response.status == 200, "\(response.text)")
+            #expect(response.field("stored") as? Bool == true)
+            try await log.waitFor("the announcement") { $0.payloads == ["req-valid"] }
+            let stored = try await storedEvents(q, provider: "fal")
+            #expect(Array(stored.keys) == ["req-valid"])
+            // Stored as sent (jsonb normalises spacing only), and readable the way the render worker reads it.
+            let payload = try #require(try await RenderStore(pool: q.pool).providerEvent(provider: "fal", requestID: "req-valid"))
+            #expect(try FalWebhookPayload.decode(payload).requestID == "req-valid")
+        }
+    }
+
+    @Test func aReplayedFalWebhookIsAcknowledgedButAppliedOnce() async throws {
+        try await withFal { q, fal, http in
+            let log = try await RenderEventLog(databaseURL: q.url)
+            defer { log.stop() }
+            let body = Self.falBody("req-replay")
+            let headers = fal.webhookHeaders(body: body, requestID: "req-replay")
+            let first = try await http.post("/webhooks/fal", body: body, headers: headers)
+            let second = try await http.post("/webhooks/fal", body: body, headers: headers)
+            #expect(first.status == 200 && second.status == 200)
+            #expect(first.field("stored") as? Bool == true)
+            #expect(second.field("stored") as? Bool == false)
+            try await log.waitFor("the first announcement") { !$0.payloads.isEmpty }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(log.payloads == ["req-replay"], "announced once")
+            #expect(try await storedEvents(q, provider: "fal").count == 1)
+        }
+    }
+
+    @Test func aBadSignatureIsRefusedWith401() async throws {
+        try await withFal { q, fal, http in
+            let body = Self.falBody("req-bad")
+            var headers = fal.webhookHeaders(body: body, requestID: "req-bad")
+            let good = try #require(headers["X-Fal-Webhook-Signature"])
+            headers["X-Fal-Webhook-Signature"] = (good.first == "0" ? "1" : "0") + good.dropFirst()
+            let response = try await http.post("/webhooks/fal", body: body, headers: headers)
+            #expect(response.status == 401, "\(response.text)")
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    @Test func aBodyAlteredAfterSigningIsRefusedWith401() async throws {
+        try await withFal { q, fal, http in
+            let headers = fal.webhookHeaders(body: Self.falBody("req-altered"), requestID: "req-altered")
+            let altered = Data(#"{"request_id":"req-altered","status":"ERROR","error":"Invalid status code: 422","payload":null}"#.utf8)
+            let response = try await http.post("/webhooks/fal", body: altered, headers: headers)
+            #expect(response.status == 401, "\(response.text)")
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    @Test func aKeyOutsideFalsKeySetIsRefusedWith401() async throws {
+        try await withFal { q, fal, http in
+            let body = Self.falBody("req-unknown-key")
+            let headers = fal.webhookHeaders(body: body, requestID: "req-unknown-key", key: FalSigningKey())
+            let response = try await http.post("/webhooks/fal", body: body, headers: headers)
+            #expect(response.status == 401, "\(response.text)")
+            #expect((response.field("error") as? String)?.contains("does not verify") == true)
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    @Test func everyMissingHeaderIsRefusedWith401() async throws {
+        try await withFal { q, fal, http in
+            let body = Self.falBody("req-missing")
+            let signed = fal.webhookHeaders(body: body, requestID: "req-missing")
+            for name in signed.keys {
+                var headers = signed
+                headers[name] = nil
+                let response = try await http.post("/webhooks/fal", body: body, headers: headers)
+                #expect(response.status == 401, "without \(name): \(response.text)")
+                #expect((response.field("error") as? String)?.contains(name.lowercased()) == true)
+            }
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    @Test func aStaleTimestampIsRefusedWith400() async throws {
+        try await withFal { q, fal, http in
+            let body = Self.falBody("req-stale")
+            let headers = fal.webhookHeaders(body: body, requestID: "req-stale", timestamp: Date().addingTimeInterval(-400))
+            let response = try await http.post("/webhooks/fal", body: body, headers: headers)
+            #expect(response.status == 400, "\(response.text)")
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    @Test func aSignedBodyThatIsNotFalsJSONIsRefusedWith400() async throws {
+        try await withFal { q, fal, http in
+            let body = Data("not json".utf8)
+            let response = try await http.post("/webhooks/fal", body: body, headers: fal.webhookHeaders(body: body, requestID: "req-junk"))
+            #expect(response.status == 400, "\(response.text)")
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    @Test func aBodyOverTheCapIsRefusedWith413() async throws {
+        try await withFal(maxBodyBytes: 1024) { q, fal, http in
+            let body = Data(#"{"request_id":"req-big","status":"OK","payload":{"pad":"\#(String(repeating: "x", count: 2048))"}}"#.utf8)
+            let response = try await http.post("/webhooks/fal", body: body, headers: fal.webhookHeaders(body: body, requestID: "req-big"))
+            #expect(response.status == 413, "\(response.text)")
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    @Test func unreachableFalKeysAnswer503SoFalDeliversAgain() async throws {
+        let q = try await TestQueue.make()
+        let fal = try await FakeFal.start()
+        defer { Task { await fal.stop() } }
+        let nowhere = "http://127.0.0.1:\(try freePort())/.well-known/jwks.json"
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, webhooks: WebhookSettings(falJWKSURL: nowhere)) { http in
+            let body = Self.falBody("req-nokeys")
+            let response = try await http.post("/webhooks/fal", body: body, headers: fal.webhookHeaders(body: body, requestID: "req-nokeys"))
+            #expect(response.status == 503, "\(response.text)")
+            #expect(try await storedEvents(q, provider: "fal").isEmpty)
+        }
+    }
+
+    // MARK: Replicate
+
+    func withReplicate(secret: String?, _ body: (TestQueue, DispatcherHTTPHarness) async throws -> Void) async throws {
+        let q = try await TestQueue.make()
+        let verifier = try secret.map { try ReplicateWebhookVerifier(secret: $0) }
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, webhooks: WebhookSettings(replicate: verifier)) { try await body(q, $0) }
+    }
+
+    @Test func aValidReplicateWebhookIsStoredByWebhookIDAndAnnouncedByPrediction() async throws {
+        let secret = FakeReplicate.makeWebhookSecret()
+        try await withReplicate(secret: secret) { q, http in
+            let log = try await RenderEventLog(databaseURL: q.url)
+            defer { log.stop() }
+            // One prediction, two webhooks (start, completed): both kept.
+            for (id, status) in [("msg_start", "starting"), ("msg_done", "succeeded")] {
+                let body = FakeReplicate.webhookBody(predictionID: "pred-1", status: status)
+                let response = try await http.post(
+                    "/webhooks/replicate", body: body, headers: FakeReplicate.webhookHeaders(body: body, webhookID: id, secret: secret))
+                #expect(response.status == 200, "\(response.text)")
+                #expect(response.field("stored") as? Bool == true)
+            }
+            try await log.waitFor("two announcements") { $0.payloads == ["pred-1", "pred-1"] }
+            let stored = try await storedEvents(q, provider: "replicate")
+            #expect(Set(stored.keys) == ["msg_start", "msg_done"])
+            #expect(stored["msg_done"]?.contains("succeeded") == true)
+        }
+    }
+
+    @Test func aReplayedReplicateWebhookIsAppliedOnce() async throws {
+        let secret = FakeReplicate.makeWebhookSecret()
+        try await withReplicate(secret: secret) { q, http in
+            let body = FakeReplicate.webhookBody(predictionID: "pred-2")
+            let headers = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_replayed", secret: secret)
+            let first = try await http.post("/webhooks/replicate", body: body, headers: headers)
+            let second = try await http.post("/webhooks/replicate", body: body, headers: headers)
+            #expect(first.status == 200 && second.status == 200)
+            #expect(first.field("stored") as? Bool == true)
+            #expect(second.field("stored") as? Bool == false)
+            #expect(try await storedEvents(q, provider: "replicate").count == 1)
+        }
+    }
+
+    @Test func aReplicateWebhookWithAnotherSecretOrAlteredBodyIsRefusedWith401() async throws {
+        let secret = FakeReplicate.makeWebhookSecret()
+        try await withReplicate(secret: secret) { q, http in
+            let body = FakeReplicate.webhookBody(predictionID: "pred-3")
+            let forged = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_forged", secret: FakeReplicate.makeWebhookSecret())
+            let signed = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_altered", secret: secret)
+            var unsigned = signed
+            unsigned["webhook-signature"] = nil
+            let attempts = [
+                ("another secret", body, forged),
+                ("altered body", FakeReplicate.webhookBody(predictionID: "pred-3", status: "failed"), signed),
+                ("no signature", body, unsigned),
+            ]
+            for (what, sent, headers) in attempts {
+                let response = try await http.post("/webhooks/replicate", body: sent, headers: headers)
+                #expect(response.status == 401, "\(what): \(response.text)")
+            }
+            #expect(try await storedEvents(q, provider: "replicate").isEmpty)
+        }
+    }
+
+    @Test func aStaleReplicateWebhookIsRefusedWith400() async throws {
+        let secret = FakeReplicate.makeWebhookSecret()
+        try await withReplicate(secret: secret) { q, http in
+            let body = FakeReplicate.webhookBody(predictionID: "pred-4")
+            let headers = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_old", secret: secret, timestamp: Date().addingTimeInterval(-400))
+            let response = try await http.post("/webhooks/replicate", body: body, headers: headers)
+            #expect(response.status == 400, "\(response.text)")
+            #expect(try await storedEvents(q, provider: "replicate").isEmpty)
+        }
+    }
+
+    @Test func withoutASecretTheReplicateEndpointSaysItIsNotConfigured() async throws {
+        try await withReplicate(secret: nil) { q, http in
+            let body = FakeReplicate.webhookBody(predictionID: "pred-5")
+            let headers = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_x", secret: FakeReplicate.makeWebhookSecret())
+            let response = try await http.post("/webhooks/replicate", body: body, headers: headers)
+            #expect(response.status == 503)
+            #expect((response.field("error") as? String)?.contains("FLEET_REPLICATE_WEBHOOK_SECRET") == true)
+            #expect(try await storedEvents(q, provider: "replicate").isEmpty)
+        }
+    }
+
+    @Test func webhookSettingsRefuseAMalformedSecretWithoutEchoingIt() throws {
+        let error = try #require(throws: ConfigurationError.self) {
+            try WebhookSettings.load(from: ["FLEET_REPLICATE_WEBHOOK_SECRET": "not-a-whsec-secret"])
+        }
+        #expect(error.variable == "FLEET_REPLICATE_WEBHOOK_SECRET" && !error.description.contains("not-a-whsec-secret"))
+        #expect(try WebhookSettings.load(from: [:]).replicate == nil)
+        #expect(try WebhookSettings.load(from: [:]).falJWKSURL == FalWebhookVerifier.defaultJWKSURL)
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+@testable import Shared
+
+/// A worker executable (`fleet-drill`) started as a process with `FLEET_HTTP_ADDRESS`: its
+/// probes and metrics over real HTTP, through a run and a drain.
+@Suite struct WorkerHTTPTests {
+    @Test func aWorkerProcessServesProbesAndItsMetricsAndTurnsUnreadyWhenDraining() async throws {
+        let q = try await TestQueue.make()
+        let port = try freePort()
+        let worker = try WorkerProcess(databaseURL: q.url, environment: [
+            "FLEET_HTTP_ADDRESS": "127.0.0.1:\(port)", "FLEET_SHUTDOWN_GRACE_SECONDS": "10", "FLEET_CONCURRENCY": "drill.script=4",
+        ])
+        let client = CurlHTTPClient()
+        func get(_ path: String) async throws -> HTTPClientResponse {
+            try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)", timeout: .seconds(5)))
+        }
+        _ = try await q.queue.enqueue((0..<20).map { _ in NewJob(kind: .drillNoop) })
+        try await q.waitUntil("20 completed") { try await q.states()[.completed] == 20 }
+        try await q.waitUntil("listening") { (try? await get("/healthz"))?.status == 200 }
+        #expect(try await get("/readyz").status == 200)
+
+        let metrics = try await get("/metrics")
+        #expect(metrics.status == 200)
+        let text = metrics.text
+        #expect(ProbeAndMetricsTests.value(text, #"fleet_jobs_claimed_total{kind="drill.noop"}"#) == 20, "\(text)")
+        #expect(ProbeAndMetricsTests.value(text, #"fleet_jobs_finished_total{kind="drill.noop",outcome="completed"}"#) == 20)
+        #expect(ProbeAndMetricsTests.value(text, #"fleet_job_duration_seconds_count{kind="drill.noop"}"#) == 20)
+
+        // A job that outlasts the signal keeps the drain going: not ready, still alive.
+        _ = try await q.queue.enqueue([try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 3_000))])
+        try await q.waitUntil("running") { try await q.states()[.running] == 1 }
+        worker.signal(SIGTERM)
+        try await q.waitUntil("unready") { (try? await get("/readyz"))?.status == 503 }
+        #expect(try await get("/healthz").status == 200)
+        #expect(await worker.wait() == 0, "\(worker.log)")
+        #expect(try await q.states()[.completed] == 21)
+    }
+
+    @Test func aPortAlreadyInUseStopsTheWorkerNamingTheVariable() async throws {
+        let q = try await TestQueue.make()
+        let port = try freePort()
+        let first = try WorkerProcess(databaseURL: q.url, environment: ["FLEET_HTTP_ADDRESS": "127.0.0.1:\(port)"])
+        let client = CurlHTTPClient()
+        try await q.waitUntil("first listening") {
+            (try? await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz", timeout: .seconds(2))))?.status == 200
+        }
+        let second = try WorkerProcess(databaseURL: q.url, environment: ["FLEET_HTTP_ADDRESS": "127.0.0.1:\(port)"])
+        #expect(await second.wait(timeout: .seconds(30)) != 0)
+        #expect(second.log.contains("FLEET_HTTP_ADDRESS"), "\(second.log)")
+        first.signal(SIGTERM)
+        #expect(await first.wait() == 0, "\(first.log)")
+    }
+}
