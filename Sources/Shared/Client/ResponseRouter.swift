@@ -72,6 +72,18 @@ final class ResponseRouter: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
+    /// A connect that fails after the pipeline was built (nothing listening yet) removes the
+    /// handler without the channel ever being active: the greeting must still end.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        if !greeted {
+            greeted = true
+            greeting.fail(closedBecause ?? DispatcherClientError.connectionClosed)
+        }
+        let failed = pending
+        pending = [:]
+        for promise in failed.values { promise.fail(closedBecause ?? DispatcherClientError.connectionClosed) }
+    }
+
     private func failAll(_ context: ChannelHandlerContext, _ error: any Error) {
         if closedBecause == nil { closedBecause = error }
         if !greeted {

@@ -6,6 +6,18 @@ import Testing
 
 /// The wire: framing, auth, pipelining, limits and timeouts, hostile input.
 @Suite(.timeLimit(.minutes(3))) struct DispatcherProtocolTests {
+    /// A client started before its dispatcher (scripts, tests) retries connecting: each failed
+    /// attempt must end with an error, not a leaked greeting promise.
+    @Test func connectingWhereNothingListensFailsCleanly() async throws {
+        let missing = temporaryPath("no-dispatcher") + ".sock"
+        for _ in 0..<3 {
+            await #expect(throws: (any Error).self) { _ = try await DispatcherClient.connect(to: .unix(path: missing)) }
+            await #expect(throws: (any Error).self) {
+                _ = try await DispatcherClient.connect(to: .tcp(host: "127.0.0.1", port: try freePort()), connectTimeout: .seconds(1))
+            }
+        }
+    }
+
     @Test func tcpRequiresTheTokenAndAWrongOneClosesTheConnection() async throws {
         try await TestDispatcher.run { dispatcher in
             try await dispatcher.withRawConnection(.tcp) { raw in
