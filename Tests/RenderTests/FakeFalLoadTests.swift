@@ -25,6 +25,7 @@ import Testing
         let elapsed = ContinuousClock.now - started
         await fal.stop()
         #expect(outcomes.count == 500 && outcomes.allSatisfy { $0.image != nil })
-        #expect(elapsed < .seconds(15), "500 renders of 2 s took \(elapsed)")
+        // One at a time would take 1,000 s; the bound leaves room for a loaded machine.
+        #expect(elapsed < .seconds(60), "500 renders of 2 s took \(elapsed)")
     }
 }
