@@ -96,6 +96,8 @@ public struct RenderRequests: Sendable {
                     try await insert(request, provider: settings.provider, on: connection)
                 }
             }
+            // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
+            try? await pool.notify(QueueChannel.jobs, JobKind.renderRun.rawValue)
         } catch PostgresError.server(let state, _, let detail) where state == "23505" {
             // Unique violation: the same render id raced in, or the token's render exists.
             if let existing = try await store.render(id: request.renderId.value) { return existing }
@@ -137,7 +139,7 @@ public struct RenderRequests: Sendable {
         let job = try await PostgresQueueDriver.insertMany([
             try NewJob(kind: .renderRun, encoding: ["renderId": request.renderId.value], priority: 1, maxAttempts: 10,
                        idempotencyKey: "render:\(request.renderId.value)"),
-        ], on: connection)[0]
+        ], announce: false, on: connection)[0]
         try await connection.query("UPDATE renders SET job_id = $2 WHERE id = $1", [request.renderId.value, job.id])
         if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }
     }

@@ -156,15 +156,15 @@ public struct RenderStore: Sendable {
     }
 
     /// Stores a verified callback and wakes the render's worker. False for a duplicate
-    /// (acknowledged, not applied again).
+    /// (acknowledged, not applied again). The wake-up is sent after the commit (see
+    /// `PostgresPool.notify`); should it be lost, the worker's next look at the table finds it.
     public func recordProviderEvent(provider: String, requestID: String, payload: Data) async throws -> Bool {
-        try await pool.query("""
-            WITH stored AS (
-                INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
-                ON CONFLICT DO NOTHING RETURNING request_id
-            )
-            SELECT pg_notify('\(RenderChannel.events)', request_id) FROM stored
+        let stored = try await pool.query("""
+            INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
+            ON CONFLICT DO NOTHING RETURNING request_id
             """, [provider, requestID, String(decoding: payload, as: UTF8.self)]).rows.count == 1
+        if stored { try? await pool.notify(RenderChannel.events, requestID) }
+        return stored
     }
 
     static func record(_ row: PostgresRow) throws -> RenderRecord {
