@@ -131,11 +131,11 @@ public final class FakeFal: Sendable {
     public func webhookHeaders(body: Data, requestID: String, timestamp: Date = Date(), key: FalSigningKey? = nil) -> [String: String] {
         let signingKey = key ?? state.withLock { $0.signingKey }
         let seconds = String(Int(timestamp.timeIntervalSince1970))
-        let digest = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256.hash(data: body).hexString
         let signature = signingKey.sign(Array("\(requestID)\n\(userID)\n\(seconds)\n\(digest)".utf8))
         return [
             "X-Fal-Webhook-Request-Id": requestID, "X-Fal-Webhook-User-Id": userID,
-            "X-Fal-Webhook-Timestamp": seconds, "X-Fal-Webhook-Signature": signature.map { String(format: "%02x", $0) }.joined(),
+            "X-Fal-Webhook-Timestamp": seconds, "X-Fal-Webhook-Signature": signature.hexString,
         ]
     }
 
@@ -346,7 +346,7 @@ public struct FalSigningKey: Sendable {
         crypto_sign_keypair(&publicKey, &secretKey)
         self.publicKey = publicKey
         self.secretKey = secretKey
-        self.id = publicKey.prefix(4).map { String(format: "%02x", $0) }.joined()
+        self.id = publicKey.prefix(4).hexString
     }
 
     /// The JWKS `x`: base64url, unpadded.

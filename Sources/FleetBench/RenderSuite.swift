@@ -19,6 +19,8 @@ struct RenderSuite: AsyncParsableCommand {
     @Option(help: "Renders kept in flight.") var inFlight = 500
     @Option(help: "The fake provider's latency per render, in seconds.") var latency = 5.0
     @Option(help: "Seconds measured per repeat (after one latency of warm-up).") var seconds = 20.0
+    @Option(help: "Users the renders are spread over, round robin, each with credits (1: every render contends for one user's credits).")
+    var users = 1000
 
     func run() async throws {
         let database = try await BenchDatabase.prepare()
@@ -27,12 +29,16 @@ struct RenderSuite: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: root) }
         try await prepareImages(root: root)
         try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: database.pool)
-        try await database.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('bench', 100000000)")
+        try await database.pool.query(
+            "INSERT INTO credits (user_id, total_granted) SELECT 'bench-' || n, 100000000 FROM generate_series(1, $1::integer) AS n", [users])
 
+        // Requests and webhooks are the dispatcher's work: they get a pool of its default size,
+        // apart from the loop's own reads, as they would in production.
+        let dispatcherPool = PostgresPool(conninfo: database.url, maxConnections: 8, applicationName: "fleet-bench-dispatcher")
         let http = CurlHTTPClient(maxConnectionsPerHost: 1024)
         let fal = try await FakeFal.start(webhookClient: http, recordRequests: false)
         fal.update { $0.latency = .milliseconds(Int64(latency * 1000)) }
-        let receiver = try await webhookReceiver(store: RenderStore(pool: database.pool), http: http, jwksURL: fal.jwksURL)
+        let receiver = try await webhookReceiver(store: RenderStore(pool: dispatcherPool), http: http, jwksURL: fal.jwksURL)
         let worker = try ChildProcess(
             URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("render-worker").path, [],
             environment: ProcessInfo.processInfo.environment.merging([
@@ -43,7 +49,7 @@ struct RenderSuite: AsyncParsableCommand {
             outputPath: NSTemporaryDirectory() + "fleet-bench-render-worker.log")
 
         var report = Report()
-        let loop = ClosedLoop(requests: RenderRequests(pool: database.pool), pool: database.pool, inFlight: inFlight)
+        let loop = ClosedLoop(requests: RenderRequests(pool: dispatcherPool), pool: database.pool, inFlight: inFlight, users: users)
         try await loop.fill()
         progress("\(inFlight) renders in flight; warming up for \(latency) s")
         try await loop.run(for: .milliseconds(Int64(latency * 1000)))
@@ -107,33 +113,36 @@ final class ClosedLoop: @unchecked Sendable {
     let requests: RenderRequests
     let pool: PostgresPool
     let inFlight: Int
+    let users: Int
     private var open: Set<String> = []
     private var next = 0
 
-    init(requests: RenderRequests, pool: PostgresPool, inFlight: Int) {
+    init(requests: RenderRequests, pool: PostgresPool, inFlight: Int, users: Int) {
         self.requests = requests
         self.pool = pool
         self.inFlight = inFlight
+        self.users = max(1, users)
     }
 
     func fill() async throws {
         let missing = inFlight - open.count
         guard missing > 0 else { return }
-        let ids = (0..<missing).map { _ in next += 1; return "bench-\(next)" }
+        let ids = (0..<missing).map { _ in next += 1; return next }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for chunk in stride(from: 0, to: ids.count, by: max(1, ids.count / 8)) {
                 let slice = ids[chunk..<min(ids.count, chunk + max(1, ids.count / 8))]
                 group.addTask {
-                    for id in slice {
+                    for n in slice {
+                        // The photos are all in one tree; the requester (whose credits pay) varies.
                         _ = try await self.requests.request(RenderRequest(
-                            renderId: StorageID(id), requester: .user("bench"), ownerId: StorageID("bench"),
+                            renderId: StorageID("bench-\(n)"), requester: .user("bench-\(n % self.users + 1)"), ownerId: StorageID("bench"),
                             garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
                     }
                 }
             }
             try await group.waitForAll()
         }
-        open.formUnion(ids)
+        open.formUnion(ids.map { "bench-\($0)" })
     }
 
     /// Renders that ended since the last look, with their request-to-end time in seconds.
@@ -174,7 +183,7 @@ final class ClosedLoop: @unchecked Sendable {
     /// Every completed render consumed exactly one credit.
     func checkCredits() async throws {
         let row = try await pool.query("""
-            SELECT (SELECT total_consumed FROM credits WHERE user_id = 'bench') AS consumed,
+            SELECT (SELECT sum(total_consumed) FROM credits) AS consumed,
                    (SELECT count(*) FROM renders WHERE status = 'complete') AS complete
             """).rows[0]
         guard try row.int("consumed") == row.int("complete") else {

@@ -41,7 +41,7 @@ struct FleetDemo: AsyncParsableCommand {
         let storage = FileImageStorage(root: settings.storageRoot)
         let run = String(UUID().uuidString.prefix(8)).lowercased()
         let user = try StorageID("demo-\(run)")
-        print("demo user \(user), storage \(settings.storageRoot), dispatcher \(address)")
+        progress("demo user \(user), storage \(settings.storageRoot), dispatcher \(address)")
 
         // What the backend does on upload: store the file, ask the dispatcher to normalise it.
         try await storage.write(try Data(contentsOf: URL(fileURLWithPath: body)), to: .upload(user: user, upload: StorageID("body")))

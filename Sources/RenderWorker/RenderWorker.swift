@@ -23,6 +23,8 @@ struct Run: WorkerRunCommand {
         let reader = EnvironmentReader(environment: environment)
         let http = CurlHTTPClient(maxConnectionsPerHost: 256)
         let logger = Logger(label: executable)
+        // Hundreds of renders at once: each result's re-encode runs single-threaded.
+        try Vips.shareCores(among: settings.worker.concurrency[.renderRun] ?? 1)
         let events = RenderEvents(conninfo: settings.databaseURL, logger: logger)
         _ = events.start()  // listens for the life of the process
         let options = RenderOptions(

@@ -54,6 +54,17 @@ public actor PostgresPool {
         try await withConnection { try await $0.query(sql, parameters) }
     }
 
+    /// Sends `payload` on `channel` in a transaction of its own whose commit does not wait for
+    /// the disk. PostgreSQL queues notifications in commit order under one database-wide lock,
+    /// held until the notifying transaction's commit is flushed: a notify inside a durable write
+    /// makes all such writes flush one after another instead of together. A notification is a
+    /// hint (its listeners also poll) that a crash loses anyway, so this one needs no flush.
+    public nonisolated func notify(_ channel: String, _ payload: String) async throws {
+        try await query("""
+            SELECT pg_notify($1, $2) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
+            """, [channel, payload])
+    }
+
     private func acquire() async throws -> PostgresConnection {
         while true {
             if let connection = idle.popLast() {

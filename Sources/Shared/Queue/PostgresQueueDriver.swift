@@ -78,8 +78,9 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     /// The enqueue statement on a given connection, so that a caller's transaction (a render
-    /// request) can create its job atomically with its own rows.
-    public static func insertMany(_ jobs: [NewJob], on connection: PostgresConnection) async throws -> [EnqueuedJob] {
+    /// request) can create its job atomically with its own rows. Without `announce`, no
+    /// `fleet_jobs` notification: the caller sends it after its commit (`PostgresPool.notify`).
+    public static func insertMany(_ jobs: [NewJob], announce: Bool = true, on connection: PostgresConnection) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
         // Keys repeated inside the batch would make ON CONFLICT touch a row twice: send each once.
         var unique: [NewJob] = []
@@ -108,7 +109,7 @@ public struct PostgresQueueDriver: QueueDriver {
                 RETURNING id, idempotency_key, kind, (xmax = 0) AS is_new
             ), notified AS (
                 SELECT count(*) AS kinds FROM (
-                    SELECT pg_notify('\(QueueChannel.jobs)', kind) FROM (SELECT DISTINCT kind FROM inserted WHERE is_new) AS k
+                    SELECT pg_notify('\(QueueChannel.jobs)', kind) FROM (SELECT DISTINCT kind FROM inserted WHERE is_new AND \(announce)) AS k
                 ) AS n
             )
             SELECT id, idempotency_key, is_new FROM inserted, notified WHERE notified.kinds >= 0

@@ -140,5 +140,5 @@ public struct EphemeralTokens: Sendable {
         return out
     }
 
-    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+    static func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
 }

@@ -63,7 +63,7 @@ public actor FalWebhookVerifier {
         guard let signature = Self.hexBytes(signatureHex), signature.count == Int(crypto_sign_BYTES) else {
             throw FalWebhookError.malformedSignature
         }
-        let digest = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256.hash(data: body).hexString
         let message = Array("\(requestID)\n\(userID)\n\(timestamp)\n\(digest)".utf8)
 
         if let cached = keySet, now().timeIntervalSince(cached.fetched) < cacheLifetime {

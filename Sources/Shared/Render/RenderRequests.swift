@@ -96,6 +96,8 @@ public struct RenderRequests: Sendable {
                     try await insert(request, provider: settings.provider, on: connection)
                 }
             }
+            // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
+            try? await pool.notify(QueueChannel.jobs, JobKind.renderRun.rawValue)
         } catch PostgresError.server(let state, _, let detail) where state == "23505" {
             // Unique violation: the same render id raced in, or the token's render exists.
             if let existing = try await store.render(id: request.renderId.value) { return existing }
@@ -108,56 +110,62 @@ public struct RenderRequests: Sendable {
         return render
     }
 
+    /// The render, its job, the job's id on the render, then for a charged render the lock and
+    /// the reservation: the user's `credits` row is locked only for the last statement and the
+    /// commit, since concurrent requests of one user queue on that lock.
     private func insert(_ request: RenderRequest, provider: String, on connection: PostgresConnection) async throws {
         var userID: String?
         var tokenID: String?
-        var charged = false
         switch request.requester {
         case .ephemeralToken(let token):
             guard let id = try await EphemeralTokens.liveTokenID(token, on: connection) else { throw RenderRequestError.invalidToken }
             tokenID = id
         case .user(let user):
             userID = user
-            charged = try await !isSubscriber(user, on: connection)
-            if charged { try await reserveCredit(user: user, render: request.renderId.value, on: connection) }
         }
-        try await connection.query("""
+        // Charged unless a user subscribes: trial or paid and not expired; cancelled until the
+        // period ends; paid within Apple's billing grace. Onboarding renders are never charged.
+        let charged = try await connection.query("""
             INSERT INTO renders (id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, charged, deadline_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10))
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2::text IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM subscriptions WHERE user_id = $2 AND (
+                    (status IN ('trial', 'subscribed', 'cancelled') AND expires_at > now())
+                    OR (status = 'subscribed' AND expires_at + make_interval(secs => $10) > now()))
+            ), now() + make_interval(secs => $9))
+            RETURNING charged
             """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
-                  request.bodyPhotoId.value, request.category.rawValue, provider, charged, deadline.seconds])
+                  request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds]
+        ).rows[0].bool("charged")
         let job = try await PostgresQueueDriver.insertMany([
             try NewJob(kind: .renderRun, encoding: ["renderId": request.renderId.value], priority: 1, maxAttempts: 10,
                        idempotencyKey: "render:\(request.renderId.value)"),
-        ], on: connection)[0]
+        ], announce: false, on: connection)[0]
         try await connection.query("UPDATE renders SET job_id = $2 WHERE id = $1", [request.renderId.value, job.id])
+        if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }
     }
 
-    /// Trial or paid and not expired; cancelled until the period ends; paid within Apple's billing grace.
-    private func isSubscriber(_ user: String, on connection: PostgresConnection) async throws -> Bool {
-        try await connection.query("""
-            SELECT 1 FROM subscriptions WHERE user_id = $1 AND (
-                (status IN ('trial', 'subscribed', 'cancelled') AND expires_at > now())
-                OR (status = 'subscribed' AND expires_at + make_interval(secs => $2) > now()))
-            LIMIT 1
-            """, [user, billingGrace.seconds]).rows.count == 1
-    }
-
-    /// Locks the user's credits row first: the count of open reservations that follows is a
-    /// new statement, so it sees every reservation committed before the lock was granted.
+    /// Locks the user's credits row first: the reservation statement that follows is a new
+    /// statement, so its count of open reservations sees every reservation committed before
+    /// the lock was granted. The rollback of a refusal undoes the render and its job.
     private func reserveCredit(user: String, render: String, on connection: PostgresConnection) async throws {
-        let locked = try await connection.query(
-            "SELECT total_granted - total_consumed AS balance FROM credits WHERE user_id = $1 FOR UPDATE", [user]).rows.first
-        let reserved = try await connection.query(
-            "SELECT count(*) AS n FROM credit_reservations WHERE user_id = $1", [user]).rows[0]
-        guard let locked, try locked.int("balance") - reserved.int("n") >= 1 else {
+        let balance = try await connection.query(
+            "SELECT total_granted - total_consumed AS balance FROM credits WHERE user_id = $1 FOR UPDATE", [user]
+        ).rows.first.map { try $0.int("balance") } ?? 0
+        let reserved = try await connection.query("""
+            WITH reserved AS (
+                INSERT INTO credit_reservations (render_id, user_id)
+                SELECT $1, $2 WHERE $3 - (SELECT count(*) FROM credit_reservations WHERE user_id = $2) >= 1
+                RETURNING render_id
+            ), ledger AS (
+                INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
+                SELECT 'reserve:' || render_id, $2, render_id, 'reserve', 1 FROM reserved
+            )
+            SELECT render_id FROM reserved
+            """, [render, user, balance]).rows.count == 1
+        guard reserved else {
             let expired = try await connection.query(
                 "SELECT 1 FROM subscriptions WHERE user_id = $1 AND status IN ('expired', 'subscribed', 'cancelled', 'trial') LIMIT 1", [user]).rows
             throw expired.isEmpty ? RenderRequestError.insufficientCredits : RenderRequestError.subscriptionExpired
         }
-        try await connection.query("INSERT INTO credit_reservations (render_id, user_id) VALUES ($1, $2)", [render, user])
-        try await connection.query("""
-            INSERT INTO credit_ledger (key, user_id, render_id, entry, amount) VALUES ('reserve:' || $1, $2, $1, 'reserve', 1)
-            """, [render, user])
     }
 }

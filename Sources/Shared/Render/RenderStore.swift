@@ -163,17 +163,18 @@ public struct RenderStore: Sendable {
         ).rows.first?["payload"].map { Data($0.utf8) }
     }
 
-    /// Stores a verified callback once per `requestID` and, in the same statement, announces
-    /// `announce` (default: `requestID`) on `fleet_render_events` to wake whoever waits for it.
-    /// False for a duplicate (acknowledged, neither stored nor announced again). `payload` must be JSON.
+    /// Stores a verified callback once per `requestID` and announces `announce` (default:
+    /// `requestID`) on `fleet_render_events` to wake whoever waits for it. False for a duplicate
+    /// (acknowledged, neither stored nor announced again). `payload` must be JSON. The wake-up is
+    /// sent after the commit (see `PostgresPool.notify`); should it be lost, the waiter's next
+    /// look at the table finds the event.
     public func recordProviderEvent(provider: String, requestID: String, announce: String? = nil, payload: Data) async throws -> Bool {
-        try await pool.query("""
-            WITH stored AS (
-                INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
-                ON CONFLICT DO NOTHING RETURNING request_id
-            )
-            SELECT pg_notify('\(RenderChannel.events)', $4) FROM stored
-            """, [provider, requestID, String(decoding: payload, as: UTF8.self), announce ?? requestID]).rows.count == 1
+        let stored = try await pool.query("""
+            INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
+            ON CONFLICT DO NOTHING RETURNING request_id
+            """, [provider, requestID, String(decoding: payload, as: UTF8.self)]).rows.count == 1
+        if stored { try? await pool.notify(RenderChannel.events, announce ?? requestID) }
+        return stored
     }
 
     static func record(_ row: PostgresRow) throws -> RenderRecord {

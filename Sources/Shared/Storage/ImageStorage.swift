@@ -29,7 +29,9 @@ public struct FileImageStorage: ImageStorage {
     }
 
     public func write(_ data: Data, to key: StorageKey) async throws {
-        try AtomicFile.write(data, to: path(of: key))
+        // Two fsyncs: off the cooperative threads, which the process's other tasks need.
+        let path = path(of: key)
+        try await offload(on: blockingIO) { try AtomicFile.write(data, to: path) }
     }
 
     public func delete(_ key: StorageKey) async throws {
