@@ -89,6 +89,8 @@ public final class FakeFal: Sendable {
         var cancels: [String] = []
         var deliveries: [Delivery] = []
         var jwksFetches = 0
+        /// Per request id: from the submit's arrival to the moment the webhook is sent.
+        var providerTimes: [String: Duration] = [:]
     }
 
     /// - Parameter webhookClient: posts webhooks for submits that carry `fal_webhook`; without it none are sent.
@@ -120,6 +122,9 @@ public final class FakeFal: Sendable {
     public var cancelledRequestIDs: [String] { state.withLock { $0.cancels } }
     public var deliveries: [Delivery] { state.withLock { $0.deliveries } }
     public var jwksFetches: Int { state.withLock { $0.jwksFetches } }
+    /// The provider's own time for a request: from its submit's arrival to the start of its
+    /// webhook (the fake's timer, however late it fired, counts as the provider's).
+    public func providerTime(of requestID: String) -> Duration? { state.withLock { $0.providerTimes[requestID] } }
     /// The public key the JWKS serves now.
     public var publicKey: [UInt8] { state.withLock { $0.signingKey.publicKey } }
 
@@ -295,7 +300,12 @@ public final class FakeFal: Sendable {
 
     private func deliverWebhook(requestID: String, to url: String, after latency: Duration) async {
         try? await Task.sleep(for: latency)
-        guard state.withLock({ $0.jobs[requestID]?.cancelled == false }) else { return }
+        let sending = state.withLock { state -> Bool in
+            guard let job = state.jobs[requestID], !job.cancelled else { return false }
+            state.providerTimes[requestID] = .now - job.submitted
+            return true
+        }
+        guard sending else { return }
         await postWebhook(requestID: requestID, to: url)
     }
 
