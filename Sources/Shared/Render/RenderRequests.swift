@@ -98,10 +98,9 @@ public struct RenderRequests: Sendable {
             }
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
             try? await pool.notify(QueueChannel.jobs, JobKind.renderRun.rawValue)
-        } catch PostgresError.server(let state, _, let detail) where state == "23505" {
-            // Unique violation: the same render id raced in, or the token's render exists.
+        } catch PostgresError.server(let state, _, _) where state == "23505" {
+            // Unique violation: the same render id raced in (it is found), else the token's render exists.
             if let existing = try await store.render(id: request.renderId.value) { return existing }
-            if detail?.contains("ephemeral_token_id") == true { throw RenderRequestError.tokenAlreadyUsed }
             throw RenderRequestError.tokenAlreadyUsed
         }
         guard let render = try await store.render(id: request.renderId.value) else {
