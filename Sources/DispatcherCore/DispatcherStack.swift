@@ -9,12 +9,13 @@ public struct DispatcherStack: Sendable {
     public let watcher: FinishWatcher
 
     /// `liveWorkerWithin`: how recent a worker's heartbeat must be for `stats` to count it live.
+    /// `renderRecheck`: how often `render.wait`s look again in case a notification was lost.
     public static func bind(
         pool: PostgresPool, databaseURL: String, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
-        liveWorkerWithin: Duration, logger: Logger
+        liveWorkerWithin: Duration, renderRecheck: Duration = .seconds(5), logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(pool: pool))
-        let watcher = FinishWatcher(conninfo: databaseURL, logger: logger)
+        let watcher = FinishWatcher(conninfo: databaseURL, logger: logger, recheckInterval: renderRecheck)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin)
                 + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings))

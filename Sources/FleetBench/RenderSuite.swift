@@ -8,8 +8,9 @@ import Shared
 
 /// `fleet-bench render`: one `render-worker` process keeps `--in-flight` renders going against
 /// fal's queue API on a fake with a fixed latency, completed by signed webhooks (verified and
-/// stored by the dispatcher's own webhook routes). A closed loop requests a new render as each ends, so
-/// the in-flight count stays put; the rate is compared with the ideal in-flight / latency.
+/// stored by the dispatcher's own webhook routes). A closed loop, ramped up over one latency,
+/// requests a new render as each ends, so the in-flight count stays put; the rate is compared
+/// with the ideal in-flight / latency.
 struct RenderSuite: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "render",
@@ -49,9 +50,11 @@ struct RenderSuite: AsyncParsableCommand {
             outputPath: NSTemporaryDirectory() + "fleet-bench-render-worker.log")
 
         var report = Report()
-        let loop = ClosedLoop(requests: RenderRequests(pool: dispatcherPool), pool: database.pool, inFlight: inFlight, users: users)
-        try await loop.fill()
-        progress("\(inFlight) renders in flight; warming up for \(latency) s")
+        var logger = Logger(label: "fleet-bench.render")
+        logger.logLevel = .warning
+        let loop = ClosedLoop(requests: RenderRequests(pool: dispatcherPool), pool: database.pool, conninfo: database.url, inFlight: inFlight, users: users, logger: logger)
+        progress("ramping up to \(inFlight) renders in flight over \(latency) s, then warming up for \(latency) s")
+        try await loop.ramp(over: .milliseconds(Int64(latency * 1000)))
         try await loop.run(for: .milliseconds(Int64(latency * 1000)))
         for round in 1...options.repeats {
             let window = try await loop.measure(
@@ -66,6 +69,7 @@ struct RenderSuite: AsyncParsableCommand {
             report.add("render.overhead_nominal_p99", percentile(nominal, 0.99), unit: "ms")
             progress("round \(round)/\(options.repeats): \(String(format: "%.1f", window.rate)) renders/s, \(window.overheads.count) renders")
         }
+        await loop.stop()
         worker.signal(SIGTERM)
         _ = await worker.wait(timeout: .seconds(40))
         report.add("render.worker_rss", Double(worker.peakRSSKilobytes ?? 0) / 1024, unit: "MB")
@@ -118,41 +122,73 @@ struct RenderSuite: AsyncParsableCommand {
     }
 }
 
-/// Keeps a fixed number of renders in flight: each one that ends is replaced at once.
-final class ClosedLoop: @unchecked Sendable {
+/// Keeps a fixed number of renders in flight, as that many users would who each request a
+/// render, wait for it (on `fleet_renders_finished`, as `render.wait` does) and request the next.
+actor ClosedLoop {
     let requests: RenderRequests
     let pool: PostgresPool
     let inFlight: Int
     let users: Int
+    private let listener: PostgresListener
+    /// Requested and not yet seen to end.
     private var open: Set<String> = []
+    /// Seen to end since the last `takeEnded`.
+    private var ended: [String] = []
     private var next = 0
+    private var failure: (any Error)?
+    private var replacing: Task<Void, Never>?
 
-    init(requests: RenderRequests, pool: PostgresPool, inFlight: Int, users: Int) {
+    init(requests: RenderRequests, pool: PostgresPool, conninfo: String, inFlight: Int, users: Int, logger: Logger) {
         self.requests = requests
         self.pool = pool
         self.inFlight = inFlight
         self.users = max(1, users)
+        listener = PostgresListener(conninfo: conninfo, channels: [RenderChannel.finished], logger: logger)
     }
 
-    func fill() async throws {
-        let missing = inFlight - open.count
-        guard missing > 0 else { return }
-        let ids = (0..<missing).map { _ in next += 1; return next }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for chunk in stride(from: 0, to: ids.count, by: max(1, ids.count / 8)) {
-                let slice = ids[chunk..<min(ids.count, chunk + max(1, ids.count / 8))]
-                group.addTask {
-                    for n in slice {
-                        // The photos are all in one tree; the requester (whose credits pay) varies.
-                        _ = try await self.requests.request(RenderRequest(
-                            renderId: StorageID("bench-\(n)"), requester: .user("bench-\(n % self.users + 1)"), ownerId: StorageID("bench"),
-                            garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
-                    }
-                }
-            }
-            try await group.waitForAll()
+    /// Listens, then requests `inFlight` renders evenly over `duration`: all at once, they would
+    /// stay one wave every latency, the fixed latency keeping them in step. From then on each
+    /// render that ends is replaced at once.
+    func ramp(over duration: Duration) async throws {
+        listener.start()
+        replacing = Task { await replaceEnded() }
+        let start = ContinuousClock.now
+        for n in 0..<inFlight {
+            try await Task.sleep(until: start + duration * (Double(n) / Double(inFlight)))
+            try await request()
         }
-        open.formUnion(ids.map { "bench-\($0)" })
+    }
+
+    func stop() {
+        replacing?.cancel()
+        listener.stop()
+    }
+
+    private func replaceEnded() async {
+        for await event in listener.events {
+            if Task.isCancelled { return }
+            switch event {
+            case .connected:
+                break
+            case .notification(_, let id):
+                guard open.remove(id) != nil else { continue }
+                ended.append(id)
+                Task { do { try await self.request() } catch { self.failed(error) } }
+            }
+        }
+    }
+
+    private func failed(_ error: any Error) { failure = failure ?? error }
+
+    private func request() async throws {
+        next += 1
+        let n = next
+        let id = "bench-\(n)"
+        open.insert(id)
+        // The photos are all in one tree; the requester (whose credits pay) varies.
+        _ = try await requests.request(RenderRequest(
+            renderId: StorageID(id), requester: .user("bench-\(n % users + 1)"), ownerId: StorageID("bench"),
+            garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
     }
 
     struct Ended {
@@ -164,13 +200,17 @@ final class ClosedLoop: @unchecked Sendable {
         let complete: Bool
     }
 
-    /// Renders that ended since the last look.
-    private func ended() async throws -> [Ended] {
+    /// The renders seen to end since the last call.
+    private func takeEnded() async throws -> [Ended] {
+        if let failure { throw failure }
+        let ids = ended
+        ended = []
+        guard !ids.isEmpty else { return [] }
         let rows = try await pool.query("""
             SELECT id, provider_job_id, extract(epoch FROM created_at) AS requested_at,
                    extract(epoch FROM updated_at - created_at) AS seconds, status::text AS status
-            FROM renders WHERE status IN ('complete', 'failed') AND id = ANY($1::text[])
-            """, [PostgresArray(Array(open))]).rows
+            FROM renders WHERE id = ANY($1::text[])
+            """, [PostgresArray(ids)]).rows
         return try rows.map {
             Ended(id: try $0.string("id"), providerJobID: $0["provider_job_id"], requestedAt: try $0.date("requested_at"),
                   seconds: try $0.double("seconds"), complete: try $0.string("status") == "complete")
@@ -193,16 +233,15 @@ final class ClosedLoop: @unchecked Sendable {
     }
 
     /// Completions per second over `duration`, and each render's overhead.
-    func measure(for duration: Duration, latency: Double, providerTime: (String) -> Duration?) async throws -> Window {
+    func measure(for duration: Duration, latency: Double, providerTime: @Sendable (String) -> Duration?) async throws -> Window {
+        _ = try await takeEnded()
         let start = ContinuousClock.now
         let windowStart = Date()
-        var completed = 0
         var window = Window()
+        var completed = 0
         while ContinuousClock.now - start < duration {
-            try await Task.sleep(for: .milliseconds(50))
-            let done = try await ended()
-            for render in done {
-                open.remove(render.id)
+            try await Task.sleep(for: .milliseconds(100))
+            for render in try await takeEnded() {
                 guard render.complete else { throw BenchError("render \(render.id) failed") }
                 completed += 1
                 guard render.requestedAt >= windowStart else { continue }
@@ -210,7 +249,6 @@ final class ClosedLoop: @unchecked Sendable {
                 window.overheads.append((render.seconds - provider) * 1000)
                 window.nominalOverheads.append((render.seconds - latency) * 1000)
             }
-            try await fill()
         }
         window.rate = Double(completed) / (ContinuousClock.now - start).seconds
         return window

@@ -32,15 +32,20 @@ struct RenderHandler: JobHandler {
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(Payload.self)
         let logger = context.logger.with("render_id", payload.renderId.value)
-        guard let render = try await store.render(id: payload.renderId.value) else {
+        let render: RenderRecord
+        let earlier: ProviderSubmission?
+        switch try await store.start(id: payload.renderId.value) {
+        case .started(let started, let submission):
+            (render, earlier) = (started, submission)
+        case .gone:
             // Deleted with its expired onboarding token before a worker got to it: nothing to do.
             logger.warning("render no longer exists")
             return summary(payload.renderId.value, "gone")
-        }
-        if render.status.isTerminal { return summary(render.id, "already \(render.status.rawValue)") }
-        guard try await store.markProcessing(id: render.id) else {
-            _ = try await store.fail(id: render.id, code: .renderTimeout)
-            return summary(render.id, RenderErrorCode.renderTimeout.rawValue)
+        case .ended(let ended):
+            return summary(ended.id, "already \(ended.status.rawValue)")
+        case .pastDeadline(let expired):
+            _ = try await store.fail(id: expired.id, code: .renderTimeout)
+            return summary(expired.id, RenderErrorCode.renderTimeout.rawValue)
         }
         let provider: any TryOnProvider
         do {
@@ -51,7 +56,7 @@ struct RenderHandler: JobHandler {
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
         }
         let remaining = render.deadlineAt.timeIntervalSinceNow
-        let attempt = RenderAttempt(render: render, provider: provider, handler: self, logger: logger)
+        let attempt = RenderAttempt(render: render, earlier: earlier, provider: provider, handler: self, logger: logger)
         let outcome: RenderAttempt.Outcome
         do {
             outcome = try await withDeadline(.seconds(max(0, remaining))) { try await attempt.run() }
@@ -114,6 +119,9 @@ struct RenderOptions: Sendable {
     var webhookGrace: Duration = .seconds(8)
     /// The interval between polls (and between looks at the stored callbacks).
     var pollInterval: Duration = .seconds(2)
+
+    /// No callback comes without a webhook URL: then polling starts at once.
+    var callbackGrace: Duration { webhookURL == nil ? .zero : webhookGrace }
 }
 
 /// One run of one render; `run()` throws only infrastructure errors.
@@ -124,13 +132,16 @@ struct RenderAttempt: Sendable {
     }
 
     let render: RenderRecord
+    /// The provider job an earlier attempt submitted, to resume instead of paying again.
+    let earlier: ProviderSubmission?
     let provider: any TryOnProvider
     let handler: RenderHandler
     let logger: Logger
     private let submitted = SubmissionBox()
 
-    init(render: RenderRecord, provider: any TryOnProvider, handler: RenderHandler, logger: Logger) {
+    init(render: RenderRecord, earlier: ProviderSubmission?, provider: any TryOnProvider, handler: RenderHandler, logger: Logger) {
         self.render = render
+        self.earlier = earlier
         self.provider = provider
         self.handler = handler
         self.logger = logger
@@ -139,21 +150,29 @@ struct RenderAttempt: Sendable {
     func run() async throws -> Outcome {
         var retried = false
         var submission: ProviderSubmission
-        if let earlier = try await handler.store.submission(id: render.id) {
+        // A fresh submission's callback cannot be stored yet (or its announcement is held for
+        // the wait below), so the first look at the table waits for a wake-up; a resumed one's
+        // may have come while no worker waited.
+        var lookNow: Bool
+        if let earlier {
             submission = earlier
+            lookNow = true
             logger.info("resuming the provider job of an earlier attempt", metadata: ["provider_job_id": "\(earlier.jobID)"])
         } else {
             switch try await submitWithRetry(retried: &retried) {
             case .success(let made): submission = made
             case .failure(let error): return .failed("\(error)")
             }
+            lookNow = false
         }
-        let submittedAt = ContinuousClock.now
+        var submittedAt = ContinuousClock.now
         while true {
             try Task.checkCancellation()  // the deadline passed
+            if !lookNow { await waitForCallback(submission, since: submittedAt) }
+            lookNow = false
             switch await outcome(of: submission, since: submittedAt) {
             case .pending:
-                await handler.events.wait(for: submission.jobID, timeout: handler.options.pollInterval)
+                continue
             case .succeeded(let image):
                 return try await store(image)
             case .failed(let failure) where failure.retryable && !retried:
@@ -163,6 +182,7 @@ struct RenderAttempt: Sendable {
                 case .success(let made): submission = made
                 case .failure(let error): return .failed("\(error)")
                 }
+                submittedAt = ContinuousClock.now
             case .failed(let failure):
                 return .failed("\(failure)")
             }
@@ -199,6 +219,15 @@ struct RenderAttempt: Sendable {
         }
     }
 
+    /// Until the callback is announced: within the grace period that is the only wake-up (the
+    /// table is not read in vain while the provider works); after it, each poll interval too.
+    private func waitForCallback(_ submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async {
+        if case .settled = submission.state { return }
+        let graceLeft = handler.options.callbackGrace - (ContinuousClock.now - submittedAt)
+        let timeout = graceLeft > .zero ? graceLeft : handler.options.pollInterval
+        await handler.events.wait(for: submission.jobID, timeout: timeout)
+    }
+
     /// The callback if one was stored, else (after the grace period) a poll.
     private func outcome(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async -> ProviderResult {
         if case .settled(let result) = submission.state { return result }
@@ -206,7 +235,7 @@ struct RenderAttempt: Sendable {
             if let payload = try await handler.store.providerEvent(provider: "fal", requestID: submission.jobID) {
                 return try FalWebhookPayload.decode(payload).tryOnResult(provider: provider.name)
             }
-            guard ContinuousClock.now - submittedAt >= handler.options.webhookGrace else { return .pending }
+            guard ContinuousClock.now - submittedAt >= handler.options.callbackGrace else { return .pending }
             let started = ContinuousClock.now
             let result = try await provider.result(of: submission)
             RenderMetrics.providerCall(provider: provider.name, call: "poll", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)

@@ -6,7 +6,9 @@ import Synchronization
 /// Tells waiters when jobs or renders end, from the queue's `fleet_jobs_finished` and the
 /// renders' `fleet_renders_finished` notifications on one LISTEN connection for the whole
 /// process. Notifications sent while that connection was down are lost, so every
-/// (re)connection wakes every waiter to look again.
+/// (re)connection wakes every waiter to look again. A render's notification follows its ending
+/// commit (see `RenderStore.complete`) and is lost if its sender dies in between, so render
+/// waiters also look again every `recheckInterval`.
 public final class FinishWatcher: Service, Sendable {
     /// What a waiter waits for.
     public enum Watched: Hashable, Sendable {
@@ -16,12 +18,14 @@ public final class FinishWatcher: Service, Sendable {
 
     private let conninfo: String
     private let logger: Logger
+    private let recheckInterval: Duration
     private let waiters = Mutex<[Watched: [Int: AsyncStream<Void>.Continuation]]>([:])
     private let nextKey = Atomic<Int>(0)
 
-    public init(conninfo: String, logger: Logger) {
+    public init(conninfo: String, logger: Logger, recheckInterval: Duration = .seconds(5)) {
         self.conninfo = conninfo
         self.logger = logger
+        self.recheckInterval = recheckInterval
     }
 
     /// Reads `read` until `isDone` says the value is final, looking again at each wake-up for
@@ -75,16 +79,27 @@ public final class FinishWatcher: Service, Sendable {
         let listener = PostgresListener(conninfo: conninfo, channels: [QueueChannel.finished, RenderChannel.finished], logger: logger)
         listener.start()
         defer { listener.stop() }
-        for await event in listener.events.cancelOnGracefulShutdown() {
-            switch event {
-            case .connected:
-                wake { _ in true }
-            case .notification(QueueChannel.finished, let payload):
-                let ids = Set(payload.split(separator: ",").compactMap { Int64($0) }.map(Watched.job))
-                wake { ids.contains($0) }
-            case .notification(_, let renderID):
-                wake { $0 == .render(renderID) }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.recheckRenders() }
+            for await event in listener.events.cancelOnGracefulShutdown() {
+                switch event {
+                case .connected:
+                    wake { _ in true }
+                case .notification(QueueChannel.finished, let payload):
+                    let ids = Set(payload.split(separator: ",").compactMap { Int64($0) }.map(Watched.job))
+                    wake { ids.contains($0) }
+                case .notification(_, let renderID):
+                    wake { $0 == .render(renderID) }
+                }
             }
+            group.cancelAll()
+        }
+    }
+
+    /// Wakes every render waiter each `recheckInterval` until cancelled.
+    private func recheckRenders() async {
+        while (try? await Task.sleep(for: recheckInterval)) != nil {
+            wake { if case .render = $0 { true } else { false } }
         }
     }
 

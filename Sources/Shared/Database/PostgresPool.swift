@@ -60,9 +60,16 @@ public actor PostgresPool {
     /// makes all such writes flush one after another instead of together. A notification is a
     /// hint (its listeners also poll) that a crash loses anyway, so this one needs no flush.
     public nonisolated func notify(_ channel: String, _ payload: String) async throws {
+        try await notify(channel, [payload])
+    }
+
+    /// Sends each of `payloads` on `channel`, in one such transaction.
+    public nonisolated func notify(_ channel: String, _ payloads: [String]) async throws {
+        guard !payloads.isEmpty else { return }
         try await query("""
-            SELECT pg_notify($1, $2) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
-            """, [channel, payload])
+            SELECT count(pg_notify($1, payload)) FROM unnest($2::text[]) AS payload,
+                (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
+            """, [channel, PostgresArray(payloads)])
     }
 
     private func acquire() async throws -> PostgresConnection {

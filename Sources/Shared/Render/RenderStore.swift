@@ -26,13 +26,39 @@ public struct RenderStore: Sendable {
         ).rows.map(Self.record)
     }
 
-    /// pending → processing; true when the render is (now) processing and before its deadline.
-    public func markProcessing(id: String) async throws -> Bool {
-        try await pool.query("""
-            UPDATE renders SET status = 'processing', updated_at = now()
-            WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
-            RETURNING id
-            """, [id]).rows.count == 1
+    /// What `start` found.
+    public enum Start: Sendable {
+        /// Now `processing`, with the submission an earlier attempt made, if any.
+        case started(RenderRecord, earlier: ProviderSubmission?)
+        /// Deleted (its onboarding token expired).
+        case gone
+        /// Already `complete` or `failed`.
+        case ended(RenderRecord)
+        /// Still open, but its deadline has passed.
+        case pastDeadline(RenderRecord)
+    }
+
+    /// pending → processing, in one statement that also returns the row and the provider
+    /// submission an earlier attempt kept (so a worker taking over after a crash asks for that
+    /// job instead of paying for a second one).
+    public func start(id: String) async throws -> Start {
+        let rows = try await pool.query("""
+            WITH started AS (
+                UPDATE renders SET status = 'processing', updated_at = now()
+                WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
+                RETURNING \(Self.columns), provider_submission::text AS submission
+            )
+            SELECT true AS started, * FROM started
+            UNION ALL
+            SELECT false, \(Self.columns), NULL FROM renders WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM started)
+            """, [id]).rows
+        guard let row = rows.first else { return .gone }
+        let render = try Self.record(row)
+        if try row.bool("started") {
+            let earlier = try row["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) }
+            return .started(render, earlier: earlier)
+        }
+        return render.status.isTerminal ? .ended(render) : .pastDeadline(render)
     }
 
     /// Keeps what the provider returned on submit, so a worker that takes over after a crash
@@ -45,18 +71,11 @@ public struct RenderStore: Sendable {
             """, [id, submission.jobID, json])
     }
 
-    public func submission(id: String) async throws -> ProviderSubmission? {
-        guard let json = try await pool.query("SELECT provider_submission::text AS s FROM renders WHERE id = $1", [id]).rows.first?["s"] else {
-            return nil
-        }
-        return try JSONDecoder().decode(ProviderSubmission.self, from: Data(json.utf8))
-    }
-
     /// processing → complete with its result, consuming the reserved credit in the same
     /// statement. False when the render had already ended or its deadline passed: then the
     /// result is not used (a late result never revives a render).
     public func complete(id: String, resultPath: String) async throws -> Bool {
-        try await pool.query("""
+        let ended = try await pool.query("""
             WITH done AS (
                 UPDATE renders SET status = 'complete', result_path = $2, updated_at = now()
                 WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
@@ -71,13 +90,17 @@ public struct RenderStore: Sendable {
                 SELECT 'consume:' || render_id, user_id, render_id, 'consume', 1 FROM settled
                 ON CONFLICT (key) DO NOTHING RETURNING id
             )
-            SELECT id, pg_notify('\(RenderChannel.finished)', id) FROM done
+            SELECT id FROM done
             """, [id, resultPath]).rows.count == 1
+        if ended { await announceFinished([id]) }
+        return ended
     }
 
     /// → failed with `code`, releasing the reserved credit. False when it had already ended.
     public func fail(id: String, code: RenderErrorCode) async throws -> Bool {
-        try await pool.query(Self.failSQL(where: "id = $1"), [id, code.rawValue]).rows.count == 1
+        let ended = try await pool.query(Self.failSQL(where: "id = $1"), [id, code.rawValue]).rows.count == 1
+        if ended { await announceFinished([id]) }
+        return ended
     }
 
     public struct Ended: Sendable, Equatable {
@@ -89,12 +112,22 @@ public struct RenderStore: Sendable {
     /// Renders past their deadline and still open (their worker died, or never started) fail
     /// with `RENDER_TIMEOUT`, credits released.
     public func failExpired(limit: Int) async throws -> [Ended] {
-        try await pool.query(Self.failSQL(where: """
+        let ended = try await pool.query(Self.failSQL(where: """
             id IN (SELECT id FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
                    ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED)
             """, expiredOnly: true), [limit, RenderErrorCode.renderTimeout.rawValue]).rows.map {
             Ended(id: try $0.string("id"), provider: try $0.string("provider"), charged: try $0.bool("charged"))
         }
+        await announceFinished(ended.map(\.id))
+        return ended
+    }
+
+    /// Wakes `render.wait`s on `fleet_renders_finished`, after the ending commit and without a
+    /// flush of its own: a notification inside the settling transaction would hold PostgreSQL's
+    /// notify lock through that commit's flush, serialising every render's settlement. Lost
+    /// (the process died between the two), it costs a waiter one recheck interval.
+    private func announceFinished(_ ids: [String]) async {
+        try? await pool.notify(RenderChannel.finished, ids)
     }
 
     private static func failSQL(where condition: String, expiredOnly: Bool = false) -> String {
@@ -104,7 +137,7 @@ public struct RenderStore: Sendable {
             WHERE \(condition) AND status IN ('pending', 'processing')\(expiredOnly ? " AND deadline_at <= now()" : "")
             RETURNING id, provider, charged
         ), \(releaseSQL(of: "done"))
-        SELECT id, provider, charged, pg_notify('\(RenderChannel.finished)', id) FROM done
+        SELECT id, provider, charged FROM done
         """
     }
 
@@ -195,7 +228,7 @@ public enum RenderChannel {
     /// The dispatcher announces provider callbacks here (payload: the provider's request id);
     /// render workers LISTEN to it.
     public static let events = "fleet_render_events"
-    /// Sent by the statement that ends a render (payload: the render id); the dispatcher's
+    /// Sent after the commit that ends a render (payload: the render id); the dispatcher's
     /// `render.wait` LISTENs to it.
     public static let finished = "fleet_renders_finished"
 }

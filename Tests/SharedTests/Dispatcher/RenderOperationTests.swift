@@ -62,14 +62,14 @@ import Testing
             async let completed = client.send(WaitRenderRequest(renderId: "done", timeoutMs: 20_000))
             async let failed = client.send(WaitRenderRequest(renderId: "broken", timeoutMs: 20_000))
             try await Task.sleep(for: .milliseconds(300))
-            #expect(try await store.markProcessing(id: "done"))
+            guard case .started = try await store.start(id: "done") else { Issue.record("not started"); return }
             #expect(try await store.complete(id: "done", resultPath: "u1/renders/done.jpg"))
             #expect(try await store.fail(id: "broken", code: .renderFailed))
             let (done, broken) = try await (completed, failed)
             #expect(!done.timedOut && done.render.status == .complete && done.render.resultPath == "u1/renders/done.jpg")
             #expect(!broken.timedOut && broken.render.status == .failed && broken.render.errorCode == "RENDER_FAILED")
-            // Woken by the notification, not by the 20 s timeout.
-            #expect(ContinuousClock.now - started < .seconds(10))
+            // Woken by the notification, not by the 5 s recheck or the 20 s timeout.
+            #expect(ContinuousClock.now - started < .seconds(4))
 
             let stuck = try await client.send(WaitRenderRequest(renderId: "stuck", timeoutMs: 200))
             #expect(stuck.timedOut && stuck.render.status == .pending)
@@ -82,6 +82,23 @@ import Testing
         }
     }
 
+    @Test func renderWaitLooksAgainWhenTheNotificationIsLost() async throws {
+        try await TestDispatcher.run(renderRecheck: .milliseconds(300)) { dispatcher in
+            let client = try await dispatcher.client()
+            try await Self.grant(dispatcher, "u1", credits: 1)
+            _ = try await client.send(Self.request("r1"))
+            async let waited = client.send(WaitRenderRequest(renderId: "r1", timeoutMs: 20_000))
+            try await Task.sleep(for: .milliseconds(200))
+            // Ended as by a worker killed between its commit and its notification: no NOTIFY.
+            try await dispatcher.queue.pool.query("UPDATE renders SET status = 'failed', error_code = 'RENDER_FAILED' WHERE id = 'r1'")
+            let started = ContinuousClock.now
+            let result = try await waited
+            #expect(!result.timedOut && result.render.status == .failed)
+            #expect(ContinuousClock.now - started < .seconds(5))
+            await client.close()
+        }
+    }
+
     @Test func thumbsDownRefundsOnceAndOnlyTheOwnersCompleteRenders() async throws {
         try await TestDispatcher.run { dispatcher in
             let client = try await dispatcher.client()
@@ -90,7 +107,7 @@ import Testing
             _ = try await client.send(Self.request("r1"))
             let down = RenderFeedbackRequest(renderId: "r1", userId: "u1", vote: .down, category: "fit")
             #expect(await Self.code { try await client.send(down) } == "RENDER_NOT_COMPLETE")
-            #expect(try await store.markProcessing(id: "r1"))
+            guard case .started = try await store.start(id: "r1") else { Issue.record("not started"); return }
             #expect(try await store.complete(id: "r1", resultPath: "u1/renders/r1.jpg"))
             #expect(try await Self.credits(dispatcher, "u1") == (2, 1))
             #expect(await Self.code { try await client.send(RenderFeedbackRequest(renderId: "r1", userId: "u2", vote: .down)) } == "NOT_FOUND")

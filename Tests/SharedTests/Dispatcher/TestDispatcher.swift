@@ -16,7 +16,7 @@ struct TestDispatcher: Sendable {
 
     static func run(
         _ configure: (inout DispatcherSettings) -> Void = { _ in }, renderSettings: RenderRequestSettings = RenderRequestSettings(),
-        _ body: (TestDispatcher) async throws -> Void
+        renderRecheck: Duration = .seconds(5), _ body: (TestDispatcher) async throws -> Void
     ) async throws {
         let queue = try await TestQueue.make()
         var settings = try DispatcherSettings.load(from: [:])
@@ -26,7 +26,7 @@ struct TestDispatcher: Sendable {
         configure(&settings)
         let stack = try await DispatcherStack.bind(
             pool: queue.pool, databaseURL: queue.url, settings: settings, renderSettings: renderSettings,
-            liveWorkerWithin: .seconds(90), logger: testLogger)
+            liveWorkerWithin: .seconds(90), renderRecheck: renderRecheck, logger: testLogger)
         let dispatcher = TestDispatcher(
             queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
             settings: settings)
