@@ -192,6 +192,9 @@ struct RenderFixture {
         #expect(linked.userId == "u9" && linked.ephemeralTokenId == nil)
         #expect(try await f.credits("u9") == (2, 0, 0))
         #expect(try await f.store.renders(userID: "u9", limit: 10).map(\.id) == ["r1"])
+        // The app retrying its request after the link gets the render, not a refusal.
+        #expect(try await request("r1", issued.token).userId == "u9")
+        await #expect(throws: RenderRequestError.invalidToken) { _ = try await request("r5", issued.token) }
         // An expired token authorises nothing.
         let short = EphemeralTokens(pool: f.q.pool, ttl: .milliseconds(1))
         let expired = try await short.issue()

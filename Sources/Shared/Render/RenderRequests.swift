@@ -88,31 +88,31 @@ public struct RenderRequests: Sendable {
         guard supportedCategories(settings.provider).contains(request.category) else {
             throw RenderRequestError.invalidCategory("\(request.category.rawValue) is not supported by the provider \(settings.provider)")
         }
-        let store = RenderStore(pool: pool)
-        if let existing = try await store.render(id: request.renderId.value) { return existing }
         do {
-            try await pool.withConnection { connection in
+            let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
                     try await insert(request, provider: settings.provider, on: connection)
                 }
             }
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
             try? await pool.notify(QueueChannel.jobs, JobKind.renderRun.rawValue)
+            return render
         } catch PostgresError.server(let state, _, _) where state == "23505" {
-            // Unique violation: the same render id raced in (it is found), else the token's render exists.
-            if let existing = try await store.render(id: request.renderId.value) { return existing }
+            // Unique violation: the same render id again (it is returned: nothing is charged
+            // twice), else the token's render exists.
+            if let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) { return existing }
             throw RenderRequestError.tokenAlreadyUsed
+        } catch RenderRequestError.invalidToken {
+            // A retry after the token was linked still finds the render it made.
+            if let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) { return existing }
+            throw RenderRequestError.invalidToken
         }
-        guard let render = try await store.render(id: request.renderId.value) else {
-            throw QueueError.internalMismatch("render \(request.renderId) vanished after its insert")
-        }
-        return render
     }
 
     /// The render, its job, the job's id on the render, then for a charged render the lock and
     /// the reservation: the user's `credits` row is locked only for the last statement and the
     /// commit, since concurrent requests of one user queue on that lock.
-    private func insert(_ request: RenderRequest, provider: String, on connection: PostgresConnection) async throws {
+    private func insert(_ request: RenderRequest, provider: String, on connection: PostgresConnection) async throws -> RenderRecord {
         var userID: String?
         var tokenID: String?
         switch request.requester {
@@ -139,8 +139,10 @@ public struct RenderRequests: Sendable {
             try NewJob(kind: .renderRun, encoding: ["renderId": request.renderId.value], priority: 1, maxAttempts: 10,
                        idempotencyKey: "render:\(request.renderId.value)"),
         ], announce: false, on: connection)[0]
-        try await connection.query("UPDATE renders SET job_id = $2 WHERE id = $1", [request.renderId.value, job.id])
+        let render = try RenderStore.record(try await connection.query(
+            "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderId.value, job.id]).rows[0])
         if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }
+        return render
     }
 
     /// Locks the user's credits row first: the reservation statement that follows is a new
