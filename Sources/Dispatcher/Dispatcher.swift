@@ -31,21 +31,21 @@ struct Run: AsyncParsableCommand {
         let schedule = try ScheduleSettings.load(from: ProcessInfo.processInfo.environment)
         let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
         let logger = Logger(label: "dispatcher")
-        try await FleetProcess.migrate(settings, logger: logger)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
-        let driver = PostgresQueueDriver(pool: pool)
-        let queue = JobQueue(driver: driver)
-        let stack = try await DispatcherStack.bind(
-            pool: pool, databaseURL: settings.databaseURL, settings: socketSettings, renderSettings: renderSettings,
-            liveWorkerWithin: settings.worker.lease * 3, logger: logger)
-        let renders = RenderStore(pool: pool)
         let http = FleetProcess.http(
-            settings, pool: pool, routes: [WebhookRoutes(settings: webhooks, http: CurlHTTPClient(), store: renders, logger: logger)], logger: logger)
-        logger.info("dispatcher started")
-        let tasks = MaintenanceTasks(pool: pool, logger: logger)
-        let scheduler = Scheduler(
-            settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
-            perform: { try await tasks.run($0) }, logger: logger)
-        try await FleetProcess.runServices([scheduler, QueueGauges(queue: queue, logger: logger)] + stack.services, http: http, logger: logger)
+            settings, pool: pool,
+            routes: [WebhookRoutes(settings: webhooks, http: CurlHTTPClient(), store: RenderStore(pool: pool), logger: logger)], logger: logger)
+        try await FleetProcess.run(http: http, logger: logger) {
+            try await FleetProcess.migrate(settings, logger: logger)
+            let stack = try await DispatcherStack.bind(
+                pool: pool, databaseURL: settings.databaseURL, settings: socketSettings, renderSettings: renderSettings,
+                liveWorkerWithin: settings.worker.lease * 3, logger: logger)
+            logger.info("dispatcher started")
+            let tasks = MaintenanceTasks(pool: pool, logger: logger)
+            let scheduler = Scheduler(
+                settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
+                perform: { try await tasks.run($0) }, logger: logger)
+            return [scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(pool: pool)), logger: logger)] + stack.services
+        }
     }
 }

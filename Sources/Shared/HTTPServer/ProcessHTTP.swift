@@ -3,21 +3,23 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 
-/// An executable's HTTP side on `FLEET_HTTP_ADDRESS`: `/healthz`, `/readyz` (database answers,
-/// not draining), `/metrics`, and whatever routes the executable adds (the dispatcher's webhooks).
+/// An executable's HTTP side on `FLEET_HTTP_ADDRESS`: `/healthz`, `/readyz` (started, database
+/// answers, not draining), `/metrics`, and whatever routes the executable adds (the dispatcher's
+/// webhooks).
 public struct ProcessHTTP: Sendable {
     public let listener: HTTPListener
+    public let started: StartupSignal
     public let drain: DrainSignal
 
     public init(
         address: ListenAddress, pool: PostgresPool, registry: PrometheusCollectorRegistry,
         routes: [any HTTPRoutes] = [], logger: Logger
     ) {
-        let drain = DrainSignal()
-        self.drain = drain
+        let (started, drain) = (StartupSignal(), DrainSignal())
+        (self.started, self.drain) = (started, drain)
         listener = HTTPListener(
             address: address,
-            routes: [ProbeRoutes(checks: [drain, DatabaseReadiness(pool: pool)]), MetricsRoutes(registry: registry)] + routes,
+            routes: [ProbeRoutes(checks: [started, drain, DatabaseReadiness(pool: pool)]), MetricsRoutes(registry: registry)] + routes,
             logger: logger)
     }
 

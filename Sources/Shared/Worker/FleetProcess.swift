@@ -36,12 +36,13 @@ public enum FleetProcess {
         executable: String, settings: FleetSettings, handlers: [any JobHandler]
     ) async throws {
         let logger = Logger(label: executable)
-        try await migrate(settings, logger: logger)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: executable)
-        let runtime = WorkerRuntime(
-            executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(pool: pool),
-            conninfo: settings.databaseURL, handlers: handlers, logger: logger)
-        try await runServices([runtime], http: http(settings, pool: pool, logger: logger), logger: logger)
+        try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
+            try await migrate(settings, logger: logger)
+            return [WorkerRuntime(
+                executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(pool: pool),
+                conninfo: settings.databaseURL, handlers: handlers, logger: logger)]
+        }
     }
 
     /// The executable's HTTP side when `FLEET_HTTP_ADDRESS` is on, serving the process's metrics.
@@ -53,12 +54,37 @@ public enum FleetProcess {
         }
     }
 
-    /// Runs services (wrapped by `http` when there is one) until SIGTERM or SIGINT starts their
-    /// graceful shutdown.
-    public static func runServices(_ services: [any Service], http: ProcessHTTP? = nil, logger: Logger) async throws {
-        let all = http?.around(services) ?? services
+    /// Runs until SIGTERM or SIGINT starts the graceful shutdown. The HTTP side (when there is
+    /// one) answers from the start, `/readyz` saying "starting" while `startup` applies the
+    /// migrations and builds the services (a long migration must not look like a dead process);
+    /// then the services run.
+    public static func run(
+        http: ProcessHTTP?, logger: Logger, startup: @escaping @Sendable () async throws -> [any Service]
+    ) async throws {
+        let main = StartupThenServices(startup: startup, started: http?.started, logger: logger)
+        let all = http?.around([main]) ?? [main]
         let group = ServiceGroup(configuration: .init(
             services: all.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+}
+
+/// Start-up, then the services it built as a group of their own (which drains when the
+/// process's group does).
+private struct StartupThenServices: Service {
+    let startup: @Sendable () async throws -> [any Service]
+    let started: StartupSignal?
+    let logger: Logger
+
+    func run() async throws {
+        let services: [any Service]
+        do {
+            services = try await cancelWhenGracefulShutdown { try await startup() }
+        } catch is CancellationError {
+            logger.info("stopped before start-up finished")
+            return
+        }
+        started?.markStarted()
+        try await ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger)).run()
     }
 }

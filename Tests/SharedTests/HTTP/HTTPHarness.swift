@@ -26,6 +26,8 @@ struct DispatcherHTTPHarness {
         let http = ProcessHTTP(
             address: ListenAddress(host: "127.0.0.1", port: 0), pool: pool, registry: TestMetricsOnce.registry,
             routes: [routes], logger: testLogger)
+        // The given services need no start-up (`FleetProcess.run` marks this after migrations).
+        http.started.markStarted()
         let group = ServiceGroup(configuration: .init(services: http.around(services).map { .init(service: $0) }, logger: testLogger))
         let running = Task { try await group.run() }
         guard let port = await http.listener.boundPort() else {

@@ -37,6 +37,31 @@ import Testing
         #expect(try await q.states()[.completed] == 21)
     }
 
+    @Test func aWorkerAnswersItsProbesWhileItsMigrationsWait() async throws {
+        let q = try await TestQueue.make()
+        // Another migrator holds the lock: this worker's start-up waits on it.
+        let migrator = try await PostgresConnection.connect(q.url)
+        try await migrator.query("SELECT pg_advisory_lock($1)", [Migrator.lockKey])
+        let port = try freePort()
+        let worker = try WorkerProcess(databaseURL: q.url, environment: ["FLEET_HTTP_ADDRESS": "127.0.0.1:\(port)"])
+        let client = CurlHTTPClient()
+        func get(_ path: String) async throws -> HTTPClientResponse {
+            try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)", timeout: .seconds(5)))
+        }
+        try await q.waitUntil("alive") { (try? await get("/healthz"))?.status == 200 }
+        let starting = try await get("/readyz")
+        #expect(starting.status == 503 && starting.text.contains("starting"), "\(starting.text)")
+        _ = try await q.queue.enqueue([NewJob(kind: .drillNoop)])
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await q.states()[.available] == 1, "no job runs before the migrations")
+
+        try await migrator.query("SELECT pg_advisory_unlock($1)", [Migrator.lockKey])
+        try await q.waitUntil("ready") { (try? await get("/readyz"))?.status == 200 }
+        try await q.waitUntil("the job ran") { try await q.states()[.completed] == 1 }
+        worker.signal(SIGTERM)
+        #expect(await worker.wait() == 0, "\(worker.log)")
+    }
+
     @Test func aPortAlreadyInUseStopsTheWorkerNamingTheVariable() async throws {
         let q = try await TestQueue.make()
         let port = try freePort()
