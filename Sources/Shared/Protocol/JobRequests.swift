@@ -173,19 +173,12 @@ public struct CancelRequest: DispatcherRequest {
         /// The job's state after the call (`running` for `requested`).
         public let state: JobState
         /// The worker told to stop (`requested` only).
-        public let workerId: String?
+        @ExplicitNull public private(set) var workerId: String?
 
         public init(outcome: Outcome, state: JobState, workerId: String?) {
             self.outcome = outcome
             self.state = state
             self.workerId = workerId
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(outcome, forKey: .outcome)
-            try container.encode(state, forKey: .state)
-            try container.encode(workerId, forKey: .workerId)
         }
     }
     public let jobId: Int64

@@ -6,17 +6,8 @@ public struct JobStatus: Codable, Sendable, Equatable {
         public let attempt: Int
         public let at: String
         public let error: String
-        public let code: String?
-        public let worker: String?
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(attempt, forKey: .attempt)
-            try container.encode(at, forKey: .at)
-            try container.encode(error, forKey: .error)
-            try container.encode(code, forKey: .code)
-            try container.encode(worker, forKey: .worker)
-        }
+        @ExplicitNull public private(set) var code: String?
+        @ExplicitNull public private(set) var worker: String?
     }
 
     public let id: Int64
@@ -27,17 +18,17 @@ public struct JobStatus: Codable, Sendable, Equatable {
     public let attempt: Int
     public let maxAttempts: Int
     public let payload: JSONValue
-    public let result: JSONValue?
+    @ExplicitNull public private(set) var result: JSONValue?
     /// One per failed attempt.
     public let errors: [AttemptError]
-    public let idempotencyKey: String?
+    @ExplicitNull public private(set) var idempotencyKey: String?
     /// The worker running it, while it runs.
-    public let workerId: String?
+    @ExplicitNull public private(set) var workerId: String?
     public let cancelRequested: Bool
     public let createdAt: Date
     public let runAt: Date
-    public let startedAt: Date?
-    public let finishedAt: Date?
+    @ExplicitNull public private(set) var startedAt: Date?
+    @ExplicitNull public private(set) var finishedAt: Date?
 
     public var isTerminal: Bool { state.isTerminal }
 
@@ -61,27 +52,6 @@ public struct JobStatus: Codable, Sendable, Equatable {
         startedAt = record.startedAt
         finishedAt = record.finishedAt
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(kind, forKey: .kind)
-        try container.encode(queue, forKey: .queue)
-        try container.encode(state, forKey: .state)
-        try container.encode(priority, forKey: .priority)
-        try container.encode(attempt, forKey: .attempt)
-        try container.encode(maxAttempts, forKey: .maxAttempts)
-        try container.encode(payload, forKey: .payload)
-        try container.encode(result, forKey: .result)
-        try container.encode(errors, forKey: .errors)
-        try container.encode(idempotencyKey, forKey: .idempotencyKey)
-        try container.encode(workerId, forKey: .workerId)
-        try container.encode(cancelRequested, forKey: .cancelRequested)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encode(runAt, forKey: .runAt)
-        try container.encode(startedAt, forKey: .startedAt)
-        try container.encode(finishedAt, forKey: .finishedAt)
-    }
 }
 
 /// The queue at a glance (`stats`).
@@ -100,7 +70,7 @@ public struct QueueStats: Codable, Sendable, Equatable {
         public let dead: Int
         public let cancelled: Int
         /// How long the oldest due job has been waiting (the lag); null when none is due.
-        public let oldestDueSeconds: Double?
+        @ExplicitNull public private(set) var oldestDueSeconds: Double?
 
         public init(_ stats: KindStats) {
             kind = stats.kind.rawValue
@@ -112,19 +82,6 @@ public struct QueueStats: Codable, Sendable, Equatable {
             dead = stats.dead
             cancelled = stats.cancelled
             oldestDueSeconds = stats.oldestDueAge?.seconds
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(kind, forKey: .kind)
-            try container.encode(due, forKey: .due)
-            try container.encode(scheduled, forKey: .scheduled)
-            try container.encode(running, forKey: .running)
-            try container.encode(retrying, forKey: .retrying)
-            try container.encode(completed, forKey: .completed)
-            try container.encode(dead, forKey: .dead)
-            try container.encode(cancelled, forKey: .cancelled)
-            try container.encode(oldestDueSeconds, forKey: .oldestDueSeconds)
         }
     }
 

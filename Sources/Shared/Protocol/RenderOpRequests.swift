@@ -5,22 +5,22 @@ import Foundation
 public struct RenderView: Codable, Sendable, Equatable {
     public let id: String
     /// nil while an unlinked onboarding token owns the render.
-    public let userId: String?
+    @ExplicitNull public private(set) var userId: String?
     public let garmentId: String
     public let bodyPhotoId: String
     public let category: GarmentCategory
     public let provider: String
     /// `pending`, `processing`, `complete` or `failed` (the last two are terminal).
     public let status: RenderStatus
-    public let jobId: Int64?
+    @ExplicitNull public private(set) var jobId: Int64?
     /// Below the storage root, e.g. `u1/renders/r1.jpg`, once complete.
-    public let resultPath: String?
+    @ExplicitNull public private(set) var resultPath: String?
     /// `RENDER_FAILED` or `RENDER_TIMEOUT` once failed.
-    public let errorCode: String?
+    @ExplicitNull public private(set) var errorCode: String?
     /// Whether a credit pays for it (false for subscribers and onboarding tokens).
     public let charged: Bool
     /// `up` or `down` once the person has rated it.
-    public let feedback: String?
+    @ExplicitNull public private(set) var feedback: String?
     public let deadlineAt: Date
     public let createdAt: Date
     public let updatedAt: Date
@@ -44,25 +44,6 @@ public struct RenderView: Codable, Sendable, Equatable {
     }
 
     public var isTerminal: Bool { status.isTerminal }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(userId, forKey: .userId)
-        try container.encode(garmentId, forKey: .garmentId)
-        try container.encode(bodyPhotoId, forKey: .bodyPhotoId)
-        try container.encode(category, forKey: .category)
-        try container.encode(provider, forKey: .provider)
-        try container.encode(status, forKey: .status)
-        try container.encode(jobId, forKey: .jobId)
-        try container.encode(resultPath, forKey: .resultPath)
-        try container.encode(errorCode, forKey: .errorCode)
-        try container.encode(charged, forKey: .charged)
-        try container.encode(feedback, forKey: .feedback)
-        try container.encode(deadlineAt, forKey: .deadlineAt)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encode(updatedAt, forKey: .updatedAt)
-    }
 }
 
 /// `render.request`: one garment on one body photo, for a user or an onboarding token.
@@ -200,19 +181,12 @@ public struct LinkAccountRequest: DispatcherRequest {
     public struct Result: Codable, Sendable, Equatable {
         public let userId: String
         /// The onboarding render now the user's, if the token had one.
-        public let renderId: String?
+        @ExplicitNull public private(set) var renderId: String?
         public let creditsGranted: Int
         public init(userId: String, renderId: String?, creditsGranted: Int) {
             self.userId = userId
             self.renderId = renderId
             self.creditsGranted = creditsGranted
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(userId, forKey: .userId)
-            try container.encode(renderId, forKey: .renderId)
-            try container.encode(creditsGranted, forKey: .creditsGranted)
         }
     }
     public let ephemeralToken: String
