@@ -97,15 +97,14 @@ public struct RenderRequests: Sendable {
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
             try? await pool.notify(QueueChannel.jobs, JobKind.renderRun.rawValue)
             return render
-        } catch PostgresError.server(let state, _, _) where state == "23505" {
-            // Unique violation: the same render id again (it is returned: nothing is charged
-            // twice), else the token's render exists.
+        } catch {
+            // The same render id again, found by its unique violation (or asked again after the
+            // token was linked): the first render is the answer, charged once. A unique
+            // violation for another id is the token's one render, already made.
+            let uniqueViolation = if case PostgresError.server("23505", _, _) = error { true } else { false }
+            guard uniqueViolation || error as? RenderRequestError == .invalidToken else { throw error }
             if let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) { return existing }
-            throw RenderRequestError.tokenAlreadyUsed
-        } catch RenderRequestError.invalidToken {
-            // A retry after the token was linked still finds the render it made.
-            if let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) { return existing }
-            throw RenderRequestError.invalidToken
+            throw uniqueViolation ? RenderRequestError.tokenAlreadyUsed : error
         }
     }
 
