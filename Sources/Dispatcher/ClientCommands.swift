@@ -25,7 +25,7 @@ struct ConnectionOptions: ParsableArguments {
         } catch let error as DispatcherError {
             throw error
         } catch {
-            throw ValidationError("cannot reach the dispatcher at \(target) (\(error)); is `dispatcher run` running?")
+            throw DispatcherUnreachable(description: "cannot reach the dispatcher at \(target) (\(error)); is `dispatcher run` running?")
         }
         do {
             let result = try await client.send(request)
@@ -45,11 +45,28 @@ func printJSON(_ value: some Encodable) throws {
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
 
-struct Ping: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Check that the dispatcher answers.")
-    @OptionGroup var connection: ConnectionOptions
+/// No dispatcher listens at the address (yet).
+struct DispatcherUnreachable: Error, CustomStringConvertible {
+    let description: String
+}
 
-    func run() async throws { try printJSON(try await connection.send(PingRequest())) }
+struct Ping: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check that the dispatcher answers.",
+        discussion: "With --wait, keeps trying while it is starting (as pg_isready -t does): for scripts that start one.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Seconds to keep trying while nothing listens yet (default 0: one try).") var wait = 0.0
+
+    func run() async throws {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
+        while true {
+            do {
+                return try printJSON(try await connection.send(PingRequest()))
+            } catch is DispatcherUnreachable where ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
 }
 
 struct Enqueue: AsyncParsableCommand {

@@ -39,7 +39,10 @@ import Testing
             try? FileManager.default.removeItem(atPath: root)
         }
 
-        let client = try await connect(socket, dispatcher: dispatcher)
+        // As scripts do: `dispatcher ping --wait` returns once the socket answers.
+        let ping = try await ChildProcess.run(builtExecutable("dispatcher"), ["ping", "--dispatcher", socket, "--wait", "60"])
+        #expect(ping == 0, "dispatcher log: \(dispatcher.log)")
+        let client = try await DispatcherClient.connect(to: .unix(path: socket))
         let requested = try await client.send(RequestRenderRequest(renderId: "r-e2e", userId: "u1", garmentId: "g1", bodyPhotoId: "b1", category: "tops"))
         #expect(requested.status == .pending && requested.charged && requested.provider == FashnProvider.name)
         let waited = try await client.send(WaitRenderRequest(renderId: "r-e2e", timeoutMs: 30_000))
@@ -71,17 +74,5 @@ import Testing
         #expect(await dispatcher.wait() == 0)
         #expect(await worker.wait() == 0)
         await fal.stop()
-    }
-
-    /// The dispatcher's socket, once the process has opened it.
-    private func connect(_ socket: String, dispatcher: WorkerProcess) async throws -> DispatcherClient {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while true {
-            do {
-                return try await DispatcherClient.connect(to: .unix(path: socket))
-            } catch where ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
     }
 }
