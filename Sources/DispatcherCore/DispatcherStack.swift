@@ -12,7 +12,7 @@ public struct DispatcherStack: Sendable {
     /// `renderRecheck`: how often `render.wait`s look again in case a notification was lost.
     public static func bind(
         pool: PostgresPool, databaseURL: String, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
-        liveWorkerWithin: Duration, renderRecheck: Duration = .seconds(5), logger: Logger
+        liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(pool: pool))
         let watcher = FinishWatcher(conninfo: databaseURL, logger: logger, recheckInterval: renderRecheck)

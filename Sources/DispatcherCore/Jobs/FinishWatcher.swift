@@ -22,7 +22,10 @@ public final class FinishWatcher: Service, Sendable {
     private let waiters = Mutex<[Watched: [Int: AsyncStream<Void>.Continuation]]>([:])
     private let nextKey = Atomic<Int>(0)
 
-    public init(conninfo: String, logger: Logger, recheckInterval: Duration = .seconds(5)) {
+    /// How often render waiters look again (`docs/protocol.md`, `render.wait`).
+    public static let defaultRecheckInterval = Duration.seconds(5)
+
+    public init(conninfo: String, logger: Logger, recheckInterval: Duration = FinishWatcher.defaultRecheckInterval) {
         self.conninfo = conninfo
         self.logger = logger
         self.recheckInterval = recheckInterval

@@ -16,7 +16,7 @@ struct TestDispatcher: Sendable {
 
     static func run(
         _ configure: (inout DispatcherSettings) -> Void = { _ in }, renderSettings: RenderRequestSettings = RenderRequestSettings(),
-        renderRecheck: Duration = .seconds(5), _ body: (TestDispatcher) async throws -> Void
+        renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, _ body: (TestDispatcher) async throws -> Void
     ) async throws {
         let queue = try await TestQueue.make()
         var settings = try DispatcherSettings.load(from: [:])
