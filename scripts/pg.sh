@@ -3,10 +3,11 @@
 # embedded default, the tests and the benchmarks. initdb refuses root, so as root the
 # server runs as the `postgres` user.
 #
-# usage: scripts/pg.sh start|stop|restart|status|url|pick-port [--dir DIR] [--port PORT] [--fast]
+# usage: scripts/pg.sh start|stop|restart|status|url|pick-port [--dir DIR] [--port PORT] [--fast] [--mode MODE]
 #   start      create the cluster if needed, start it, create database `wearbloom`
 #   stop       stop it (fast shutdown)
-#   restart    stop and start again (used by the restart tests)
+#   restart    stop and start again (used by the restart tests); --mode fast|immediate
+#              is pg_ctl's shutdown mode (immediate: no checkpoint, as after a crash)
 #   url        print the DATABASE_URL of the cluster
 #   pick-port  print the port the running cluster uses, else the first free one from --port
 #   --fast     fsync off: for throwaway test clusters only, never for benchmarks
@@ -19,11 +20,13 @@ shift || true
 dir="$root/.data/postgres"
 port=15329
 fast=0
+mode=fast
 while [ $# -gt 0 ]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
     --fast) fast=1; shift ;;
+    --mode) mode=$2; shift 2 ;;
     *) echo "pg.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -83,8 +86,8 @@ case $command in
   pick-port) pick_port ;;
   start) start; echo "$url" ;;
   stop) if running; then as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null; fi ;;
-  restart) as_owner "$bin/pg_ctl" -D "$dir" -m fast -w -t 60 -o "-p $port" restart -l "$dir/server.log" >/dev/null ;;
+  restart) as_owner "$bin/pg_ctl" -D "$dir" -m "$mode" -w -t 60 -o "-p $port" restart -l "$dir/server.log" >/dev/null ;;
   status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
   url) echo "$url" ;;
-  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

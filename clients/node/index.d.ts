@@ -198,7 +198,7 @@ export declare class DispatcherClient {
   wait(jobId: number, options?: { timeoutMs?: number }): Promise<WaitResult>;
   cancel(jobId: number): Promise<CancelResult>;
   stats(options?: { windowSeconds?: number }): Promise<QueueStats>;
-  /** Rejects with INVALID_CATEGORY, INSUFFICIENT_CREDITS, SUBSCRIPTION_EXPIRED, INVALID_TOKEN or TOKEN_ALREADY_USED. */
+  /** Rejects with INVALID_CATEGORY, INSUFFICIENT_CREDITS, SUBSCRIPTION_EXPIRED, INVALID_TOKEN, TOKEN_ALREADY_USED or RENDER_ID_CONFLICT (the id is another requester's render). */
   requestRender(request: RenderRequest): Promise<Render>;
   renderStatus(renderId: string): Promise<Render>;
   waitRender(renderId: string, options?: { timeoutMs?: number }): Promise<RenderWaitResult>;

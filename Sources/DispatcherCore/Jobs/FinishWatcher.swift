@@ -41,6 +41,7 @@ public final class FinishWatcher: Service, Sendable {
         guard (0...WaitRequest.maxTimeoutMs).contains(timeoutMs) else {
             throw DispatcherError(.badArgument, "timeoutMs must be between 0 and \(WaitRequest.maxTimeoutMs)")
         }
+        let deadline = ContinuousClock.now + .milliseconds(timeoutMs)
         let (wakeUps, watching) = self.wakeUps(for: watched)
         defer { watching.finish() }
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -52,12 +53,30 @@ public final class FinishWatcher: Service, Sendable {
             defer { group.cancelAll() }
             var wakeUp = wakeUps.makeAsyncIterator()
             while true {
-                let value = try await read()
+                let value = try await Self.retryingTransient(until: deadline, read)
                 if isDone(value) { return (value, false) }
                 if await wakeUp.next() == nil {
-                    let value = try await read()
+                    let value = try await Self.retryingTransient(until: deadline, read)
                     return (value, !isDone(value))
                 }
+            }
+        }
+    }
+
+    /// Runs `read` again while it fails for a transient database reason (a restart, a lost
+    /// link), until `deadline`: a restart shorter than what is left of the wait's timeout is
+    /// invisible to the waiter. The listener's reconnection wakes every waiter anyway, so a
+    /// notification lost during the restart costs nothing either.
+    static func retryingTransient<Value>(
+        until deadline: ContinuousClock.Instant, _ read: () async throws -> Value
+    ) async throws -> Value {
+        var delay = Duration.milliseconds(50)
+        while true {
+            do {
+                return try await read()
+            } catch let error as PostgresError where error.isTransient && ContinuousClock.now + delay < deadline {
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(1))
             }
         }
     }

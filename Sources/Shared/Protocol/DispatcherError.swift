@@ -43,6 +43,8 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     public static let invalidToken = Self(rawValue: "INVALID_TOKEN")
     /// The onboarding token's one free render was already requested.
     public static let tokenAlreadyUsed = Self(rawValue: "TOKEN_ALREADY_USED")
+    /// `render.request` with a render id that is another requester's render.
+    public static let renderIdConflict = Self(rawValue: "RENDER_ID_CONFLICT")
     /// Feedback on a render that is not complete.
     public static let renderNotComplete = Self(rawValue: "RENDER_NOT_COMPLETE")
 }

@@ -4,7 +4,7 @@ import Foundation
 public struct JobStatus: Codable, Sendable, Equatable {
     public struct AttemptError: Codable, Sendable, Equatable {
         public let attempt: Int
-        public let at: String
+        public let at: Date
         public let error: String
         @ExplicitNull public private(set) var code: String?
         @ExplicitNull public private(set) var worker: String?

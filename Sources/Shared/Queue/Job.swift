@@ -72,7 +72,7 @@ public struct ClaimedJob: Sendable, Hashable {
 /// One failed attempt, as kept in the job's `errors`.
 public struct JobAttemptError: Codable, Sendable, Hashable {
     public let attempt: Int
-    public let at: String
+    public let at: Date
     public let error: String
     public let code: String?
     public let worker: String?

@@ -261,7 +261,7 @@ public struct PostgresQueueDriver: QueueDriver {
         guard let state = JobState(rawValue: try row.string("state")) else {
             throw PostgresError.decoding(column: "state", value: row["state"], expected: "job_state")
         }
-        let errors = try JSONDecoder().decode([JobAttemptError].self, from: Data(try row.string("errors").utf8))
+        let errors = try PostgresJSON.makeDecoder().decode([JobAttemptError].self, from: Data(try row.string("errors").utf8))
         return JobRecord(
             id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), queue: try row.string("queue"),
             state: state, priority: try row.int("priority"), attempt: try row.int("attempt"),

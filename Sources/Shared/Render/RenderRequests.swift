@@ -36,6 +36,8 @@ public enum RenderRequestError: CodedError, Equatable, CustomStringConvertible {
     case invalidToken
     /// The token's one free render was already requested.
     case tokenAlreadyUsed
+    /// The render id is another requester's render: nothing of it is disclosed.
+    case renderIdConflict
 
     public var code: String {
         switch self {
@@ -44,6 +46,7 @@ public enum RenderRequestError: CodedError, Equatable, CustomStringConvertible {
         case .subscriptionExpired: RenderErrorCode.subscriptionExpired.rawValue
         case .invalidToken: "INVALID_TOKEN"
         case .tokenAlreadyUsed: "TOKEN_ALREADY_USED"
+        case .renderIdConflict: "RENDER_ID_CONFLICT"
         }
     }
 
@@ -54,6 +57,7 @@ public enum RenderRequestError: CodedError, Equatable, CustomStringConvertible {
         case .subscriptionExpired: "\(code): the subscription has expired and no credit is left"
         case .invalidToken: "\(code): the onboarding token is unknown, expired or already linked"
         case .tokenAlreadyUsed: "\(code): the onboarding token's free render was already requested"
+        case .renderIdConflict: "\(code): the render id is taken; choose another"
         }
     }
 }
@@ -103,8 +107,26 @@ public struct RenderRequests: Sendable {
             // violation for another id is the token's one render, already made.
             let uniqueViolation = if case PostgresError.server("23505", _, _) = error { true } else { false }
             guard uniqueViolation || error as? RenderRequestError == .invalidToken else { throw error }
-            if let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) { return existing }
+            if let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) {
+                guard try await isRequested(existing, by: request.requester) else { throw RenderRequestError.renderIdConflict }
+                return existing
+            }
             throw uniqueViolation ? RenderRequestError.tokenAlreadyUsed : error
+        }
+    }
+
+    /// Whether `render` is the requester's own: the user's, or the token's (still held by the
+    /// token, or moved to the account the token was linked to).
+    private func isRequested(_ render: RenderRecord, by requester: Requester) async throws -> Bool {
+        switch requester {
+        case .user(let user):
+            return render.userId == user
+        case .ephemeralToken(let token):
+            let tokenID = EphemeralTokens.tokenID(of: token)
+            if render.ephemeralTokenId == tokenID { return true }
+            guard let owner = render.userId else { return false }
+            return try await !pool.query(
+                "SELECT 1 FROM ephemeral_tokens WHERE id = $1 AND linked_user_id = $2", [tokenID, owner]).rows.isEmpty
         }
     }
 

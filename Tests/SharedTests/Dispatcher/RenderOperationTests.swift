@@ -166,7 +166,37 @@ import Testing
             // Once only; and a linked token authorises nothing more.
             #expect(await Self.code { try await client.send(LinkAccountRequest(ephemeralToken: issued.token, userId: "other")) } == "INVALID_TOKEN")
             #expect(await Self.code { try await client.send(tokenRender("t3")) } == "INVALID_TOKEN")
+            // The app retrying its request after the link still gets its render.
+            #expect(try await client.send(tokenRender("t1")).id == "t1")
             #expect(try await Self.credits(dispatcher, "newuser") == (4, 0))
+            await client.close()
+        }
+    }
+
+    /// A render id is the requester's own: asked by another user or token, the answer is a
+    /// conflict that discloses nothing of the render, and nothing is charged.
+    @Test func aRenderIdOfAnotherRequesterIsAConflictAndDisclosesNothing() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let client = try await dispatcher.client(.tcp)
+            try await Self.grant(dispatcher, "u1", credits: 1)
+            try await Self.grant(dispatcher, "u2", credits: 1)
+            _ = try await client.send(Self.request("secret-render", user: "u1"))
+            let token = try await client.send(IssueTokenRequest()).token
+            let byToken = RequestRenderRequest(renderId: "secret-render", ephemeralToken: token, garmentId: "g1", bodyPhotoId: "b1", category: "tops")
+            for other in [Self.request("secret-render", user: "u2"), byToken] {
+                do {
+                    let leaked = try await client.send(other)
+                    Issue.record("another requester got the render: \(leaked)")
+                } catch let error as DispatcherError {
+                    #expect(error.code == .renderIdConflict)
+                    #expect(!error.message.contains("u1") && !error.message.contains("g1"), "\(error.message)")
+                }
+            }
+            #expect(try await Self.credits(dispatcher, "u2") == (1, 0))
+            let reserved = try await dispatcher.queue.pool.query("SELECT user_id FROM credit_reservations").rows.map { try $0.string("user_id") }
+            #expect(reserved == ["u1"])
+            // The owner still gets it back.
+            #expect(try await client.send(Self.request("secret-render", user: "u1")).userId == "u1")
             await client.close()
         }
     }

@@ -15,10 +15,11 @@ struct TestDispatcher: Sendable {
     let settings: DispatcherSettings
 
     static func run(
+        cluster: PostgresCluster = .shared,
         _ configure: (inout DispatcherSettings) -> Void = { _ in }, renderSettings: RenderRequestSettings = RenderRequestSettings(),
         renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, _ body: (TestDispatcher) async throws -> Void
     ) async throws {
-        let queue = try await TestQueue.make()
+        let queue = try await TestQueue.make(cluster: cluster)
         var settings = try DispatcherSettings.load(from: [:])
         settings.tcp = .tcp(host: "127.0.0.1", port: 0)
         settings.socketPath = temporaryPath("dispatcher") + ".sock"

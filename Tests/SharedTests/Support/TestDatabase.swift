@@ -64,7 +64,11 @@ struct PostgresCluster: Sendable {
     func url(database: String) -> String { "postgresql://postgres@127.0.0.1:\(port)/\(database)" }
 
     func start() async throws { try await script("start") }
-    func restart() async throws { try await script("restart") }
+    /// pg_ctl's shutdown modes for a restart: `fast` (clients disconnected, a checkpoint) or
+    /// `immediate` (no checkpoint, recovery at start, as after a crash).
+    enum ShutdownMode: String { case fast, immediate }
+
+    func restart(_ mode: ShutdownMode = .fast) async throws { try await script("restart", "--mode", mode.rawValue) }
 
     /// Stops the server and deletes its folder.
     func destroy() async {
@@ -73,11 +77,11 @@ struct PostgresCluster: Sendable {
         try? FileManager.default.removeItem(atPath: directory + ".initdb.log")
     }
 
-    private func script(_ command: String) async throws {
+    private func script(_ command: String, _ options: String...) async throws {
         let log = temporaryPath("pg-script") + ".log"
         defer { try? FileManager.default.removeItem(atPath: log) }
         let status = try await ChildProcess.run(packageRoot.appendingPathComponent("scripts/pg.sh").path,
-                                                [command, "--dir", directory, "--port", "\(port)", "--fast"], outputPath: log)
+                                                [command, "--dir", directory, "--port", "\(port)", "--fast"] + options, outputPath: log)
         guard status == 0 else {
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             throw TestFailure("scripts/pg.sh \(command) exited \(status): \(output.suffix(1500))")
