@@ -32,6 +32,21 @@ let package = Package(
         // Fixed-argument wrappers for the variadic C calls Swift cannot make.
         .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"]),
 
+        // The layers under Sources/Shared, lowest first; each imports only the layers below it
+        // (docs/architecture.md).
+        // Small helpers every layer uses: blocking work off the cooperative pool, child processes, hex.
+        .target(name: "FleetSupport", path: "Sources/Shared/FleetSupport"),
+        // libpq: connections, the pool, LISTEN, migrations. Imports nothing of ours.
+        .target(
+            name: "FleetPostgres",
+            dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")],
+            path: "Sources/Shared/FleetPostgres"
+        ),
+        // The outbound HTTP client (libcurl's multi interface) every provider client uses.
+        .target(name: "FleetHTTPClient", dependencies: ["CCurl", "CFleetShims", "FleetSupport"], path: "Sources/Shared/FleetHTTPClient"),
+        // Where images live: storage keys and ids, the local store, atomic files.
+        .target(name: "FleetStorage", dependencies: ["FleetSupport"], path: "Sources/Shared/FleetStorage"),
+
         // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
         .target(
             name: "FleetHTTP",
@@ -47,7 +62,8 @@ let package = Package(
         .target(
             name: "Shared",
             dependencies: [
-                "CLibPQ", "CVips", "CCurl", "CFleetShims", "CSodium", "FleetHTTP",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage",
+                "CVips", "CFleetShims", "CSodium", "FleetHTTP",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -56,13 +72,14 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            ],
+            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage"]
         ),
         // The dispatcher's socket server (protocol, operations), a library so tests can run it in-process.
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "Shared", "CSodium", "FleetHTTP",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "CSodium", "FleetHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -76,19 +93,19 @@ let package = Package(
         ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", "DispatcherCore", "FleetCommands", "FleetHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "DispatcherCore", "FleetCommands", "FleetHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
             dependencies: [
-                "Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "ImageWorker",
             dependencies: [
-                "Shared", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -98,12 +115,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "FleetDemo",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetPostgres", "FleetStorage", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "Shared", "FakeProviders", "DispatcherCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FakeProviders", "DispatcherCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["peers"]
@@ -113,7 +130,7 @@ let package = Package(
         .target(
             name: "FakeProviders",
             dependencies: [
-                "Shared", "CSodium",
+                "Shared", "FleetHTTPClient", "CSodium",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -123,7 +140,7 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "Shared", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
@@ -132,7 +149,7 @@ let package = Package(
         .testTarget(
             name: "RenderTests",
             dependencies: [
-                "Shared", "FakeProviders", "CSodium",
+                "Shared", "FleetHTTPClient", "FakeProviders", "CSodium",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]

@@ -1,5 +1,7 @@
 import ArgumentParser
 import DispatcherCore
+import FleetHTTPClient
+import FleetPostgres
 import Foundation
 import Logging
 import FleetCommands

@@ -1,5 +1,6 @@
 import CSodium
 import Crypto
+import FleetHTTPClient
 import Foundation
 import Hummingbird
 import Shared

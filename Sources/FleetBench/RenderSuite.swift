@@ -1,6 +1,10 @@
 import ArgumentParser
 import DispatcherCore
 import FakeProviders
+import FleetHTTPClient
+import FleetPostgres
+import FleetStorage
+import FleetSupport
 import Foundation
 import Hummingbird
 import Logging

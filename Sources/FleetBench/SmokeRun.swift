@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetPostgres
 import Foundation
 import Shared
 

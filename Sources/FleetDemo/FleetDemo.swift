@@ -1,4 +1,6 @@
 import ArgumentParser
+import FleetPostgres
+import FleetStorage
 import Foundation
 import Shared
 

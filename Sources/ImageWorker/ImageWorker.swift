@@ -1,4 +1,6 @@
 import ArgumentParser
+import FleetHTTPClient
+import FleetStorage
 import Foundation
 import Logging
 import FleetCommands

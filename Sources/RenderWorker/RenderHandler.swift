@@ -1,3 +1,6 @@
+import FleetHTTPClient
+import FleetStorage
+import FleetSupport
 import Foundation
 import Logging
 import Shared

@@ -1,4 +1,7 @@
 import ArgumentParser
+import FleetHTTPClient
+import FleetPostgres
+import FleetStorage
 import Foundation
 import Logging
 import FleetCommands

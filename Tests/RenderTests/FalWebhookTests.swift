@@ -1,6 +1,7 @@
 import CSodium
 import Crypto
 import FakeProviders
+import FleetHTTPClient
 import Foundation
 import Hummingbird
 import Synchronization

@@ -1,5 +1,6 @@
 import CFleetShims
 import FakeProviders
+import FleetHTTPClient
 import Foundation
 import Metrics
 import MetricsTestKit

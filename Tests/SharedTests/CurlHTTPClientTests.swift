@@ -1,4 +1,5 @@
 import FakeProviders
+import FleetHTTPClient
 import Foundation
 import Hummingbird
 import Synchronization

@@ -1,4 +1,7 @@
 import FakeProviders
+import FleetHTTPClient
+import FleetStorage
+import FleetSupport
 import Foundation
 import Testing
 @testable import Shared

@@ -1,4 +1,6 @@
 import FakeProviders
+import FleetStorage
+import FleetSupport
 import Foundation
 import Testing
 @testable import Shared

@@ -1,5 +1,6 @@
 import CFleetShims
 import CVips
+import FleetStorage
 import Foundation
 import Testing
 @testable import Shared

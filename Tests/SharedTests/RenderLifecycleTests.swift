@@ -1,4 +1,6 @@
 import FakeProviders
+import FleetHTTPClient
+import FleetStorage
 import Foundation
 import Logging
 import Testing

@@ -1,3 +1,5 @@
+import FleetPostgres
+import FleetStorage
 import Foundation
 import Shared
 

@@ -1,4 +1,5 @@
 import FleetHTTP
+import FleetHTTPClient
 import Foundation
 import Hummingbird
 import Logging

@@ -1,3 +1,5 @@
+import FleetHTTPClient
+
 /// Which background-removal backends the image worker uses, in order, and how to reach them.
 /// `docs/configuration.md` lists the variables.
 public struct BackgroundRemovalSettings: Sendable {

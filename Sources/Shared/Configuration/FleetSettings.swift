@@ -1,4 +1,5 @@
 import FleetHTTP
+import FleetPostgres
 import Logging
 
 /// A setting that cannot be used; the process stops at start with this message.

@@ -1,4 +1,5 @@
 import FleetHTTP
+import FleetPostgres
 import Synchronization
 
 /// `/readyz`'s database condition: `SELECT 1` through the process's own pool answers within

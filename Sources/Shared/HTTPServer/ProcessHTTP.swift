@@ -1,4 +1,5 @@
 import FleetHTTP
+import FleetPostgres
 import Logging
 import Prometheus
 import ServiceLifecycle

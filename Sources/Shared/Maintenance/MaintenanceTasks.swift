@@ -1,3 +1,4 @@
+import FleetPostgres
 import Logging
 
 /// The built-in tasks the schedule can name, each one maintenance service (one file each).

@@ -1,3 +1,4 @@
+import FleetSupport
 import Logging
 import Metrics
 import ServiceLifecycle

@@ -1,3 +1,4 @@
+import FleetPostgres
 import Logging
 import Metrics
 

@@ -1,3 +1,5 @@
+import FleetStorage
+
 /// What an image is normalised into.
 public enum ImageTarget: String, Codable, Sendable {
     case body, garment

@@ -1,3 +1,4 @@
+import FleetPostgres
 import Foundation
 
 /// The queue as its callers see it: enqueue, look up, cancel. Workers use `WorkerRuntime`.

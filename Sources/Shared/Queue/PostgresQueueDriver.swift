@@ -1,3 +1,4 @@
+import FleetPostgres
 import Foundation
 
 /// NOTIFY channels of the queue. Notifications are hints; pollers are the guarantee.

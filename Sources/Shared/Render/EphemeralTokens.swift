@@ -1,4 +1,6 @@
 import CSodium
+import FleetPostgres
+import FleetStorage
 import Foundation
 
 /// Onboarding tokens: a random secret handed to the app at first launch, stored only as its

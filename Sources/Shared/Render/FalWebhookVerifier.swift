@@ -1,5 +1,6 @@
 import CSodium
 import Crypto
+import FleetHTTPClient
 import Foundation
 
 /// Checks that a webhook request really comes from fal (providers.md section 2): four headers,

@@ -1,3 +1,4 @@
+import FleetPostgres
 import Foundation
 import Logging
 import Synchronization

@@ -1,3 +1,5 @@
+import FleetPostgres
+import FleetStorage
 import Foundation
 
 /// Who asks for a render: an account, or an app at first launch with its onboarding token.

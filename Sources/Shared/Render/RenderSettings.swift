@@ -1,3 +1,4 @@
+import FleetPostgres
 import Foundation
 
 /// The render settings that change without a deploy, kept in `fleet_settings`: the active

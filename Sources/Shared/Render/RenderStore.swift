@@ -1,3 +1,4 @@
+import FleetPostgres
 import Foundation
 
 /// Every SQL statement on renders and credits, one method each. Each state change is a

@@ -1,3 +1,4 @@
+import FleetPostgres
 import Foundation
 
 /// The `schedule_slots` statements. A slot is claimed by inserting its `(entry, slot_at)` row:

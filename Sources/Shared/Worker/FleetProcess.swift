@@ -1,4 +1,5 @@
 import FleetHTTP
+import FleetPostgres
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -1,3 +1,5 @@
+import FleetPostgres
+import FleetSupport
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -1,4 +1,5 @@
 import DispatcherCore
+import FleetPostgres
 import Foundation
 import Testing
 @testable import Shared

@@ -1,5 +1,7 @@
 import DispatcherCore
 import FleetHTTP
+import FleetHTTPClient
+import FleetPostgres
 import Foundation
 import Logging
 import ServiceLifecycle

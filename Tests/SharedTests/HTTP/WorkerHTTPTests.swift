@@ -1,3 +1,5 @@
+import FleetHTTPClient
+@testable import FleetPostgres
 import Foundation
 import Testing
 @testable import Shared

@@ -1,3 +1,4 @@
+import FleetPostgres
 import Shared
 
 extension OperationRegistry {

@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// One way to separate a garment from its background. Given the normalised photo (JPEG), it

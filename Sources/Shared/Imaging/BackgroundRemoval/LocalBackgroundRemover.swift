@@ -1,4 +1,5 @@
 import CFleetShims
+import FleetSupport
 import Foundation
 
 /// The offline fallback, and the weakest backend: it only works for a garment shot on a

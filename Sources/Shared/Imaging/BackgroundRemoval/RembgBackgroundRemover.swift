@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// A self-hosted rembg server (`rembg s`): `POST /api/remove`, multipart, the photo in the

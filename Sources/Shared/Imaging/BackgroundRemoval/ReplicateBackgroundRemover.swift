@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// Replicate running BRIA RMBG-2.0 (`bria/remove-background`). The prediction is created in

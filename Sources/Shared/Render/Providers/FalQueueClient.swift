@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// The URLs fal returns on submit; status, result and cancel use them as given (they drop the

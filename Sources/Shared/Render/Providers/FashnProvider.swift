@@ -1,3 +1,5 @@
+import FleetHTTPClient
+
 /// FASHN try-on v1.6 on fal (`fal-ai/fashn/tryon/v1.6`), about 8 s in `balanced` mode.
 ///
 /// FASHN knows `tops`, `bottoms` and `one-pieces`. Outerwear is an upper-body garment, so it is

@@ -1,4 +1,5 @@
 import Crypto
+import FleetHTTPClient
 import Foundation
 import _CryptoExtras
 

@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// Vertex AI Virtual Try-On (`virtual-try-on-001`): one synchronous `:predict` POST. `submit`

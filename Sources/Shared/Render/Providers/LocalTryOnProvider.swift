@@ -1,4 +1,5 @@
 import CFleetShims
+import FleetSupport
 import Foundation
 
 /// The embedded default, offline and free, and **not AI**: libvips lays the garment's

@@ -1,3 +1,5 @@
+import FleetHTTPClient
+
 /// Nano Banana Pro image edit on fal (`fal-ai/nano-banana-pro/edit`): a general image editor told
 /// by a prompt to dress the person (first image) in the garment (second image). It can render
 /// every category, shoes included.

@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// Why a provider call produced no usable answer. Messages name the provider and what went wrong,

@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// Turns a `ProviderImage` into bytes: inline images as they are, data URIs decoded, URLs

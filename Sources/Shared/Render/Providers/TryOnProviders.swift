@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import Foundation
 
 /// Provider credentials and endpoints, from the environment (`docs/configuration.md`, Render

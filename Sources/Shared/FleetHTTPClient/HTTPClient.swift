@@ -92,7 +92,7 @@ public enum HTTPClientError: Error, Equatable, CustomStringConvertible {
     }
 
     /// URLs may carry secrets in their query (webhook tokens): errors name only scheme, host and path.
-    static func redacted(_ url: String) -> String {
+    package static func redacted(_ url: String) -> String {
         guard let components = URLComponents(string: url) else { return "<url>" }
         var safe = URLComponents()
         safe.scheme = components.scheme

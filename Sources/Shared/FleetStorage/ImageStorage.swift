@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// The image tree behind a small seam: the filesystem now, object storage later as another

@@ -1,5 +1,6 @@
 import CCurl
 import CFleetShims
+import FleetSupport
 import Foundation
 import Synchronization
 
@@ -73,8 +74,8 @@ final class CurlTransfer: @unchecked Sendable {
         fleet_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
-        fleet_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, request.timeout.milliseconds)
-        fleet_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, min(connectTimeout, request.timeout).milliseconds)
+        fleet_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, request.timeout.curlMilliseconds)
+        fleet_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, min(connectTimeout, request.timeout).curlMilliseconds)
         fleet_curl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes))
         fleet_curl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         fleet_curl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
@@ -252,4 +253,9 @@ final class CurlMultiLoop: @unchecked Sendable {
         transfer.continuation?.resume(with: result)
         transfer.continuation = nil
     }
+}
+
+extension Duration {
+    /// Whole milliseconds rounded up, at least 1 (libcurl reads 0 as "no limit").
+    var curlMilliseconds: Int { max(1, Int((seconds * 1000).rounded(.up))) }
 }
