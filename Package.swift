@@ -79,7 +79,7 @@ let package = Package(
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "CSodium", "FleetHTTP",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "CSodium", "FleetHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -93,7 +93,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "DispatcherCore", "FleetCommands", "FleetHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "FleetSupport", "DispatcherCore", "FleetCommands", "FleetHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
@@ -115,7 +115,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "FleetDemo",
-            dependencies: ["Shared", "FleetPostgres", "FleetStorage", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetPostgres", "FleetStorage", "FleetSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "FleetBench",
@@ -149,7 +149,7 @@ let package = Package(
         .testTarget(
             name: "RenderTests",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FakeProviders", "CSodium",
+                "Shared", "FleetHTTPClient", "FleetSupport", "FakeProviders", "CSodium",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]

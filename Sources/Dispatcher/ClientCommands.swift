@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetSupport
 import Foundation
 import Shared
 

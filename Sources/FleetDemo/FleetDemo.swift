@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetPostgres
 import FleetStorage
+import FleetSupport
 import Foundation
 import Shared
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import FleetHTTPClient
 import FleetPostgres
 import FleetStorage
+import FleetSupport
 import Foundation
 import Logging
 import FleetCommands

@@ -1,5 +1,6 @@
 import FakeProviders
 import FleetHTTPClient
+import FleetSupport
 import Foundation
 import Testing
 @testable import Shared

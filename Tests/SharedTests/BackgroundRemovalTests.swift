@@ -1,6 +1,7 @@
 import CFleetShims
 import FakeProviders
 import FleetHTTPClient
+import FleetSupport
 import Foundation
 import Metrics
 import MetricsTestKit

@@ -1,4 +1,5 @@
 import FleetStorage
+import FleetSupport
 import Foundation
 import Logging
 import Testing

@@ -1,5 +1,6 @@
 import FleetHTTP
 import FleetPostgres
+import FleetSupport
 import Foundation
 import Testing
 @testable import Shared

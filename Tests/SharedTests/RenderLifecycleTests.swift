@@ -1,6 +1,7 @@
 import FakeProviders
 import FleetHTTPClient
 import FleetStorage
+import FleetSupport
 import Foundation
 import Logging
 import Testing

@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 import Synchronization
 import Testing

@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -1,5 +1,6 @@
 import FleetPostgres
 import FleetStorage
+import FleetSupport
 import Foundation
 import Shared
 

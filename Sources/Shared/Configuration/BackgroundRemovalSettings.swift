@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetSupport
 
 /// Which background-removal backends the image worker uses, in order, and how to reach them.
 /// `docs/configuration.md` lists the variables.

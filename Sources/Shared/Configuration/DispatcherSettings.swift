@@ -1,3 +1,5 @@
+import FleetSupport
+
 /// The dispatcher's socket settings, read from the environment (`docs/configuration.md`). The
 /// server reads all of them; the CLI reads the addresses and the token.
 public struct DispatcherSettings: Sendable {

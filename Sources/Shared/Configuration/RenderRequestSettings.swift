@@ -1,3 +1,5 @@
+import FleetSupport
+
 /// What the dispatcher's render and onboarding ops need (`docs/configuration.md`).
 public struct RenderRequestSettings: Sendable {
     /// From request to `RENDER_TIMEOUT` (PRODUCT.md: 30 s; shorter in tests).

@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// The dispatcher's schedule: the built-in defaults, then `FLEET_SCHEDULE_FILE` (one entry per

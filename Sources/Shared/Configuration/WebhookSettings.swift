@@ -1,3 +1,5 @@
+import FleetSupport
+
 /// The dispatcher's provider webhooks (`POST /webhooks/fal`, `POST /webhooks/replicate` on
 /// `FLEET_HTTP_ADDRESS`), read from the environment; `docs/configuration.md` lists each variable.
 public struct WebhookSettings: Sendable {

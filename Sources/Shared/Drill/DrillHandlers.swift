@@ -1,4 +1,5 @@
 // Synthetic job kinds, run by `fleet-drill` for queue tests, benchmarks and load drills.
+import FleetSupport
 import Foundation
 
 /// `drill.noop`: does nothing. With `sentAtNs` (wall clock, ns) in the payload, the result

@@ -1,3 +1,5 @@
+import FleetSupport
+
 /// Why an upload was refused. Each carries the product's error code; none is retried.
 public enum ImageError: CodedError, CustomStringConvertible, Sendable, Equatable {
     /// Bigger than the configured byte or pixel limits (decompression bombs included).

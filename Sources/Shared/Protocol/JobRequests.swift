@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// One operation of the dispatcher's protocol, as its arguments: the op name and the result

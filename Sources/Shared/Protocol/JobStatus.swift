@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// One job as the protocol shows it (`status`, `wait`). Optional fields are sent as explicit nulls.

@@ -140,11 +140,6 @@ public enum JobError: Error, CustomStringConvertible, Sendable {
     }
 }
 
-/// An error with a product error code, recorded with a failed attempt even when it is retried.
-public protocol CodedError: Error {
-    var code: String { get }
-}
-
 /// A readable one-line account of any error.
 func describe(_ error: any Error) -> String {
     if let error = error as? DecodingError {

@@ -1,5 +1,6 @@
 import FleetPostgres
 import FleetStorage
+import FleetSupport
 import Foundation
 
 /// Who asks for a render: an account, or an app at first launch with its onboarding token.

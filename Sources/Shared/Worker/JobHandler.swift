@@ -1,3 +1,4 @@
+import FleetSupport
 import Logging
 
 /// Runs the jobs of one kind. Throw `JobError.permanent` for failures retrying cannot fix

@@ -1,4 +1,5 @@
 import DispatcherCore
+import FleetSupport
 import Foundation
 import NIOCore
 import NIOPosix

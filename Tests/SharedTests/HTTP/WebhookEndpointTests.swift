@@ -1,5 +1,6 @@
 import DispatcherCore
 import FakeProviders
+import FleetSupport
 import Foundation
 import Testing
 @testable import Shared

@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetSupport
 import Foundation
 
 /// One way to separate a garment from its background. Given the normalised photo (JPEG), it

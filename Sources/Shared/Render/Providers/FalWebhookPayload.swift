@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// The JSON fal POSTs to the `fal_webhook` URL when a request finishes (verify it first with

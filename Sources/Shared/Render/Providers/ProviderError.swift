@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetSupport
 import Foundation
 
 /// Why a provider call produced no usable answer. Messages name the provider and what went wrong,

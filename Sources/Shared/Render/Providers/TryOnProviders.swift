@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetSupport
 import Foundation
 
 /// Provider credentials and endpoints, from the environment (`docs/configuration.md`, Render
