@@ -46,6 +46,18 @@ let package = Package(
         .target(name: "FleetHTTPClient", dependencies: ["CCurl", "CFleetShims", "FleetSupport"], path: "Sources/Shared/FleetHTTPClient"),
         // Where images live: storage keys and ids, the local store, atomic files.
         .target(name: "FleetStorage", dependencies: ["FleetSupport"], path: "Sources/Shared/FleetStorage"),
+        // The job queue: jobs and their driver, the worker runtime, the queue's maintenance, the
+        // cron-style schedule. Knows no product: each kind's handler lives with its domain.
+        .target(
+            name: "FleetQueue",
+            dependencies: [
+                "FleetSupport", "FleetPostgres",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/Shared/FleetQueue"
+        ),
 
         // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
         .target(
@@ -62,7 +74,7 @@ let package = Package(
         .target(
             name: "Shared",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue",
                 "CVips", "CFleetShims", "CSodium", "FleetHTTP",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -73,13 +85,13 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage"]
+            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue"]
         ),
         // The dispatcher's socket server (protocol, operations), a library so tests can run it in-process.
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "CSodium", "FleetHTTP",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -89,23 +101,23 @@ let package = Package(
         ),
         .target(
             name: "FleetCommands",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "FleetSupport", "DispatcherCore", "FleetCommands", "FleetHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "FleetSupport", "FleetQueue", "DispatcherCore", "FleetCommands", "FleetHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "ImageWorker",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -120,7 +132,7 @@ let package = Package(
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FakeProviders", "DispatcherCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["peers"]
@@ -140,7 +152,7 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),

@@ -2,6 +2,7 @@ import ArgumentParser
 import DispatcherCore
 import FleetHTTPClient
 import FleetPostgres
+import FleetQueue
 import Foundation
 import Logging
 import FleetCommands

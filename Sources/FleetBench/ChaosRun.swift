@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetPostgres
+import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetQueue
 import FleetSupport
 import Foundation
 import Shared

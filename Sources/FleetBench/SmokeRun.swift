@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetPostgres
+import FleetQueue
 import Foundation
 import Shared
 

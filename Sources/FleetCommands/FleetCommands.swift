@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetQueue
 import Foundation
 import Logging
 import Shared

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetHTTPClient
+import FleetQueue
 import FleetStorage
 import Foundation
 import Logging

@@ -1,3 +1,4 @@
+import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetHTTPClient
 import FleetPostgres
+import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

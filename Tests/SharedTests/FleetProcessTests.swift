@@ -1,4 +1,5 @@
 import FakeProviders
+@testable import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

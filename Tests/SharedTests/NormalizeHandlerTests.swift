@@ -1,3 +1,4 @@
+@testable import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

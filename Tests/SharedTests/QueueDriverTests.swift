@@ -1,4 +1,5 @@
 import FleetPostgres
+@testable import FleetQueue
 import Foundation
 import Testing
 @testable import Shared

@@ -1,5 +1,6 @@
 import FakeProviders
 import FleetHTTPClient
+@testable import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

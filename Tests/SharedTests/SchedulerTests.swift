@@ -1,3 +1,4 @@
+@testable import FleetQueue
 import FleetSupport
 import Foundation
 import Synchronization

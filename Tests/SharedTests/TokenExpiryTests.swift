@@ -1,3 +1,4 @@
+@testable import FleetQueue
 import FleetStorage
 import Foundation
 import Logging

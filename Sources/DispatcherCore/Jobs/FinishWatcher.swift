@@ -1,4 +1,5 @@
 import FleetPostgres
+import FleetQueue
 import Logging
 import ServiceLifecycle
 import Shared

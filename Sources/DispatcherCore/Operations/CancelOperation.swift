@@ -1,3 +1,4 @@
+import FleetQueue
 import Shared
 
 /// `cancel`: a queued job ends `cancelled`; a running one's worker is told to stop.

@@ -1,4 +1,5 @@
 import FleetPostgres
+import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

@@ -1,3 +1,4 @@
+import FleetQueue
 import Shared
 
 /// `enqueue`: any known job kind with its payload object.

@@ -1,3 +1,4 @@
+import FleetQueue
 import Shared
 
 /// `image.normalize`: an upload normalised into a body photo or a garment photo by the image worker.

@@ -1,3 +1,4 @@
+import FleetQueue
 import Shared
 
 /// `garment.process`: normalise a garment upload, then remove its background: one

@@ -1,3 +1,4 @@
+import FleetQueue
 import Shared
 
 /// `account.purge`: every file of one user deleted by the image worker.

@@ -1,3 +1,4 @@
+import FleetQueue
 import Foundation
 import Shared
 

@@ -1,3 +1,4 @@
+import FleetQueue
 import Shared
 
 /// `status`: one job by id.

@@ -1,3 +1,4 @@
+import FleetQueue
 import Shared
 
 /// `wait`: answers once the job is terminal, woken by the queue's `fleet_jobs_finished`

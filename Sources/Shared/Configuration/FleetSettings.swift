@@ -1,5 +1,6 @@
 import FleetHTTP
 import FleetPostgres
+import FleetQueue
 import FleetSupport
 import Logging
 
@@ -62,20 +63,5 @@ extension EnvironmentReader {
             throw ConfigurationError(variable: name, reason: "'\(text)' is not host:port or off")
         }
         return ListenAddress(host: host, port: port)
-    }
-
-    /// `kind=limit,kind=limit`.
-    func concurrency(_ name: String) throws -> [JobKind: Int] {
-        var limits: [JobKind: Int] = [:]
-        for item in try list(name) ?? [] {
-            let parts = item.split(separator: "=", omittingEmptySubsequences: false)
-            guard parts.count == 2, let limit = Int(parts[1]), (1...10_000).contains(limit) else {
-                throw ConfigurationError(variable: name, reason: "'\(item)' is not kind=limit with a limit in 1...10000")
-            }
-            let kind = JobKind(rawValue: String(parts[0]))
-            guard kind.isKnown else { throw ConfigurationError(variable: name, reason: "\(QueueError.unknownKind(kind.rawValue))") }
-            limits[kind] = limit
-        }
-        return limits
     }
 }

@@ -1,4 +1,5 @@
 // Synthetic job kinds, run by `fleet-drill` for queue tests, benchmarks and load drills.
+import FleetQueue
 import FleetSupport
 import Foundation
 

@@ -1,4 +1,5 @@
 import FleetPostgres
+import FleetQueue
 import Logging
 
 /// The built-in tasks the schedule can name, each one maintenance service (one file each).

@@ -1,5 +1,6 @@
 import CSodium
 import FleetPostgres
+import FleetQueue
 import FleetStorage
 import Foundation
 

@@ -1,5 +1,6 @@
 import FleetHTTP
 import FleetPostgres
+import FleetQueue
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -1,5 +1,6 @@
 import DispatcherCore
 import FleetPostgres
+@testable import FleetQueue
 import Foundation
 import Testing
 @testable import Shared

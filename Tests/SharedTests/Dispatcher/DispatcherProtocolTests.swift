@@ -1,4 +1,5 @@
 import DispatcherCore
+@testable import FleetQueue
 import FleetSupport
 import Foundation
 import NIOCore

@@ -1,3 +1,4 @@
+@testable import FleetQueue
 import Foundation
 import Testing
 @testable import Shared

@@ -1,4 +1,5 @@
 import FleetHTTP
+@testable import FleetQueue
 import Foundation
 import Testing
 @testable import Shared

@@ -1,5 +1,6 @@
 import FleetHTTPClient
 @testable import FleetPostgres
+@testable import FleetQueue
 import Foundation
 import Testing
 @testable import Shared

@@ -1,4 +1,5 @@
 import FleetPostgres
+@testable import FleetQueue
 import FleetSupport
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import FleetSupport
 /// How a worker process claims and runs jobs.
 public struct WorkerConfiguration: Sendable {
     /// How many jobs of each kind may run at once in this process.
@@ -26,5 +27,22 @@ public struct WorkerConfiguration: Sendable {
         self.shutdownGrace = shutdownGrace
         self.retry = retry
         self.maxClaimBatch = maxClaimBatch
+    }
+}
+
+extension EnvironmentReader {
+    /// `kind=limit,kind=limit`.
+    public func concurrency(_ name: String) throws -> [JobKind: Int] {
+        var limits: [JobKind: Int] = [:]
+        for item in try list(name) ?? [] {
+            let parts = item.split(separator: "=", omittingEmptySubsequences: false)
+            guard parts.count == 2, let limit = Int(parts[1]), (1...10_000).contains(limit) else {
+                throw ConfigurationError(variable: name, reason: "'\(item)' is not kind=limit with a limit in 1...10000")
+            }
+            let kind = JobKind(rawValue: String(parts[0]))
+            guard kind.isKnown else { throw ConfigurationError(variable: name, reason: "\(QueueError.unknownKind(kind.rawValue))") }
+            limits[kind] = limit
+        }
+        return limits
     }
 }
