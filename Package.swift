@@ -58,6 +58,17 @@ let package = Package(
             ],
             path: "Sources/Shared/FleetQueue"
         ),
+        // The image work: libvips normalise and cut-out composition, the background removers
+        // (Replicate, rembg, libvips), the image jobs' payloads.
+        .target(
+            name: "Imaging",
+            dependencies: [
+                "FleetSupport", "FleetHTTPClient", "FleetStorage", "CVips", "CFleetShims",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            path: "Sources/Shared/Imaging"
+        ),
 
         // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
         .target(
@@ -74,7 +85,7 @@ let package = Package(
         .target(
             name: "Shared",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging",
                 "CVips", "CFleetShims", "CSodium", "FleetHTTP",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -85,13 +96,13 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue"]
+            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging"]
         ),
         // The dispatcher's socket server (protocol, operations), a library so tests can run it in-process.
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP", "Imaging",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -110,14 +121,14 @@ let package = Package(
         .executableTarget(
             name: "RenderWorker",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "ImageWorker",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -132,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", "Imaging", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["peers"]
@@ -142,7 +153,7 @@ let package = Package(
         .target(
             name: "FakeProviders",
             dependencies: [
-                "Shared", "FleetHTTPClient", "CSodium",
+                "Shared", "FleetHTTPClient", "CSodium", "Imaging",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -152,7 +163,7 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP", "Imaging",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),

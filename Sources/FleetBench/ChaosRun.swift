@@ -4,6 +4,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Imaging
 import Shared
 
 /// `fleet-bench chaos` (run by `scripts/chaos.sh`, which makes the hosts): the dispatcher here,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetSupport
 import Foundation
+import Imaging
 import Shared
 
 /// `fleet-bench image`: normalise throughput (images/s, one process, concurrency 1 and 2) on

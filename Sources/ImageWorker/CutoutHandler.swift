@@ -2,6 +2,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Imaging
 import Shared
 
 /// `garment.cutout`: removes the background of a normalised garment photo through the

@@ -3,6 +3,7 @@ import FleetHTTPClient
 import FleetQueue
 import FleetStorage
 import Foundation
+import Imaging
 import Logging
 import FleetCommands
 import Shared

@@ -2,6 +2,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Imaging
 import Shared
 
 /// `image.normalize`: reads an upload from storage, normalises it, and stores the JPEG as a

@@ -2,6 +2,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Imaging
 import Shared
 
 /// `account.purge`: deletes every file of one user (body photos, uploads, garments, cutouts,

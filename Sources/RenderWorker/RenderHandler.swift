@@ -3,6 +3,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Imaging
 import Logging
 import Shared
 import Synchronization

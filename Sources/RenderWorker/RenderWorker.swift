@@ -5,6 +5,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Imaging
 import Logging
 import FleetCommands
 import Shared

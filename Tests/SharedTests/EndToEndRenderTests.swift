@@ -3,6 +3,7 @@ import FleetHTTPClient
 import FleetStorage
 import FleetSupport
 import Foundation
+@testable import Imaging
 import Testing
 @testable import Shared
 

@@ -3,6 +3,7 @@ import FakeProviders
 import FleetStorage
 import FleetSupport
 import Foundation
+@testable import Imaging
 import Testing
 @testable import Shared
 

@@ -2,6 +2,7 @@ import CFleetShims
 import CVips
 import FleetStorage
 import Foundation
+@testable import Imaging
 import Testing
 @testable import Shared
 

@@ -2,6 +2,7 @@
 import FleetStorage
 import FleetSupport
 import Foundation
+@testable import Imaging
 import Logging
 import Testing
 @testable import ImageWorker

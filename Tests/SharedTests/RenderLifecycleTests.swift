@@ -4,6 +4,7 @@ import FleetHTTPClient
 import FleetStorage
 import FleetSupport
 import Foundation
+@testable import Imaging
 import Logging
 import Testing
 @testable import RenderWorker

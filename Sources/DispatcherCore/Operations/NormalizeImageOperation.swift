@@ -1,4 +1,5 @@
 import FleetQueue
+import Imaging
 import Shared
 
 /// `image.normalize`: an upload normalised into a body photo or a garment photo by the image worker.

@@ -1,4 +1,5 @@
 import FleetQueue
+import Imaging
 import Shared
 
 /// `garment.process`: normalise a garment upload, then remove its background: one

@@ -1,4 +1,5 @@
 import FleetQueue
+import Imaging
 import Shared
 
 /// `account.purge`: every file of one user deleted by the image worker.

@@ -1,6 +1,7 @@
 import FleetQueue
 import FleetSupport
 import Foundation
+import Imaging
 
 /// One operation of the dispatcher's protocol, as its arguments: the op name and the result
 /// type travel with it, so the server's handler and every client agree on all three.

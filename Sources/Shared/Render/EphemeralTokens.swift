@@ -3,6 +3,7 @@ import FleetPostgres
 import FleetQueue
 import FleetStorage
 import Foundation
+import Imaging
 
 /// Onboarding tokens: a random secret handed to the app at first launch, stored only as its
 /// BLAKE2b hash (libsodium), good for exactly one free render until it expires or is linked.

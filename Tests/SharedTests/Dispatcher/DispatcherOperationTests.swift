@@ -2,6 +2,7 @@ import DispatcherCore
 import FleetPostgres
 @testable import FleetQueue
 import Foundation
+@testable import Imaging
 import Testing
 @testable import Shared
 

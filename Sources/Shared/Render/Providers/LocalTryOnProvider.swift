@@ -1,6 +1,6 @@
-import CFleetShims
 import FleetSupport
 import Foundation
+import Imaging
 
 /// The embedded default, offline and free, and **not AI**: libvips lays the garment's
 /// cut-out over the body photo at a place fixed per category. It shows the whole pipeline
@@ -16,7 +16,10 @@ public struct LocalTryOnProvider: TryOnProvider {
     public func submit(_ request: TryOnRequest) async throws(ProviderError) -> ProviderSubmission {
         let composite: Data
         do {
-            composite = try await offload { try Self.composite(request) }
+            let (width, top) = Self.placement(request.category)
+            composite = try await offload {
+                try GarmentOverlay.composite(body: request.person.bytes, garment: request.garment.bytes, widthFraction: width, topFraction: top)
+            }
         } catch {
             throw ProviderError.rejected(provider: name, status: 422, message: "cannot composite these images: \(error)")
         }
@@ -43,22 +46,5 @@ public struct LocalTryOnProvider: TryOnProvider {
         case .bottoms: (0.42, 0.48)
         case .shoes: (0.34, 0.82)
         }
-    }
-
-    static func composite(_ request: TryOnRequest) throws -> Data {
-        let body = try VipsImageRef.decode(request.person.bytes)
-        let garment = try VipsImageRef.decode(request.garment.bytes)
-        let (widthFraction, topFraction) = placement(request.category)
-        let width = max(1, Int(Double(body.width) * widthFraction))
-        let height = max(1, garment.height * width / max(1, garment.width))
-        let scaled = try garment.withPointer { input in
-            try VipsImageRef.make { fleet_vips_resize_exact(input, $0, Int32(width), Int32(height)) }
-        }
-        let x = Int32((body.width - width) / 2)
-        let y = Int32(min(Double(body.height - 1), Double(body.height) * topFraction))
-        let laid = try body.withPointer { base in
-            try scaled.withPointer { overlay in try VipsImageRef.make { fleet_vips_composite_over(base, overlay, x, y, $0) } }
-        }
-        return try laid.flattenedSRGB().jpeg(quality: 85)
     }
 }
