@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import FleetCommands
 import FleetHTTP
+import Renders
 import Shared
 
 @main

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Renders
 import Shared
 
 /// `dispatcher render …`: the render ops for operators and scripts (each one request).

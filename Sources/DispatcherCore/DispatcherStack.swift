@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetQueue
 import Logging
+import Renders
 import ServiceLifecycle
 import Shared
 

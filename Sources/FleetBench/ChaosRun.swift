@@ -5,6 +5,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
+import Renders
 import Shared
 
 /// `fleet-bench chaos` (run by `scripts/chaos.sh`, which makes the hosts): the dispatcher here,

@@ -8,6 +8,7 @@ import FleetSupport
 import Foundation
 import Hummingbird
 import Logging
+import Renders
 import Shared
 
 /// `fleet-bench render`: one `render-worker` process keeps `--in-flight` renders going against

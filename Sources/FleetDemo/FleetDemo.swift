@@ -3,6 +3,7 @@ import FleetPostgres
 import FleetStorage
 import FleetSupport
 import Foundation
+import Renders
 import Shared
 
 /// The demo behind `scripts/run.sh`: a body photo and a garment photo go through the running

@@ -8,6 +8,7 @@ import Foundation
 import Imaging
 import Logging
 import FleetCommands
+import Renders
 import Shared
 
 @main

@@ -1,6 +1,7 @@
 import FakeProviders
 import FleetHTTPClient
 import Foundation
+@testable import Renders
 import Testing
 @testable import Shared
 

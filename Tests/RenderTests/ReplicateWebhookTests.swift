@@ -1,6 +1,7 @@
 import Crypto
 import FakeProviders
 import Foundation
+@testable import Renders
 import Testing
 @testable import Shared
 

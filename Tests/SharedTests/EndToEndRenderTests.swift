@@ -4,6 +4,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 @testable import Imaging
+@testable import Renders
 import Testing
 @testable import Shared
 

@@ -2,6 +2,7 @@
 import FleetStorage
 import Foundation
 import Logging
+@testable import Renders
 import Testing
 @testable import ImageWorker
 @testable import Shared

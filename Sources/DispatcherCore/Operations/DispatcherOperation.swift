@@ -3,6 +3,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Renders
 import Shared
 
 /// The server side of one op. Adding an op is one `DispatcherRequest` (its name, arguments and

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import Renders
 import Shared
 
 /// The dispatcher's provider webhooks, `POST /webhooks/{provider}`: read the body (at most

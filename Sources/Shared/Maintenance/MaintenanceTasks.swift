@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetQueue
 import Logging
+import Renders
 
 /// The built-in tasks the schedule can name, each one maintenance service (one file each).
 public struct MaintenanceTasks: Sendable {

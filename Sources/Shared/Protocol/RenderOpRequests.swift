@@ -1,4 +1,5 @@
 import Foundation
+import Renders
 
 /// One render as the protocol shows it (`render.request`, `render.status`, `render.wait`,
 /// `renders.list`). Optional fields are sent as explicit nulls.

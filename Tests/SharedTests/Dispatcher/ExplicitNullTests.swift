@@ -1,5 +1,6 @@
 import FleetSupport
 import Foundation
+@testable import Renders
 import Testing
 @testable import Shared
 

@@ -1,4 +1,5 @@
 import Foundation
+@testable import Renders
 import Testing
 @testable import Shared
 

@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 @testable import Shared
+@testable import Renders
 
 /// A dispatcher served in-process (TCP on a free port and a Unix socket) over a fresh database,
 /// for the duration of `body`.

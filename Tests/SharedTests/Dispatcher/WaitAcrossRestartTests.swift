@@ -1,5 +1,6 @@
 @testable import FleetQueue
 import Foundation
+@testable import Renders
 import Testing
 @testable import Shared
 

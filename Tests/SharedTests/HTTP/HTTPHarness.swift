@@ -4,6 +4,7 @@ import FleetHTTPClient
 import FleetPostgres
 import Foundation
 import Logging
+@testable import Renders
 import ServiceLifecycle
 import Synchronization
 @testable import Shared

@@ -1,3 +1,4 @@
+import Renders
 import Shared
 
 /// `token.issue`: a new onboarding token for an app at first launch (only its hash is kept).

@@ -1,3 +1,4 @@
+import Renders
 import Shared
 
 /// `account.link`: the onboarding token joins a new account, once (`EphemeralTokens.link`).

@@ -1,3 +1,4 @@
+import Renders
 import Shared
 
 /// `renders.list`: a user's renders, newest first.

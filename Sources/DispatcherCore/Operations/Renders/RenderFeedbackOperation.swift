@@ -1,3 +1,4 @@
+import Renders
 import Shared
 
 /// `render.feedback`: thumbs up or down on a user's complete render; a thumbs-down gives the

@@ -1,4 +1,5 @@
 import FleetPostgres
+import Renders
 import Shared
 
 extension OperationRegistry {

@@ -1,3 +1,4 @@
+import Renders
 import Shared
 
 /// `render.status`: one render by id (the app polls it about every 2 s).

@@ -1,3 +1,4 @@
+import Renders
 import Shared
 
 /// `render.request`: checks the arguments, then `RenderRequests` gates the category, reserves

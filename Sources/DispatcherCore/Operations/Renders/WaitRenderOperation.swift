@@ -1,3 +1,4 @@
+import Renders
 import Shared
 
 /// `render.wait`: answers once the render is complete or failed, woken by the
