@@ -82,6 +82,17 @@ let package = Package(
             ],
             path: "Sources/Shared/Renders"
         ),
+        // The dispatcher's socket protocol: wire types, frames, the Swift client. No domain
+        // imports: a backend links it without libpq, libvips or libcurl.
+        .target(
+            name: "DispatcherProtocol",
+            dependencies: [
+                "FleetSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Sources/Shared/DispatcherProtocol"
+        ),
 
         // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
         .target(
@@ -98,7 +109,7 @@ let package = Package(
         .target(
             name: "Shared",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol",
                 "CVips", "CFleetShims", "CSodium", "FleetHTTP",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -109,13 +120,13 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders"]
+            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol"]
         ),
         // The dispatcher's socket server (protocol, operations), a library so tests can run it in-process.
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP", "Imaging", "Renders",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -129,7 +140,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "FleetSupport", "FleetQueue", "DispatcherCore", "FleetCommands", "FleetHTTP", "Renders", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "FleetSupport", "FleetQueue", "DispatcherCore", "FleetCommands", "FleetHTTP", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
@@ -151,12 +162,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "FleetDemo",
-            dependencies: ["Shared", "FleetPostgres", "FleetStorage", "FleetSupport", "Renders", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Shared", "FleetPostgres", "FleetStorage", "FleetSupport", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", "Imaging", "Renders", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", "Imaging", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["peers"]
@@ -176,7 +187,7 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP", "Imaging", "Renders",
+                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DispatcherProtocol
 import FleetSupport
 import Foundation
 import Shared
@@ -41,7 +42,7 @@ struct ConnectionOptions: ParsableArguments {
 
 /// Prints a result as indented JSON, dates in ISO 8601.
 func printJSON(_ value: some Encodable) throws {
-    let encoder = DispatcherProtocol.makeEncoder()
+    let encoder = WireFormat.makeEncoder()
     encoder.outputFormatting.insert(.prettyPrinted)
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }

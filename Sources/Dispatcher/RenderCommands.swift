@@ -1,4 +1,5 @@
 import ArgumentParser
+import DispatcherProtocol
 import Foundation
 import Renders
 import Shared

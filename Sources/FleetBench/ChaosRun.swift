@@ -1,4 +1,5 @@
 import ArgumentParser
+import DispatcherProtocol
 import FleetPostgres
 import FleetQueue
 import FleetStorage

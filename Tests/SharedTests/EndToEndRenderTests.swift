@@ -1,3 +1,4 @@
+@testable import DispatcherProtocol
 import FakeProviders
 import FleetHTTPClient
 import FleetStorage

@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetPostgres
 import FleetQueue
 import Logging

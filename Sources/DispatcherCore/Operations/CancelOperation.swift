@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetQueue
 import Shared
 
@@ -11,7 +12,7 @@ public struct CancelOperation: DispatcherOperation {
         switch try await queue.cancel(id: request.jobId) {
         case .cancelled: CancelRequest.Result(outcome: .cancelled, state: .cancelled, workerId: nil)
         case .requested(let owner): CancelRequest.Result(outcome: .requested, state: .running, workerId: owner)
-        case .alreadyFinished(let state): CancelRequest.Result(outcome: .alreadyFinished, state: state, workerId: nil)
+        case .alreadyFinished(let state): CancelRequest.Result(outcome: .alreadyFinished, state: JobStatus.State(state), workerId: nil)
         case .notFound: throw DispatcherError(.notFound, "no job \(request.jobId)")
         }
     }

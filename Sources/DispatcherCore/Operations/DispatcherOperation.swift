@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetPostgres
 import FleetQueue
 import FleetStorage
@@ -55,10 +56,10 @@ public struct OperationRegistry: Sendable {
 /// misspelt option (`idempotency_key`) must not be silently ignored.
 enum ArgumentDecoder {
     static func decode<Request: DispatcherRequest>(_ type: Request.Type, from arguments: JSONValue) throws -> Request {
-        let encoder = DispatcherProtocol.makeEncoder()
+        let encoder = WireFormat.makeEncoder()
         let request: Request
         do {
-            request = try DispatcherProtocol.makeDecoder().decode(Request.self, from: try encoder.encode(arguments))
+            request = try WireFormat.makeDecoder().decode(Request.self, from: try encoder.encode(arguments))
         } catch let error as DecodingError {
             throw DispatcherError(.badArgument, describe(error))
         }

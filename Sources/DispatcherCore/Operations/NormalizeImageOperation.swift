@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetQueue
 import Imaging
 import Shared
@@ -11,7 +12,7 @@ public struct NormalizeImageOperation: DispatcherOperation {
     public func run(_ request: NormalizeImageRequest) async throws -> EnqueuedJobResult {
         let payload = NormalizeImagePayload(
             userId: try storageID(request.userId, field: "userId"), uploadId: try storageID(request.uploadId, field: "uploadId"),
-            target: request.target, imageId: try storageID(request.imageId, field: "imageId"))
+            target: request.target == .body ? .body : .garment, imageId: try storageID(request.imageId, field: "imageId"))
         return try await submitter.submit(kind: .imageNormalize, payload: payload, options: request.options)
     }
 }

@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetQueue
 import Shared
 

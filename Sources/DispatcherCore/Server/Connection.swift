@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -126,7 +127,7 @@ struct Connection: Sendable {
 struct FrameWriter: Sendable {
     let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     let logger: Logger
-    private let encoder = DispatcherProtocol.makeEncoder()
+    private let encoder = WireFormat.makeEncoder()
 
     init(outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, logger: Logger) {
         self.outbound = outbound
@@ -134,16 +135,16 @@ struct FrameWriter: Sendable {
     }
 
     func send(_ greeting: Greeting) async throws {
-        try await outbound.write(try DispatcherProtocol.frame(greeting, encoder: encoder))
+        try await outbound.write(try WireFormat.frame(greeting, encoder: encoder))
     }
 
     func send(_ response: ServerResponse) async throws {
         let frame: ByteBuffer
         do {
-            frame = try DispatcherProtocol.frame(response, encoder: encoder)
+            frame = try WireFormat.frame(response, encoder: encoder)
         } catch {
             logger.error("response not encodable", metadata: ["error": "\(error)"])
-            frame = try DispatcherProtocol.frame(ServerResponse.failure(response.id, .internal, "internal error"), encoder: encoder)
+            frame = try WireFormat.frame(ServerResponse.failure(response.id, .internal, "internal error"), encoder: encoder)
         }
         try await outbound.write(frame)
     }

@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import Foundation
 import Logging
 import NIOCore
@@ -115,7 +116,7 @@ public final class DispatcherServer: Service {
         logger.warning("connection refused: at the connection limit", metadata: ["limit": "\(connections.limit)"])
         try? await channel.executeThenClose { _, outbound in
             let response = ServerResponse.failure(nil, .tooManyConnections, "the dispatcher is at its connection limit (\(connections.limit))")
-            try await outbound.write(try DispatcherProtocol.frame(response, encoder: DispatcherProtocol.makeEncoder()))
+            try await outbound.write(try WireFormat.frame(response, encoder: WireFormat.makeEncoder()))
         }
     }
 }

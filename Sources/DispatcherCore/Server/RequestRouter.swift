@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetSupport
 import Foundation
 import Logging

@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetSupport
 
 /// The dispatcher's socket settings, read from the environment (`docs/configuration.md`). The
@@ -31,7 +32,7 @@ public struct DispatcherSettings: Sendable {
             socketPath: socketPath(environment["FLEET_DISPATCHER_SOCKET"]),
             socketMode: try socketMode(environment["FLEET_DISPATCHER_SOCKET_MODE"]),
             token: environment["FLEET_DISPATCHER_TOKEN"].flatMap { $0.isEmpty ? nil : $0 },
-            maxFrameBytes: try reader.integer("FLEET_DISPATCHER_MAX_FRAME_BYTES", default: DispatcherProtocol.defaultMaxFrameBytes,
+            maxFrameBytes: try reader.integer("FLEET_DISPATCHER_MAX_FRAME_BYTES", default: WireFormat.defaultMaxFrameBytes,
                                               range: 1024...(64 << 20)),
             frameTimeout: try reader.duration("FLEET_DISPATCHER_FRAME_TIMEOUT_MS", unit: .milliseconds(1), default: 10_000, range: 10...600_000),
             idleTimeout: try reader.duration("FLEET_DISPATCHER_IDLE_TIMEOUT_SECONDS", unit: .seconds(1), default: 300, range: 1...86_400),

@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetHTTP
 import FleetPostgres
 import FleetQueue

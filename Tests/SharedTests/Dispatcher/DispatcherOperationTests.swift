@@ -1,4 +1,5 @@
 import DispatcherCore
+@testable import DispatcherProtocol
 import FleetPostgres
 @testable import FleetQueue
 import Foundation
@@ -13,7 +14,7 @@ import Testing
             for transport in [Transport.unix, .tcp] {
                 let client = try await dispatcher.client(transport)
                 #expect(client.greeting.authRequired == (transport == .tcp))
-                #expect(client.greeting.version == DispatcherProtocol.version)
+                #expect(client.greeting.version == WireFormat.version)
                 #expect(Set(client.greeting.ops) == ["ping", "auth", "enqueue", "image.normalize", "garment.process", "account.purge",
                                                       "status", "wait", "cancel", "stats", "render.request", "render.status",
                                                       "render.wait", "render.feedback", "renders.list", "token.issue", "account.link"])

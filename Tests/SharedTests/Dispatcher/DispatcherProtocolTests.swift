@@ -1,5 +1,6 @@
 import DispatcherCore
 @testable import FleetQueue
+@testable import DispatcherProtocol
 import FleetSupport
 import Foundation
 import NIOCore
@@ -135,7 +136,7 @@ import Testing
     @Test func aFrameTooLargeIsRefusedAndTheConnectionClosed() async throws {
         try await TestDispatcher.run { dispatcher in
             try await dispatcher.withRawConnection(.tcp) { raw in
-                #expect(try await raw.greeting()["maxFrameBytes"] == .number(Double(DispatcherProtocol.defaultMaxFrameBytes)))
+                #expect(try await raw.greeting()["maxFrameBytes"] == .number(Double(WireFormat.defaultMaxFrameBytes)))
                 let outbound = raw.outbound
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
@@ -150,7 +151,7 @@ import Testing
             }
             // A frame just under the limit is fine, with its newline in a separate write.
             let client = try await dispatcher.client(.tcp)
-            let bulky = String(repeating: "x", count: DispatcherProtocol.defaultMaxFrameBytes - 200)
+            let bulky = String(repeating: "x", count: WireFormat.defaultMaxFrameBytes - 200)
             let job = try await client.enqueue(kind: "drill.noop", payload: ["blob": .string(bulky)])
             #expect(try await client.status(jobId: job.jobId).payload["blob"] == .string(bulky))
             await client.close()

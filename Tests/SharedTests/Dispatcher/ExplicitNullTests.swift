@@ -1,3 +1,5 @@
+@testable import DispatcherCore
+@testable import DispatcherProtocol
 import FleetSupport
 import Foundation
 @testable import Renders
@@ -6,8 +8,8 @@ import Testing
 
 /// The protocol's result types send every optional field, as `null` when absent.
 @Suite struct ExplicitNullTests {
-    let encoder = DispatcherProtocol.makeEncoder()
-    let decoder = DispatcherProtocol.makeDecoder()
+    let encoder = WireFormat.makeEncoder()
+    let decoder = WireFormat.makeDecoder()
 
     func object(_ value: some Encodable) throws -> [String: JSONValue] {
         guard case .object(let fields) = try JSONValue(json: String(decoding: try encoder.encode(value), as: UTF8.self)) else {

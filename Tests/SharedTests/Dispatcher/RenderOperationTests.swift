@@ -1,3 +1,4 @@
+@testable import DispatcherProtocol
 import Foundation
 @testable import Renders
 import Testing

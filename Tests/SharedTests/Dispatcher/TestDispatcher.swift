@@ -1,4 +1,5 @@
 import DispatcherCore
+@testable import DispatcherProtocol
 import FleetSupport
 import Foundation
 import NIOCore

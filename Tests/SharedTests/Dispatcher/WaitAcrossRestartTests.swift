@@ -1,4 +1,5 @@
 @testable import FleetQueue
+@testable import DispatcherProtocol
 import Foundation
 @testable import Renders
 import Testing

@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import FleetPostgres
 import Renders
 import Shared

@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import Renders
 import Shared
 

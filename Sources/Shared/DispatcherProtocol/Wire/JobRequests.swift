@@ -1,7 +1,5 @@
-import FleetQueue
 import FleetSupport
 import Foundation
-import Imaging
 
 /// One operation of the dispatcher's protocol, as its arguments: the op name and the result
 /// type travel with it, so the server's handler and every client agree on all three.
@@ -89,14 +87,16 @@ public struct EnqueueRequest: DispatcherRequest {
 public struct NormalizeImageRequest: DispatcherRequest {
     public static let op = "image.normalize"
     public typealias Result = EnqueuedJobResult
+    /// What the upload becomes.
+    public enum Target: String, Codable, Sendable { case body, garment }
     public let userId: String
     public let uploadId: String
-    public let target: ImageTarget
+    public let target: Target
     /// The body photo's or the garment's id.
     public let imageId: String
     public let options: JobOptions?
 
-    public init(userId: String, uploadId: String, target: ImageTarget, imageId: String, options: JobOptions? = nil) {
+    public init(userId: String, uploadId: String, target: Target, imageId: String, options: JobOptions? = nil) {
         self.userId = userId
         self.uploadId = uploadId
         self.target = target
@@ -174,11 +174,11 @@ public struct CancelRequest: DispatcherRequest {
         public enum Outcome: String, Codable, Sendable { case cancelled, requested, alreadyFinished }
         public let outcome: Outcome
         /// The job's state after the call (`running` for `requested`).
-        public let state: JobState
+        public let state: JobStatus.State
         /// The worker told to stop (`requested` only).
         @ExplicitNull public private(set) var workerId: String?
 
-        public init(outcome: Outcome, state: JobState, workerId: String?) {
+        public init(outcome: Outcome, state: JobStatus.State, workerId: String?) {
             self.outcome = outcome
             self.state = state
             self.workerId = workerId

@@ -26,8 +26,8 @@ public final class DispatcherClient: Sendable {
     public let greeting: Greeting
     private let channel: any Channel
     private let nextID = Atomic<Int64>(0)
-    private let encoder = DispatcherProtocol.makeEncoder()
-    private let decoder = DispatcherProtocol.makeDecoder()
+    private let encoder = WireFormat.makeEncoder()
+    private let decoder = WireFormat.makeDecoder()
 
     private init(channel: any Channel, greeting: Greeting) {
         self.channel = channel
@@ -54,11 +54,11 @@ public final class DispatcherClient: Sendable {
         }
         do {
             let frame = Data(try await greetingFrame.get().readableBytesView)
-            let decoder = DispatcherProtocol.makeDecoder()
+            let decoder = WireFormat.makeDecoder()
             // A server at its connection limit answers with an error instead of a greeting.
             if let refusal = try? decoder.decode(ResponseHeader.self, from: frame), let error = refusal.error { throw error }
             let greeting = try decoder.decode(Greeting.self, from: frame)
-            guard greeting.protocol == DispatcherProtocol.name, greeting.version == DispatcherProtocol.version else {
+            guard greeting.protocol == WireFormat.name, greeting.version == WireFormat.version else {
                 throw DispatcherClientError.incompatibleServer("\(greeting.protocol) version \(greeting.version)")
             }
             let client = DispatcherClient(channel: channel, greeting: greeting)
@@ -73,7 +73,7 @@ public final class DispatcherClient: Sendable {
     /// Sends one request and returns its result; throws `DispatcherError` when the dispatcher refuses it.
     public func send<Request: DispatcherRequest>(_ request: Request) async throws -> Request.Result {
         let id = nextID.add(1, ordering: .relaxed).newValue
-        let frame = try DispatcherProtocol.frame(RequestFrame(id: .number(id), args: request), encoder: encoder)
+        let frame = try WireFormat.frame(RequestFrame(id: .number(id), args: request), encoder: encoder)
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
         // A write that never reaches the router (channel already closed) must still end the wait.
         channel.writeAndFlush(PendingRequest(id: id, frame: frame, promise: promise)).whenFailure { promise.fail($0) }

@@ -1,21 +1,36 @@
-import FleetQueue
 import FleetSupport
 import Foundation
 
 /// One job as the protocol shows it (`status`, `wait`). Optional fields are sent as explicit nulls.
 public struct JobStatus: Codable, Sendable, Equatable {
+    /// A job's state: `available` (waiting, perhaps for its `runAt`), `running`, and the
+    /// terminal `completed`, `dead` (out of attempts) and `cancelled`.
+    public enum State: String, Codable, Sendable, CaseIterable {
+        case available, running, completed, dead, cancelled
+
+        public var isTerminal: Bool { self == .completed || self == .dead || self == .cancelled }
+    }
+
     public struct AttemptError: Codable, Sendable, Equatable {
         public let attempt: Int
         public let at: Date
         public let error: String
         @ExplicitNull public private(set) var code: String?
         @ExplicitNull public private(set) var worker: String?
+
+        public init(attempt: Int, at: Date, error: String, code: String?, worker: String?) {
+            self.attempt = attempt
+            self.at = at
+            self.error = error
+            self.code = code
+            self.worker = worker
+        }
     }
 
     public let id: Int64
     public let kind: String
     public let queue: String
-    public let state: JobState
+    public let state: State
     public let priority: Int
     public let attempt: Int
     public let maxAttempts: Int
@@ -34,25 +49,28 @@ public struct JobStatus: Codable, Sendable, Equatable {
 
     public var isTerminal: Bool { state.isTerminal }
 
-    public init(_ record: JobRecord) {
-        id = record.id
-        kind = record.kind.rawValue
-        queue = record.queue
-        state = record.state
-        priority = record.priority
-        attempt = record.attempt
-        maxAttempts = record.maxAttempts
-        // jsonb text from the table: valid JSON by construction.
-        payload = (try? JSONValue(json: record.payload)) ?? .null
-        result = record.result.flatMap { try? JSONValue(json: $0) }
-        errors = record.errors.map { AttemptError(attempt: $0.attempt, at: $0.at, error: $0.error, code: $0.code, worker: $0.worker) }
-        idempotencyKey = record.idempotencyKey
-        workerId = record.leaseOwner
-        cancelRequested = record.cancelRequested
-        createdAt = record.createdAt
-        runAt = record.runAt
-        startedAt = record.startedAt
-        finishedAt = record.finishedAt
+    public init(
+        id: Int64, kind: String, queue: String, state: State, priority: Int, attempt: Int, maxAttempts: Int,
+        payload: JSONValue, result: JSONValue?, errors: [AttemptError], idempotencyKey: String?, workerId: String?,
+        cancelRequested: Bool, createdAt: Date, runAt: Date, startedAt: Date?, finishedAt: Date?
+    ) {
+        self.id = id
+        self.kind = kind
+        self.queue = queue
+        self.state = state
+        self.priority = priority
+        self.attempt = attempt
+        self.maxAttempts = maxAttempts
+        self.payload = payload
+        self.result = result
+        self.errors = errors
+        self.idempotencyKey = idempotencyKey
+        self.workerId = workerId
+        self.cancelRequested = cancelRequested
+        self.createdAt = createdAt
+        self.runAt = runAt
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
     }
 }
 
@@ -74,16 +92,19 @@ public struct QueueStats: Codable, Sendable, Equatable {
         /// How long the oldest due job has been waiting (the lag); null when none is due.
         @ExplicitNull public private(set) var oldestDueSeconds: Double?
 
-        public init(_ stats: KindStats) {
-            kind = stats.kind.rawValue
-            due = stats.due
-            scheduled = stats.scheduled
-            running = stats.running
-            retrying = stats.retrying
-            completed = stats.completed
-            dead = stats.dead
-            cancelled = stats.cancelled
-            oldestDueSeconds = stats.oldestDueAge?.seconds
+        public init(
+            kind: String, due: Int, scheduled: Int, running: Int, retrying: Int, completed: Int, dead: Int, cancelled: Int,
+            oldestDueSeconds: Double?
+        ) {
+            self.kind = kind
+            self.due = due
+            self.scheduled = scheduled
+            self.running = running
+            self.retrying = retrying
+            self.completed = completed
+            self.dead = dead
+            self.cancelled = cancelled
+            self.oldestDueSeconds = oldestDueSeconds
         }
     }
 
@@ -98,15 +119,17 @@ public struct QueueStats: Codable, Sendable, Equatable {
         /// Jobs it holds a lease on.
         public let running: Int
 
-        public init(_ worker: LiveWorker) {
-            id = worker.record.id
-            host = worker.record.host
-            pid = Int(worker.record.pid)
-            executable = worker.record.executable
-            kinds = worker.record.kinds.map(\.rawValue)
-            startedAt = worker.startedAt
-            lastHeartbeatAt = worker.lastHeartbeatAt
-            running = worker.running
+        public init(
+            id: String, host: String, pid: Int, executable: String, kinds: [String], startedAt: Date, lastHeartbeatAt: Date, running: Int
+        ) {
+            self.id = id
+            self.host = host
+            self.pid = pid
+            self.executable = executable
+            self.kinds = kinds
+            self.startedAt = startedAt
+            self.lastHeartbeatAt = lastHeartbeatAt
+            self.running = running
         }
     }
 

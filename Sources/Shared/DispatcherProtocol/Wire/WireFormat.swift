@@ -4,7 +4,7 @@ import NIOCore
 /// The dispatcher's socket protocol: newline-delimited JSON frames, camelCase fields, ISO 8601
 /// dates, explicit nulls. `docs/protocol.md` is the reference; this file holds what server and
 /// clients both need.
-public enum DispatcherProtocol {
+public enum WireFormat {
     public static let name = "wearbloom-dispatcher"
     /// Raised when a frame's meaning changes; additions (new ops, new fields) keep it.
     public static let version = 1
@@ -78,8 +78,8 @@ public enum RequestID: Codable, Hashable, Sendable, CustomStringConvertible {
 /// The first frame on every connection.
 public struct Greeting: Codable, Sendable, Equatable {
     public var type = "greeting"
-    public var `protocol` = DispatcherProtocol.name
-    public var version = DispatcherProtocol.version
+    public var `protocol` = WireFormat.name
+    public var version = WireFormat.version
     /// Whether operations other than `ping` and `auth` need an `auth` first (TCP does; the Unix socket relies on file permissions).
     public var authRequired: Bool
     public var maxFrameBytes: Int

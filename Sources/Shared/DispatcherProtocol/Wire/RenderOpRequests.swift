@@ -1,18 +1,24 @@
 import Foundation
-import Renders
 
 /// One render as the protocol shows it (`render.request`, `render.status`, `render.wait`,
 /// `renders.list`). Optional fields are sent as explicit nulls.
 public struct RenderView: Codable, Sendable, Equatable {
+    /// Where a render stands; `complete` and `failed` are terminal.
+    public enum Status: String, Codable, Sendable {
+        case pending, processing, complete, failed
+
+        public var isTerminal: Bool { self == .complete || self == .failed }
+    }
+
     public let id: String
     /// nil while an unlinked onboarding token owns the render.
     @ExplicitNull public private(set) var userId: String?
     public let garmentId: String
     public let bodyPhotoId: String
-    public let category: GarmentCategory
+    /// `tops`, `bottoms`, `dresses`, `shoes` or `outerwear`.
+    public let category: String
     public let provider: String
-    /// `pending`, `processing`, `complete` or `failed` (the last two are terminal).
-    public let status: RenderStatus
+    public let status: Status
     @ExplicitNull public private(set) var jobId: Int64?
     /// Below the storage root, e.g. `u1/renders/r1.jpg`, once complete.
     @ExplicitNull public private(set) var resultPath: String?
@@ -26,22 +32,26 @@ public struct RenderView: Codable, Sendable, Equatable {
     public let createdAt: Date
     public let updatedAt: Date
 
-    public init(_ record: RenderRecord) {
-        id = record.id
-        userId = record.userId
-        garmentId = record.garmentId
-        bodyPhotoId = record.bodyPhotoId
-        category = record.category
-        provider = record.provider
-        status = record.status
-        jobId = record.jobId
-        resultPath = record.resultPath
-        errorCode = record.errorCode
-        charged = record.charged
-        feedback = record.feedback
-        deadlineAt = record.deadlineAt
-        createdAt = record.createdAt
-        updatedAt = record.updatedAt
+    public init(
+        id: String, userId: String?, garmentId: String, bodyPhotoId: String, category: String, provider: String, status: Status,
+        jobId: Int64?, resultPath: String?, errorCode: String?, charged: Bool, feedback: String?,
+        deadlineAt: Date, createdAt: Date, updatedAt: Date
+    ) {
+        self.id = id
+        self.userId = userId
+        self.garmentId = garmentId
+        self.bodyPhotoId = bodyPhotoId
+        self.category = category
+        self.provider = provider
+        self.status = status
+        self.jobId = jobId
+        self.resultPath = resultPath
+        self.errorCode = errorCode
+        self.charged = charged
+        self.feedback = feedback
+        self.deadlineAt = deadlineAt
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
     }
 
     public var isTerminal: Bool { status.isTerminal }

@@ -20,7 +20,7 @@ final class ResponseRouter: ChannelDuplexHandler {
     private var pending: [Int64: EventLoopPromise<ByteBuffer>] = [:]
     /// Why the connection ended, once it did; later requests fail with it at once.
     private var closedBecause: (any Error)?
-    private let decoder = DispatcherProtocol.makeDecoder()
+    private let decoder = WireFormat.makeDecoder()
 
     init(greeting: EventLoopPromise<ByteBuffer>) {
         self.greeting = greeting

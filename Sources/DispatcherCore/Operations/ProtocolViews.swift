@@ -1,0 +1,70 @@
+import DispatcherProtocol
+import FleetQueue
+import FleetSupport
+import Renders
+
+// The queue's and the renders' records as the protocol shows them. The wire types know no
+// domain (a backend links the client without libpq or libvips), so the dispatcher translates.
+
+extension JobStatus {
+    init(_ record: JobRecord) {
+        self.init(
+            id: record.id, kind: record.kind.rawValue, queue: record.queue, state: State(record.state), priority: record.priority,
+            attempt: record.attempt, maxAttempts: record.maxAttempts,
+            // jsonb text from the table: valid JSON by construction.
+            payload: (try? JSONValue(json: record.payload)) ?? .null, result: record.result.flatMap { try? JSONValue(json: $0) },
+            errors: record.errors.map { AttemptError(attempt: $0.attempt, at: $0.at, error: $0.error, code: $0.code, worker: $0.worker) },
+            idempotencyKey: record.idempotencyKey, workerId: record.leaseOwner, cancelRequested: record.cancelRequested,
+            createdAt: record.createdAt, runAt: record.runAt, startedAt: record.startedAt, finishedAt: record.finishedAt)
+    }
+}
+
+extension JobStatus.State {
+    init(_ state: JobState) {
+        switch state {
+        case .available: self = .available
+        case .running: self = .running
+        case .completed: self = .completed
+        case .dead: self = .dead
+        case .cancelled: self = .cancelled
+        }
+    }
+}
+
+extension QueueStats.Kind {
+    init(_ stats: KindStats) {
+        self.init(
+            kind: stats.kind.rawValue, due: stats.due, scheduled: stats.scheduled, running: stats.running, retrying: stats.retrying,
+            completed: stats.completed, dead: stats.dead, cancelled: stats.cancelled, oldestDueSeconds: stats.oldestDueAge?.seconds)
+    }
+}
+
+extension QueueStats.Worker {
+    init(_ worker: LiveWorker) {
+        self.init(
+            id: worker.record.id, host: worker.record.host, pid: Int(worker.record.pid), executable: worker.record.executable,
+            kinds: worker.record.kinds.map(\.rawValue), startedAt: worker.startedAt, lastHeartbeatAt: worker.lastHeartbeatAt,
+            running: worker.running)
+    }
+}
+
+extension RenderView {
+    init(_ record: RenderRecord) {
+        self.init(
+            id: record.id, userId: record.userId, garmentId: record.garmentId, bodyPhotoId: record.bodyPhotoId,
+            category: record.category.rawValue, provider: record.provider, status: Status(record.status), jobId: record.jobId,
+            resultPath: record.resultPath, errorCode: record.errorCode, charged: record.charged, feedback: record.feedback,
+            deadlineAt: record.deadlineAt, createdAt: record.createdAt, updatedAt: record.updatedAt)
+    }
+}
+
+extension RenderView.Status {
+    init(_ status: RenderStatus) {
+        switch status {
+        case .pending: self = .pending
+        case .processing: self = .processing
+        case .complete: self = .complete
+        case .failed: self = .failed
+        }
+    }
+}
