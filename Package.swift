@@ -11,7 +11,7 @@ let package = Package(
         .executable(name: "fleet-bench", targets: ["FleetBench"]),
         .executable(name: "fleet-drill", targets: ["FleetDrill"]),
         .executable(name: "fleet-demo", targets: ["FleetDemo"]),
-        .library(name: "Shared", targets: ["Shared"]),
+        .library(name: "DispatcherProtocol", targets: ["DispatcherProtocol"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -106,27 +106,23 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // What every executable does at start: settings, JSON logs, the HTTP listener with probes
+        // and metrics, migrations, the worker's run loop under a ServiceGroup.
         .target(
-            name: "Shared",
+            name: "FleetRuntime",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol",
-                "CVips", "CFleetShims", "CSodium", "FleetHTTP",
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                "FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            exclude: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol"]
+            path: "Sources/Shared/FleetRuntime"
         ),
         // The dispatcher's socket server (protocol, operations), a library so tests can run it in-process.
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
+                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -136,48 +132,54 @@ let package = Package(
         ),
         .target(
             name: "FleetCommands",
-            dependencies: ["Shared", "FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [ "FleetRuntime","FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: ["Shared", "FleetHTTPClient", "FleetPostgres", "FleetSupport", "FleetQueue", "DispatcherCore", "FleetCommands", "FleetHTTP", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [ "FleetRuntime","FleetHTTPClient", "FleetPostgres", "FleetSupport", "FleetQueue", "DispatcherCore", "FleetCommands", "FleetHTTP", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "RenderWorker",
-            dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", "Renders", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            dependencies: [ "FleetRuntime",
+                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", "Renders", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "ImageWorker",
-            dependencies: [
-                "Shared", "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            dependencies: [ "FleetRuntime",
+                "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "FleetDrill",
-            dependencies: ["Shared", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["DrillKinds", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "FleetDemo",
-            dependencies: ["Shared", "FleetPostgres", "FleetStorage", "FleetSupport", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [ "FleetRuntime","FleetPostgres", "FleetStorage", "FleetSupport", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", "Imaging", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", "Imaging", "Renders", "DispatcherProtocol", "DrillKinds", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["peers"]
+        ),
+        // The synthetic kinds (drill.noop, drill.script) and their worker: load drills, the queue
+        // benchmarks and the tests. No production worker links them.
+        .target(
+            name: "DrillKinds",
+            dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime"]
         ),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
         // formats: used by the tests and by fleet-bench's render suite.
         .target(
             name: "FakeProviders",
             dependencies: [
-                "Shared", "FleetHTTPClient", "CSodium", "Imaging",
+                "FleetHTTPClient", "CSodium", "Imaging",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -186,8 +188,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SharedTests",
-            dependencies: [
-                "Shared", "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
+            dependencies: [ "FleetRuntime",
+                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "DrillKinds", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
@@ -196,7 +198,7 @@ let package = Package(
         .testTarget(
             name: "RenderTests",
             dependencies: [
-                "Shared", "FleetHTTPClient", "FleetSupport", "FakeProviders", "CSodium", "Renders",
+                "FleetHTTPClient", "FleetSupport", "FakeProviders", "CSodium", "Renders",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]

@@ -2,7 +2,6 @@ import ArgumentParser
 import DispatcherProtocol
 import FleetSupport
 import Foundation
-import Shared
 
 /// Where the operator commands find the dispatcher; each command is one request over its socket.
 struct ConnectionOptions: ParsableArguments {

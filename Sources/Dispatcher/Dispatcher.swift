@@ -1,14 +1,15 @@
 import ArgumentParser
 import DispatcherCore
+import DispatcherProtocol
 import FleetHTTPClient
 import FleetPostgres
 import FleetQueue
+import FleetRuntime
 import Foundation
 import Logging
 import FleetCommands
 import FleetHTTP
 import Renders
-import Shared
 
 @main
 struct Dispatcher: AsyncParsableCommand {

@@ -2,7 +2,6 @@ import ArgumentParser
 import DispatcherProtocol
 import Foundation
 import Renders
-import Shared
 
 /// `dispatcher render …`: the render ops for operators and scripts (each one request).
 struct Render: AsyncParsableCommand {

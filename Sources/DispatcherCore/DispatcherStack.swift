@@ -1,9 +1,9 @@
+import DispatcherProtocol
 import FleetPostgres
 import FleetQueue
 import Logging
 import Renders
 import ServiceLifecycle
-import Shared
 
 /// The dispatcher's socket side as `dispatcher run` assembles it: the job and render operations,
 /// the watcher that wakes `wait` and `render.wait`, and the server, bound and ready to run.

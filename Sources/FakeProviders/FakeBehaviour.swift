@@ -1,6 +1,5 @@
 import Foundation
 import Imaging
-import Shared
 import Synchronization
 
 /// What a fake backend does with the next request.

@@ -3,7 +3,6 @@ import Crypto
 import FleetHTTPClient
 import Foundation
 import Hummingbird
-import Shared
 import Synchronization
 
 /// fal's queue API on loopback (providers.md sections 1 and 2): submit, status, result and

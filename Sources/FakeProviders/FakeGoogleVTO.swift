@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import Hummingbird
-import Shared
 import Synchronization
 import _CryptoExtras
 

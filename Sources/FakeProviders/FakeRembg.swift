@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import Shared
 
 /// A rembg server (`rembg s`) on loopback: `POST /api/remove` with a multipart `file` part
 /// and form fields, answering the RGBA PNG, a FastAPI-style 422, or what the script says.

@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import Hummingbird
 import NIOCore
-import Shared
 import Synchronization
 
 /// Replicate's predictions API on loopback, for `bria/remove-background`: create (with

@@ -1,7 +1,6 @@
 import FleetPostgres
 import FleetSupport
 import Foundation
-import Shared
 
 /// The database the suites measure on: `DATABASE_URL`'s server, or the embedded one.
 /// Each run uses a fresh database `fleet_bench` on that server.

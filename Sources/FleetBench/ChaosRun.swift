@@ -7,7 +7,6 @@ import FleetSupport
 import Foundation
 import Imaging
 import Renders
-import Shared
 
 /// `fleet-bench chaos` (run by `scripts/chaos.sh`, which makes the hosts): the dispatcher here,
 /// and worker processes on

@@ -1,6 +1,6 @@
 import ArgumentParser
+import DrillKinds
 import Foundation
-import Shared
 
 @main
 struct FleetBench: AsyncParsableCommand {

@@ -2,7 +2,6 @@ import ArgumentParser
 import FleetSupport
 import Foundation
 import Imaging
-import Shared
 
 /// `fleet-bench image`: normalise throughput (images/s, one process, concurrency 1 and 2) on
 /// the 12 MP phone upload and on the whole corpus, and peak memory — for the fleet's

@@ -1,6 +1,5 @@
 import FleetSupport
 import Foundation
-import Shared
 
 /// pgqueuer (PyPI), driven by `peers/pgqueuer_driver.py` in a virtualenv the bench creates
 /// under `.bench/venv`, on the same database server as the fleet.

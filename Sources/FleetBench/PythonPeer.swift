@@ -1,6 +1,5 @@
 import FleetSupport
 import Foundation
-import Shared
 
 /// A peer written in Python: a driver script in `peers/`, run in the virtualenv the bench
 /// keeps under `.bench/venv`, answering with one JSON object on its last line.

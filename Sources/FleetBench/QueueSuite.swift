@@ -1,8 +1,8 @@
 import ArgumentParser
+import DrillKinds
 import FleetQueue
 import FleetSupport
 import Foundation
-import Shared
 
 /// `fleet-bench queue`: batched enqueue rate, drain rate of no-op jobs with 1 and 2 worker
 /// processes, enqueue-to-start latency of single jobs on idle workers — for the fleet and

@@ -9,7 +9,6 @@ import Foundation
 import Hummingbird
 import Logging
 import Renders
-import Shared
 
 /// `fleet-bench render`: one `render-worker` process keeps `--in-flight` renders going against
 /// fal's queue API on a fake with a fixed latency, completed by signed webhooks (verified and

@@ -2,7 +2,6 @@ import ArgumentParser
 import FleetPostgres
 import FleetQueue
 import Foundation
-import Shared
 
 /// `fleet-bench smoke`: sends drill jobs through a running fleet and summarises their end.
 struct SmokeRun: AsyncParsableCommand {

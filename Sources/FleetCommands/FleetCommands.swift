@@ -1,8 +1,8 @@
 import ArgumentParser
 import FleetQueue
+import FleetRuntime
 import Foundation
 import Logging
-import Shared
 
 /// `migrate`, the same in every executable.
 public struct MigrateCommand: AsyncParsableCommand {

@@ -1,11 +1,11 @@
 import ArgumentParser
 import DispatcherProtocol
 import FleetPostgres
+import FleetRuntime
 import FleetStorage
 import FleetSupport
 import Foundation
 import Renders
-import Shared
 
 /// The demo behind `scripts/run.sh`: a body photo and a garment photo go through the running
 /// fleet — normalise, background removal, render — as the backend would send them, with

@@ -3,7 +3,6 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
-import Shared
 
 /// `garment.cutout`: removes the background of a normalised garment photo through the
 /// backend chain, and stores `garments/{id}_cutout.png` and its preview on white. The result

@@ -1,12 +1,12 @@
 import ArgumentParser
 import FleetHTTPClient
 import FleetQueue
+import FleetRuntime
 import FleetStorage
 import Foundation
 import Imaging
 import Logging
 import FleetCommands
-import Shared
 
 @main
 struct ImageWorker: AsyncParsableCommand {

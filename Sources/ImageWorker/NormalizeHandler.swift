@@ -3,7 +3,6 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
-import Shared
 
 /// `image.normalize`: reads an upload from storage, normalises it, and stores the JPEG as a
 /// body photo or a garment photo. Bad images end the job at once with their code; the

@@ -3,7 +3,6 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
-import Shared
 
 /// `account.purge`: deletes every file of one user (body photos, uploads, garments, cutouts,
 /// renders). Purging a user with no files is a success, so a retried purge is harmless.

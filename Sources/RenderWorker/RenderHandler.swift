@@ -6,7 +6,6 @@ import Foundation
 import Imaging
 import Logging
 import Renders
-import Shared
 import Synchronization
 
 /// `render.run`: one render from `processing` to `complete` or `failed`, within its deadline.

@@ -2,6 +2,7 @@ import ArgumentParser
 import FleetHTTPClient
 import FleetPostgres
 import FleetQueue
+import FleetRuntime
 import FleetStorage
 import FleetSupport
 import Foundation
@@ -9,7 +10,6 @@ import Imaging
 import Logging
 import FleetCommands
 import Renders
-import Shared
 
 @main
 struct RenderWorker: AsyncParsableCommand {

@@ -3,7 +3,6 @@ import FleetHTTPClient
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// fleet-bench will hold hundreds of renders in flight against FakeFal: it must not need a
 /// thread or a sleeping task per job.

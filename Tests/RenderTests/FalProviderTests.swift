@@ -3,7 +3,6 @@ import FleetHTTPClient
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// The two fal providers against FakeFal over loopback HTTP.
 @Suite struct FalProviderTests {

@@ -7,7 +7,6 @@ import Hummingbird
 @testable import Renders
 import Synchronization
 import Testing
-@testable import Shared
 
 /// Webhook signatures: FakeFal signs as fal does, FalWebhookVerifier checks as the dispatcher will.
 @Suite struct FalWebhookTests {

@@ -4,7 +4,6 @@ import Foundation
 @testable import Renders
 import Testing
 import _CryptoExtras
-@testable import Shared
 
 /// Google Virtual Try-On against FakeGoogleVTO over loopback HTTP, with each way of authenticating.
 @Suite struct GoogleVirtualTryOnTests {

@@ -3,7 +3,6 @@ import FakeProviders
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// Replicate's webhook signatures (Standard Webhooks): ReplicateWebhookVerifier against the
 /// scheme as providers.md writes it, computed here independently of the fake.

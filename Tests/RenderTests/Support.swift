@@ -2,7 +2,6 @@ import FakeProviders
 import FleetHTTPClient
 import Foundation
 @testable import Renders
-import Shared
 import Synchronization
 import Testing
 

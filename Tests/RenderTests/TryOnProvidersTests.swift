@@ -4,7 +4,6 @@ import FleetSupport
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// Choosing and configuring the provider from the environment.
 @Suite struct TryOnProvidersTests {

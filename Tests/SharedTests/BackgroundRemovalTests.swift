@@ -7,7 +7,6 @@ import Foundation
 import Metrics
 import MetricsTestKit
 import Testing
-@testable import Shared
 
 /// A red T-shirt on a plain, slightly noisy light-grey background, normalised like an upload.
 /// 600 × 800; the shirt covers 24.8 % of it.

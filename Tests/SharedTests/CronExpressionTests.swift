@@ -1,7 +1,6 @@
 @testable import FleetQueue
 import Foundation
 import Testing
-@testable import Shared
 
 /// The cron parser and next-fire computation, in UTC.
 @Suite struct CronExpressionTests {

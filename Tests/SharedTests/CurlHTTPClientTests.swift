@@ -4,7 +4,6 @@ import Foundation
 import Hummingbird
 import Synchronization
 import Testing
-@testable import Shared
 
 /// The libcurl client against a real HTTP server on loopback.
 @Suite struct CurlHTTPClientTests {

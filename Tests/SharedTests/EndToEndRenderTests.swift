@@ -7,7 +7,6 @@ import Foundation
 @testable import Imaging
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// The whole render path with every piece real and separate: `render.request` over the
 /// dispatcher's socket → a `render-worker` process submitting to fal's queue API (a fake on

@@ -1,3 +1,4 @@
+import DrillKinds
 import FakeProviders
 @testable import FleetQueue
 import FleetStorage
@@ -5,7 +6,6 @@ import FleetSupport
 import Foundation
 @testable import Imaging
 import Testing
-@testable import Shared
 
 /// Whole worker processes (`fleet-drill`) against a real PostgreSQL: crashes, restarts, drains.
 @Suite(.serialized) struct FleetProcessTests {

@@ -4,7 +4,6 @@ import FleetStorage
 import Foundation
 @testable import Imaging
 import Testing
-@testable import Shared
 
 let corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/corpus")
 

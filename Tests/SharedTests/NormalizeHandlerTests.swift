@@ -6,7 +6,6 @@ import Foundation
 import Logging
 import Testing
 @testable import ImageWorker
-@testable import Shared
 
 /// The normalise job through the handler, with a real filesystem tree and real libvips.
 @Suite struct NormalizeHandlerTests {

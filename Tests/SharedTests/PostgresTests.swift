@@ -1,9 +1,9 @@
 import FleetHTTP
 import FleetPostgres
+import FleetRuntime
 import FleetSupport
 import Foundation
 import Testing
-@testable import Shared
 
 @Suite struct PostgresTests {
     @Test func arrayParametersSurviveQuotesBackslashesNullsAndUnicode() async throws {

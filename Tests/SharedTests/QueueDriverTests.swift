@@ -2,7 +2,6 @@ import FleetPostgres
 @testable import FleetQueue
 import Foundation
 import Testing
-@testable import Shared
 
 /// The driver's contract, statement by statement, against a real PostgreSQL.
 @Suite struct QueueDriverTests {

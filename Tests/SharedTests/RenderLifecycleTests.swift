@@ -9,7 +9,6 @@ import Logging
 @testable import Renders
 import Testing
 @testable import RenderWorker
-@testable import Shared
 
 /// A database, a storage tree with one user's body photo and garment cut-out, and a render
 /// handler wired to real providers (local, or fal's queue API on a fake server).

@@ -3,7 +3,6 @@ import FleetSupport
 import Foundation
 import Synchronization
 import Testing
-@testable import Shared
 
 /// Who ran which built-in task, across every scheduler of a test.
 final class TaskLog: Sendable {

@@ -1,11 +1,11 @@
 @testable import FleetQueue
 import FleetStorage
+@testable import DispatcherCore
 import Foundation
 import Logging
 @testable import Renders
 import Testing
 @testable import ImageWorker
-@testable import Shared
 
 /// `tokens.expire` end to end: two dispatchers race for the slot, the winner deletes expired
 /// tokens and their renders, and the image worker's purge deletes their files from a real tree.

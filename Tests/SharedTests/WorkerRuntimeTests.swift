@@ -1,11 +1,11 @@
 @testable import FleetQueue
+import DrillKinds
 import FleetSupport
 import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
 import Testing
-@testable import Shared
 
 /// Counts how many of its jobs run at once.
 final class GaugeHandler: JobHandler {

@@ -1,8 +1,9 @@
 @testable import FleetQueue
+import DrillKinds
+@testable import FleetRuntime
 import Foundation
 import Logging
 import Testing
-@testable import Shared
 
 /// How idle workers find new work: NOTIFY at once, the poll when no notification comes.
 @Suite struct WorkerWakeTests {

@@ -4,7 +4,6 @@ import FleetQueue
 import Logging
 import Renders
 import ServiceLifecycle
-import Shared
 import Synchronization
 
 /// Tells waiters when jobs or renders end, from the queue's `fleet_jobs_finished` and the

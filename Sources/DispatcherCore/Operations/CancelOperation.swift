@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import FleetQueue
-import Shared
 
 /// `cancel`: a queued job ends `cancelled`; a running one's worker is told to stop.
 public struct CancelOperation: DispatcherOperation {

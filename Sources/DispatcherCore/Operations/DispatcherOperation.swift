@@ -5,7 +5,6 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Renders
-import Shared
 
 /// The server side of one op. Adding an op is one `DispatcherRequest` (its name, arguments and
 /// result, shared with the clients) and one operation registered in `OperationRegistry`.

@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import FleetQueue
-import Shared
 
 /// `enqueue`: any known job kind with its payload object.
 public struct EnqueueOperation: DispatcherOperation {

@@ -1,5 +1,4 @@
 import FleetQueue
-import Shared
 
 extension OperationRegistry {
     /// Every job op: `ping`, `enqueue`, the image conveniences, `status`, `wait`, `cancel`, `stats`.

@@ -2,7 +2,6 @@ import DispatcherProtocol
 import FleetQueue
 import FleetStorage
 import Foundation
-import Shared
 
 /// Enqueues one job for the enqueueing ops, turning the protocol's options into the queue's.
 struct JobSubmitter: Sendable {

@@ -1,7 +1,6 @@
 import DispatcherProtocol
 import FleetQueue
 import Imaging
-import Shared
 
 /// `image.normalize`: an upload normalised into a body photo or a garment photo by the image worker.
 public struct NormalizeImageOperation: DispatcherOperation {

@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Foundation
-import Shared
 
 /// `ping`: a liveness check, open before `auth`.
 public struct PingOperation: DispatcherOperation {

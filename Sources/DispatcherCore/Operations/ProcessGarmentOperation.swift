@@ -1,7 +1,6 @@
 import DispatcherProtocol
 import FleetQueue
 import Imaging
-import Shared
 
 /// `garment.process`: normalise a garment upload, then remove its background: one
 /// `image.normalize` job flagged `thenCutout`, which on success enqueues the `garment.cutout`

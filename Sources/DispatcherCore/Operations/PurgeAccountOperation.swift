@@ -1,7 +1,6 @@
 import DispatcherProtocol
 import FleetQueue
 import Imaging
-import Shared
 
 /// `account.purge`: every file of one user deleted by the image worker.
 public struct PurgeAccountOperation: DispatcherOperation {

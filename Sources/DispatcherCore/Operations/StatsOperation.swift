@@ -1,7 +1,6 @@
 import DispatcherProtocol
 import FleetQueue
 import Foundation
-import Shared
 
 /// `stats`: depth, lag and failures per kind, and the live workers.
 public struct StatsOperation: DispatcherOperation {

@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import FleetQueue
-import Shared
 
 /// `status`: one job by id.
 public struct StatusOperation: DispatcherOperation {

@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import FleetQueue
-import Shared
 
 /// `wait`: answers once the job is terminal, woken by the queue's `fleet_jobs_finished`
 /// notifications (no polling), or when the timeout passes or the server shuts down.

@@ -2,7 +2,6 @@ import DispatcherProtocol
 import Logging
 import NIOCore
 import ServiceLifecycle
-import Shared
 
 /// How a client reached the server: TCP requires `auth`; the Unix socket relies on its file permissions.
 public enum Transport: String, Sendable {

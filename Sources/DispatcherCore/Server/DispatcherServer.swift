@@ -4,7 +4,6 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
-import Shared
 import Synchronization
 
 /// The dispatcher's socket server: TCP and/or a Unix socket, newline-delimited JSON

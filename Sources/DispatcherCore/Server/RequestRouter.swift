@@ -3,7 +3,6 @@ import FleetSupport
 import Foundation
 import Logging
 import NIOCore
-import Shared
 
 /// What one connection knows about its client.
 struct Session: Sendable {

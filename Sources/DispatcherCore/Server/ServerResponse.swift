@@ -1,5 +1,4 @@
 import DispatcherProtocol
-import Shared
 
 /// One response frame: `{"type":"response","id":…,"ok":…,"result":…,"error":…}`, every field
 /// present (explicit nulls).

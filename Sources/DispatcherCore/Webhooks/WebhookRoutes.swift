@@ -5,7 +5,6 @@ import Hummingbird
 import Logging
 import NIOCore
 import Renders
-import Shared
 
 /// The dispatcher's provider webhooks, `POST /webhooks/{provider}`: read the body (at most
 /// `maxBodyBytes`), authenticate it, store it once and announce it (`RenderStore.recordProviderEvent`).

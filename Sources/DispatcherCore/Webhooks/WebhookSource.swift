@@ -1,6 +1,5 @@
 import Foundation
 import Renders
-import Shared
 
 /// One provider's webhook: authenticates a request and names the event it carries.
 public protocol WebhookSource: Sendable {

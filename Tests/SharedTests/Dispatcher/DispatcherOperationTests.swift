@@ -5,7 +5,6 @@ import FleetPostgres
 import Foundation
 @testable import Imaging
 import Testing
-@testable import Shared
 
 /// Every job operation over a real socket, against a real PostgreSQL.
 @Suite(.timeLimit(.minutes(2))) struct DispatcherOperationTests {

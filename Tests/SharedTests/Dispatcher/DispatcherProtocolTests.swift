@@ -5,7 +5,6 @@ import FleetSupport
 import Foundation
 import NIOCore
 import Testing
-@testable import Shared
 
 /// The wire: framing, auth, pipelining, limits and timeouts, hostile input.
 @Suite(.timeLimit(.minutes(3))) struct DispatcherProtocolTests {

@@ -4,7 +4,6 @@ import FleetSupport
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// The protocol's result types send every optional field, as `null` when absent.
 @Suite struct ExplicitNullTests {

@@ -2,7 +2,6 @@
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// The render and onboarding ops over a real socket: the business codes, waits woken by the
 /// render's own notification, feedback refunds once, tokens and linking.

@@ -4,7 +4,6 @@ import FleetSupport
 import Foundation
 import NIOCore
 import NIOPosix
-@testable import Shared
 @testable import Renders
 
 /// A dispatcher served in-process (TCP on a free port and a Unix socket) over a fresh database,

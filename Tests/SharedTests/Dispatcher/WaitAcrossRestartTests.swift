@@ -3,7 +3,6 @@
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// `wait` and `render.wait` held open while PostgreSQL restarts: a restart shorter than what is
 /// left of the timeout is invisible to the waiting client (`docs/operations.md`).

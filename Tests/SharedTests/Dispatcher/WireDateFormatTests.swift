@@ -2,7 +2,6 @@
 import FleetSupport
 import Foundation
 import Testing
-@testable import Shared
 
 /// Every date the protocol sends has the one format `docs/protocol.md` names: ISO 8601 in UTC
 /// with milliseconds and `Z` (`2026-11-24T15:19:05.534Z`), whatever produced it (a column read

@@ -2,12 +2,12 @@ import DispatcherCore
 import FleetHTTP
 import FleetHTTPClient
 import FleetPostgres
+import FleetRuntime
 import Foundation
 import Logging
 @testable import Renders
 import ServiceLifecycle
 import Synchronization
-@testable import Shared
 
 /// The dispatcher's HTTP side in this process, assembled as `dispatcher run` does (probes,
 /// metrics, webhook routes around the given services) on a kernel-chosen loopback port.

@@ -1,8 +1,8 @@
+import DrillKinds
 import FleetHTTP
 @testable import FleetQueue
 import Foundation
 import Testing
-@testable import Shared
 
 /// `/healthz`, `/readyz` and `/metrics` over real HTTP: the dispatcher's listener in this
 /// process, and a worker executable started as its own process.

@@ -4,7 +4,6 @@ import FleetSupport
 import Foundation
 @testable import Renders
 import Testing
-@testable import Shared
 
 /// `POST /webhooks/fal` and `POST /webhooks/replicate` over real HTTP on the dispatcher's
 /// listener, against a real database: signed by FakeFal (ED25519, its JWKS) and as Replicate

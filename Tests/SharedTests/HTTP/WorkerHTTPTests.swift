@@ -1,9 +1,9 @@
+import DrillKinds
 import FleetHTTPClient
 @testable import FleetPostgres
 @testable import FleetQueue
 import Foundation
 import Testing
-@testable import Shared
 
 /// A worker executable (`fleet-drill`) started as a process with `FLEET_HTTP_ADDRESS`: its
 /// probes and metrics over real HTTP, through a run and a drain.

@@ -4,7 +4,6 @@ import FleetSupport
 import Foundation
 import Glibc
 import Logging
-@testable import Shared
 
 /// The package's root folder, found from this file's path.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

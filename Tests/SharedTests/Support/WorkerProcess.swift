@@ -1,6 +1,5 @@
 import FleetSupport
 import Foundation
-@testable import Shared
 
 /// The path of one of the package's executables, built beside the test bundle.
 func builtExecutable(_ name: String) -> String {

@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Renders
-import Shared
 
 /// `token.issue`: a new onboarding token for an app at first launch (only its hash is kept).
 public struct IssueTokenOperation: DispatcherOperation {

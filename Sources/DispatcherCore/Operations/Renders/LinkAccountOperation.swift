@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Renders
-import Shared
 
 /// `account.link`: the onboarding token joins a new account, once (`EphemeralTokens.link`).
 public struct LinkAccountOperation: DispatcherOperation {

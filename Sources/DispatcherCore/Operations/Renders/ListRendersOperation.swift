@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Renders
-import Shared
 
 /// `renders.list`: a user's renders, newest first.
 public struct ListRendersOperation: DispatcherOperation {

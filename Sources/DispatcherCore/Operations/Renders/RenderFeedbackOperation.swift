@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Renders
-import Shared
 
 /// `render.feedback`: thumbs up or down on a user's complete render; a thumbs-down gives the
 /// credit back once, however often it is sent (`RenderStore.feedback`).

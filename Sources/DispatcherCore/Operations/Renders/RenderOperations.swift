@@ -1,7 +1,6 @@
 import DispatcherProtocol
 import FleetPostgres
 import Renders
-import Shared
 
 extension OperationRegistry {
     /// Every render and onboarding op: `render.request`, `render.status`, `render.wait`,

@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Renders
-import Shared
 
 /// `render.status`: one render by id (the app polls it about every 2 s).
 public struct RenderStatusOperation: DispatcherOperation {

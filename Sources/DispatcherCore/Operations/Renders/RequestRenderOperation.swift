@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Renders
-import Shared
 
 /// `render.request`: checks the arguments, then `RenderRequests` gates the category, reserves
 /// the credit (non-subscribers) and creates the render and its `render.run` job in one

@@ -1,6 +1,5 @@
 import DispatcherProtocol
 import Renders
-import Shared
 
 /// `render.wait`: answers once the render is complete or failed, woken by the
 /// `fleet_renders_finished` notification its ending statement sends (no polling), or when the

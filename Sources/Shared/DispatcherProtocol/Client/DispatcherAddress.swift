@@ -1,3 +1,5 @@
+import FleetSupport
+
 /// Where a dispatcher listens.
 public enum DispatcherAddress: Sendable, Equatable, CustomStringConvertible {
     case tcp(host: String, port: Int)
@@ -9,13 +11,8 @@ public enum DispatcherAddress: Sendable, Equatable, CustomStringConvertible {
             self = .unix(path: text)
             return
         }
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
-            return nil
-        }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty else { return nil }
-        self = .tcp(host: host, port: port)
+        guard let address = HostAndPort(text) else { return nil }
+        self = .tcp(host: address.host, port: address.port)
     }
 
     public var description: String {

@@ -1,4 +1,3 @@
-import DispatcherProtocol
 import FleetSupport
 
 /// The dispatcher's socket settings, read from the environment (`docs/configuration.md`). The

@@ -1,5 +1,6 @@
 // Synthetic job kinds, run by `fleet-drill` for queue tests, benchmarks and load drills.
 import FleetQueue
+import FleetRuntime
 import FleetSupport
 import Foundation
 

@@ -1,4 +1,3 @@
-import DispatcherProtocol
 import FleetHTTP
 import FleetPostgres
 import FleetQueue
@@ -60,9 +59,9 @@ extension EnvironmentReader {
     public func listenAddress(_ name: String, default value: ListenAddress?) throws -> ListenAddress? {
         guard let text = environment[name], !text.isEmpty else { return value }
         if text.lowercased() == "off" { return nil }
-        guard case .tcp(let host, let port) = DispatcherAddress(text) else {
+        guard let address = HostAndPort(text) else {
             throw ConfigurationError(variable: name, reason: "'\(text)' is not host:port or off")
         }
-        return ListenAddress(host: host, port: port)
+        return ListenAddress(host: address.host, port: address.port)
     }
 }
