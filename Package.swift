@@ -1,6 +1,31 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The layers under Sources/Shared, lowest first; each imports only the layers below it and the
+// compiler keeps it so (docs/architecture.md draws them):
+//
+//   FleetSupport                       helpers every layer uses
+//   FleetPostgres  FleetHTTPClient  FleetStorage  FleetHTTP
+//   FleetQueue                         (FleetPostgres)
+//   Imaging                            (FleetHTTPClient, FleetStorage)
+//   Renders                            (FleetQueue, Imaging, FleetPostgres, FleetHTTPClient, FleetStorage)
+//   DispatcherProtocol                 (FleetSupport only: no domain)
+//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP)
+//
+// Above them: DispatcherCore (the dispatcher's server), FleetCommands (the workers' shared CLI),
+// the executables, and the test support (DrillKinds, FakeProviders).
+
+let log = Target.Dependency.product(name: "Logging", package: "swift-log")
+let metrics = Target.Dependency.product(name: "Metrics", package: "swift-metrics")
+let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
+let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
+let hummingbird = Target.Dependency.product(name: "Hummingbird", package: "hummingbird")
+let prometheus = Target.Dependency.product(name: "Prometheus", package: "swift-prometheus")
+let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
+let cryptoExtras = Target.Dependency.product(name: "_CryptoExtras", package: "swift-crypto")
+let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
+
 let package = Package(
     name: "wearbloom-fleet",
     platforms: [.macOS(.v15)],
@@ -11,6 +36,7 @@ let package = Package(
         .executable(name: "fleet-bench", targets: ["FleetBench"]),
         .executable(name: "fleet-drill", targets: ["FleetDrill"]),
         .executable(name: "fleet-demo", targets: ["FleetDemo"]),
+        // What a Swift backend links to talk to the dispatcher: no libpq, libvips or libcurl.
         .library(name: "DispatcherProtocol", targets: ["DispatcherProtocol"]),
     ],
     dependencies: [
@@ -32,41 +58,33 @@ let package = Package(
         // Fixed-argument wrappers for the variadic C calls Swift cannot make.
         .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"]),
 
-        // The layers under Sources/Shared, lowest first; each imports only the layers below it
-        // (docs/architecture.md).
-        // Small helpers every layer uses: blocking work off the cooperative pool, child processes, hex.
+        // Helpers every layer uses: JSON values, coded errors, settings from the environment,
+        // blocking work off the cooperative pool, child processes.
         .target(name: "FleetSupport", path: "Sources/Shared/FleetSupport"),
         // libpq: connections, the pool, LISTEN, migrations. Imports nothing of ours.
-        .target(
-            name: "FleetPostgres",
-            dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")],
-            path: "Sources/Shared/FleetPostgres"
-        ),
+        .target(name: "FleetPostgres", dependencies: ["CLibPQ", log], path: "Sources/Shared/FleetPostgres"),
         // The outbound HTTP client (libcurl's multi interface) every provider client uses.
-        .target(name: "FleetHTTPClient", dependencies: ["CCurl", "CFleetShims", "FleetSupport"], path: "Sources/Shared/FleetHTTPClient"),
+        .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims"], path: "Sources/Shared/FleetHTTPClient"),
         // Where images live: storage keys and ids, the local store, atomic files.
         .target(name: "FleetStorage", dependencies: ["FleetSupport"], path: "Sources/Shared/FleetStorage"),
+        // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
+        .target(
+            name: "FleetHTTP",
+            dependencies: [hummingbird, prometheus, metrics, serviceLifecycle, log, nioCore],
+            path: "Sources/Shared/FleetHTTP"
+        ),
         // The job queue: jobs and their driver, the worker runtime, the queue's maintenance, the
         // cron-style schedule. Knows no product: each kind's handler lives with its domain.
         .target(
             name: "FleetQueue",
-            dependencies: [
-                "FleetSupport", "FleetPostgres",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
+            dependencies: ["FleetSupport", "FleetPostgres", log, metrics, serviceLifecycle],
             path: "Sources/Shared/FleetQueue"
         ),
         // The image work: libvips normalise and cut-out composition, the background removers
         // (Replicate, rembg, libvips), the image jobs' payloads.
         .target(
             name: "Imaging",
-            dependencies: [
-                "FleetSupport", "FleetHTTPClient", "FleetStorage", "CVips", "CFleetShims",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-            ],
+            dependencies: ["FleetSupport", "FleetHTTPClient", "FleetStorage", "CVips", "CFleetShims", log, metrics],
             path: "Sources/Shared/Imaging"
         ),
         // Renders: requests and their credits, the render store, the try-on providers (fal, Google,
@@ -75,133 +93,88 @@ let package = Package(
             name: "Renders",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "CSodium",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                crypto, cryptoExtras, log, metrics,
             ],
             path: "Sources/Shared/Renders"
         ),
-        // The dispatcher's socket protocol: wire types, frames, the Swift client. No domain
-        // imports: a backend links it without libpq, libvips or libcurl.
-        .target(
-            name: "DispatcherProtocol",
-            dependencies: [
-                "FleetSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
-            path: "Sources/Shared/DispatcherProtocol"
-        ),
-
-        // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
-        .target(
-            name: "FleetHTTP",
-            dependencies: [
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-            ]
-        ),
+        // The dispatcher's socket protocol: wire types, frames, settings, the Swift client.
+        .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix], path: "Sources/Shared/DispatcherProtocol"),
         // What every executable does at start: settings, JSON logs, the HTTP listener with probes
         // and metrics, migrations, the worker's run loop under a ServiceGroup.
         .target(
             name: "FleetRuntime",
-            dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP", log, prometheus, serviceLifecycle],
             path: "Sources/Shared/FleetRuntime"
         ),
-        // The dispatcher's socket server (protocol, operations), a library so tests can run it in-process.
+
+        // The dispatcher's server (socket, operations, webhooks, schedule), a library so tests run it in-process.
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CSodium", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
+                "DispatcherProtocol", "CSodium", hummingbird, nioCore, nioPosix, log, serviceLifecycle,
             ]
         ),
-        .target(
-            name: "FleetCommands",
-            dependencies: [ "FleetRuntime","FleetQueue", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
+        // The workers' shared command line (run, migrate).
+        .target(name: "FleetCommands", dependencies: ["FleetQueue", "FleetRuntime", argumentParser, log]),
         .executableTarget(
             name: "Dispatcher",
-            dependencies: [ "FleetRuntime","FleetHTTPClient", "FleetPostgres", "FleetSupport", "FleetQueue", "DispatcherCore", "FleetCommands", "FleetHTTP", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Renders", "DispatcherProtocol",
+                "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log,
+            ]
         ),
         .executableTarget(
             name: "RenderWorker",
-            dependencies: [ "FleetRuntime",
-                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", "Renders", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
+                "FleetRuntime", "FleetCommands", argumentParser, log,
             ]
         ),
         .executableTarget(
             name: "ImageWorker",
-            dependencies: [ "FleetRuntime",
-                "FleetHTTPClient", "FleetStorage", "FleetSupport", "FleetCommands", "FleetQueue", "Imaging", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+            dependencies: [
+                "FleetSupport", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "FleetRuntime", "FleetCommands",
+                argumentParser, log,
             ]
         ),
-        .executableTarget(
-            name: "FleetDrill",
-            dependencies: ["DrillKinds", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
+        .executableTarget(name: "FleetDrill", dependencies: ["DrillKinds", argumentParser]),
         .executableTarget(
             name: "FleetDemo",
-            dependencies: [ "FleetRuntime","FleetPostgres", "FleetStorage", "FleetSupport", "Renders", "DispatcherProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetStorage", "Renders", "DispatcherProtocol", "FleetRuntime", argumentParser]
         ),
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "FakeProviders", "DispatcherCore", "Imaging", "Renders", "DispatcherProtocol", "DrillKinds", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
+                "DispatcherProtocol", "DispatcherCore", "DrillKinds", "FakeProviders", argumentParser, hummingbird, log,
             ],
             exclude: ["peers"]
         ),
+
+        // Test support, linked by no production executable.
         // The synthetic kinds (drill.noop, drill.script) and their worker: load drills, the queue
-        // benchmarks and the tests. No production worker links them.
-        .target(
-            name: "DrillKinds",
-            dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime"]
-        ),
+        // benchmarks and the tests.
+        .target(name: "DrillKinds", dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime"]),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
         // formats: used by the tests and by fleet-bench's render suite.
         .target(
             name: "FakeProviders",
-            dependencies: [
-                "FleetHTTPClient", "CSodium", "Imaging",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-            ]
+            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, crypto, cryptoExtras, log]
         ),
         .testTarget(
             name: "SharedTests",
-            dependencies: [ "FleetRuntime",
-                "FleetHTTPClient", "FleetPostgres", "FleetStorage", "FleetSupport", "FleetQueue", "CVips", "CFleetShims", "DrillKinds", "FleetDrill", "ImageWorker", "RenderWorker", "FakeProviders", "DispatcherCore", "FleetHTTP", "Imaging", "Renders", "DispatcherProtocol",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
+                "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetDrill", "ImageWorker",
+                "RenderWorker", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle,
             ]
         ),
         .testTarget(
             name: "RenderTests",
-            dependencies: [
-                "FleetHTTPClient", "FleetSupport", "FakeProviders", "CSodium", "Renders",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-            ]
+            dependencies: ["FleetSupport", "FleetHTTPClient", "Renders", "FakeProviders", "CSodium", hummingbird, crypto, cryptoExtras]
         ),
     ]
 )
