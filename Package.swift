@@ -7,7 +7,7 @@ import PackageDescription
 //   FleetSupport                       helpers every layer uses
 //   FleetPostgres  FleetHTTPClient  FleetStorage  FleetHTTP
 //   FleetQueue                         (FleetPostgres)
-//   Imaging                            (FleetHTTPClient, FleetStorage)
+//   Imaging                            (FleetQueue for its jobs' kinds, FleetHTTPClient, FleetStorage)
 //   Renders                            (FleetQueue, Imaging, FleetPostgres, FleetHTTPClient, FleetStorage)
 //   DispatcherProtocol                 (FleetSupport only: no domain)
 //   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP)
@@ -84,7 +84,7 @@ let package = Package(
         // (Replicate, rembg, libvips), the image jobs' payloads.
         .target(
             name: "Imaging",
-            dependencies: ["FleetSupport", "FleetHTTPClient", "FleetStorage", "CVips", "CFleetShims", log, metrics],
+            dependencies: ["FleetSupport", "FleetHTTPClient", "FleetStorage", "FleetQueue", "CVips", "CFleetShims", log, metrics],
             path: "Sources/Shared/Imaging"
         ),
         // Renders: requests and their credits, the render store, the try-on providers (fal, Google,

@@ -33,7 +33,7 @@ struct Run: AsyncParsableCommand {
         let socketSettings = try DispatcherSettings.load(from: ProcessInfo.processInfo.environment)
         try socketSettings.validateForServer()
         let renderSettings = try RenderRequestSettings.load(from: ProcessInfo.processInfo.environment)
-        let schedule = try ScheduleSettings.load(from: ProcessInfo.processInfo.environment)
+        let schedule = try MaintenanceTasks.schedule(from: ProcessInfo.processInfo.environment)
         let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
         let logger = Logger(label: "dispatcher")
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
@@ -50,7 +50,7 @@ struct Run: AsyncParsableCommand {
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
                 perform: { try await tasks.run($0) }, logger: logger)
-            return [scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(pool: pool)), logger: logger)] + stack.services
+            return [scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(pool: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)] + stack.services
         }
     }
 }

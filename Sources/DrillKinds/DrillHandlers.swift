@@ -15,12 +15,9 @@ public struct NoopHandler: JobHandler {
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let started = wallClockNanoseconds()
         executions?.append(job)
-        guard job.payload.contains("sentAtNs") else { return nil }
-        let payload = try job.decodePayload(LatencyPayload.self)
-        return .object(["startLatencyNs": .number(Double(started - payload.sentAtNs))])
+        guard job.payload.contains("sentAtNs"), let sentAtNs = try job.decodePayload(DrillNoop.self).sentAtNs else { return nil }
+        return .object(["startLatencyNs": .number(Double(started - sentAtNs))])
     }
-
-    struct LatencyPayload: Decodable { let sentAtNs: Int64 }
 }
 
 /// `drill.script`: behaves as its payload says, to exercise the queue's failure paths.
@@ -30,27 +27,9 @@ public struct ScriptHandler: JobHandler {
 
     public init(executions: ExecutionLog? = nil) { self.executions = executions }
 
-    public struct Script: Codable, Sendable {
-        /// Sleeps this long (honouring cancellation).
-        var sleepMs: Int?
-        /// Fails with a retryable error while `attempt <= failAttempts`.
-        var failAttempts: Int?
-        /// Fails permanently.
-        var permanent: Bool?
-        /// Ignores cancellation while sleeping (a handler stuck in C code, say).
-        var ignoreCancel: Bool?
-
-        public init(sleepMs: Int? = nil, failAttempts: Int? = nil, permanent: Bool? = nil, ignoreCancel: Bool? = nil) {
-            self.sleepMs = sleepMs
-            self.failAttempts = failAttempts
-            self.permanent = permanent
-            self.ignoreCancel = ignoreCancel
-        }
-    }
-
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         executions?.append(job)
-        let script = try job.decodePayload(Script.self)
+        let script = try job.decodePayload(DrillScript.self)
         if let sleep = script.sleepMs {
             if script.ignoreCancel == true {
                 usleep(useconds_t(sleep * 1000))

@@ -12,13 +12,8 @@ struct CutoutHandler: JobHandler {
     let storage: any ImageStorage
     let chain: BackgroundRemovalChain
 
-    struct Payload: Codable {
-        let userId: StorageID
-        let garmentId: StorageID
-    }
-
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
-        let payload = try job.decodePayload(Payload.self)
+        let payload = try job.decodePayload(GarmentCutoutPayload.self)
         let photoPath: String
         do {
             photoPath = try await storage.fileForReading(.garment(user: payload.userId, garment: payload.garmentId))

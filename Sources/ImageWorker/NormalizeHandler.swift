@@ -43,7 +43,7 @@ struct NormalizeHandler: JobHandler {
         if payload.thenCutout == true {
             // Keyed by this job: a retried or rescued run finds the job it already enqueued.
             let cutout = try await context.queue.enqueue(NewJob(
-                kind: .garmentCutout, encoding: CutoutHandler.Payload(userId: payload.userId, garmentId: payload.imageId),
+                GarmentCutoutPayload(userId: payload.userId, garmentId: payload.imageId),
                 priority: job.priority, idempotencyKey: "garment.cutout:after:\(job.id)"))
             result["cutoutJobId"] = .number(Double(cutout.id))
         }

@@ -27,15 +27,11 @@ struct RenderHandler: JobHandler {
     let events: RenderEvents
     let options: RenderOptions
 
-    struct Payload: Codable {
-        let renderId: StorageID
-    }
-
     /// Raised inside the render when its deadline passes.
     struct DeadlinePassed: Error {}
 
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
-        let payload = try job.decodePayload(Payload.self)
+        let payload = try job.decodePayload(RenderRunPayload.self)
         let logger = context.logger.with("render_id", payload.renderId.value)
         let render: RenderRecord
         let earlier: ProviderSubmission?

@@ -33,7 +33,7 @@ import Testing
         let q = try await TestQueue.make()
         let environment = ["FLEET_LEASE_SECONDS": "2", "FLEET_CONCURRENCY": "drill.script=10"]
         let victim = try WorkerProcess(databaseURL: q.url, environment: environment)
-        let jobs = try await q.queue.enqueue((0..<10).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 1_500)) })
+        let jobs = try await q.queue.enqueue((0..<10).map { _ in try NewJob(DrillScript(sleepMs: 1_500)) })
         try await q.waitUntil("victim running all") { try await q.states()[.running] == 10 }
         victim.signal(SIGKILL)
         #expect(await victim.wait() != 0)
@@ -56,7 +56,7 @@ import Testing
                 try WorkerProcess(databaseURL: q.url, environment: ["FLEET_CONCURRENCY": "drill.script=32"])
             }
             let total = 3_000
-            _ = try await q.queue.enqueue((0..<total).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 5)) })
+            _ = try await q.queue.enqueue((0..<total).map { _ in try NewJob(DrillScript(sleepMs: 5)) })
             try await q.waitUntil("a third done") { try await q.states()[.completed, default: 0] > total / 3 }
             try await cluster.restart()
             try await q.waitUntil(timeout: .seconds(120), "all completed") {
@@ -73,8 +73,8 @@ import Testing
         let worker = try WorkerProcess(databaseURL: q.url, environment: [
             "FLEET_SHUTDOWN_GRACE_SECONDS": "1", "FLEET_CONCURRENCY": "drill.script=20",
         ])
-        let short = try await q.queue.enqueue((0..<10).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 300)) })
-        let long = try await q.queue.enqueue((0..<10).map { _ in try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(sleepMs: 60_000)) })
+        let short = try await q.queue.enqueue((0..<10).map { _ in try NewJob(DrillScript(sleepMs: 300)) })
+        let long = try await q.queue.enqueue((0..<10).map { _ in try NewJob(DrillScript(sleepMs: 60_000)) })
         try await q.waitUntil("all running") { try await q.states()[.running] == 20 }
         worker.signal(SIGTERM)
         #expect(await worker.wait(timeout: .seconds(10)) == 0, "\(worker.log)")

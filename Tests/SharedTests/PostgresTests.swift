@@ -2,6 +2,7 @@ import FleetHTTP
 import FleetPostgres
 import FleetRuntime
 import FleetSupport
+import FleetQueue
 import Foundation
 import Testing
 
@@ -79,6 +80,9 @@ import Testing
 }
 
 @Suite struct ConfigurationTests {
+    /// A process that runs the drill kinds (FLEET_CONCURRENCY may name only kinds it runs).
+    static let drillKinds: [JobKind: Int] = [.drillNoop: 1, .drillScript: 1]
+
     @Test func defaultsApplyWhenNothingIsSet() throws {
         let settings = try FleetSettings.load(from: [:], defaultConcurrency: [.drillNoop: 7])
         #expect(settings.databaseURL == "")
@@ -91,7 +95,7 @@ import Testing
         let settings = try FleetSettings.load(from: [
             "FLEET_CONCURRENCY": "drill.noop=3, drill.script=9", "FLEET_LEASE_SECONDS": "5",
             "FLEET_QUEUES": "renders,images", "FLEET_LOG_LEVEL": "DEBUG",
-        ])
+        ], defaultConcurrency: Self.drillKinds)
         #expect(settings.worker.concurrency == [.drillNoop: 3, .drillScript: 9])
         #expect(settings.worker.lease == .seconds(5))
         #expect(settings.worker.queues == ["renders", "images"])
@@ -113,6 +117,7 @@ import Testing
         ("FLEET_LEASE_SECONDS", "0"),
         ("FLEET_CONCURRENCY", "drill.noop"),
         ("FLEET_CONCURRENCY", "image.resize=2"),
+        ("FLEET_CONCURRENCY", "render.run=2"),
         ("FLEET_LOG_LEVEL", "loud"),
         ("FLEET_DB_POOL_SIZE", "-1"),
         ("FLEET_QUEUES", "a,,b"),
@@ -121,7 +126,7 @@ import Testing
     ])
     func aBadSettingNamesItsVariable(variable: String, value: String) {
         #expect {
-            _ = try FleetSettings.load(from: [variable: value])
+            _ = try FleetSettings.load(from: [variable: value], defaultConcurrency: Self.drillKinds)
         } throws: { error in
             (error as? ConfigurationError)?.variable == variable && "\(error)".contains(variable)
         }

@@ -1,3 +1,4 @@
+@testable import DispatcherCore
 import FleetPostgres
 @testable import FleetQueue
 import Foundation
@@ -227,7 +228,7 @@ import Testing
     @Test func unknownKindEndsDeadWithAClearError() async throws {
         let q = try await TestQueue.make()
         try await q.pool.query("INSERT INTO jobs (kind, created_at) VALUES ('image.resize', now() - interval '1 hour'), ('image.resize', now())")
-        let sweeper = UnknownKindSweeper(driver: q.driver, grace: .seconds(600), logger: testLogger)
+        let sweeper = UnknownKindSweeper(driver: q.driver, knownKinds: FleetKinds.all, grace: .seconds(600), logger: testLogger)
         let killed = try await sweeper.runOnce()
         #expect(killed.count == 1)
         let record = try #require(try await q.queue.job(id: killed[0]))

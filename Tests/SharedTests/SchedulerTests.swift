@@ -1,4 +1,5 @@
 @testable import FleetQueue
+@testable import DispatcherCore
 import FleetSupport
 import Foundation
 import Synchronization
@@ -21,7 +22,7 @@ final class TaskLog: Sendable {
 
 @Suite struct SchedulerTests {
     func entry(_ line: String) throws -> ScheduleEntry {
-        guard case .entry(let entry) = try ScheduleLine(line) else { throw TestFailure("\(line) is not an entry") }
+        guard case .entry(let entry) = try ScheduleLine(line, vocabulary: MaintenanceTasks.vocabulary) else { throw TestFailure("\(line) is not an entry") }
         return entry
     }
 
@@ -159,7 +160,7 @@ final class TaskLog: Sendable {
     }
 
     @Test func settingsOverrideDisableAndRefuseBadEntriesNamingTheVariable() throws {
-        let defaults = try ScheduleSettings.load(from: [:])
+        let defaults = try MaintenanceTasks.schedule(from: [:])
         #expect(defaults.entries.map(\.name) == ["renders.timeout", "leases.rescue", "kinds.sweep", "tokens.expire", "jobs.prune"])
         #expect(defaults.lateness == .seconds(60))
 
@@ -171,7 +172,7 @@ final class TaskLog: Sendable {
 
             0 3 * * * => drill.noop {"a": 1}
             """.write(toFile: file, atomically: true, encoding: .utf8)
-        let settings = try ScheduleSettings.load(from: [
+        let settings = try MaintenanceTasks.schedule(from: [
             "FLEET_SCHEDULE_FILE": file, "FLEET_SCHEDULE": "@hourly => drill.noop; off => jobs.prune", "FLEET_SCHEDULE_LATENESS_SECONDS": "5",
         ])
         #expect(settings.entries.map(\.name) == ["renders.timeout", "leases.rescue", "tokens.expire", "drill.noop"])
@@ -180,7 +181,7 @@ final class TaskLog: Sendable {
         #expect(settings.lateness == .seconds(5))
 
         let refused: [([String: String], String)] = [
-            (["FLEET_SCHEDULE": "* * * * * => nope"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => nope': 'nope' is neither a built-in (tokens.expire, renders.timeout, leases.rescue, jobs.prune, kinds.sweep) nor a job kind"),
+            (["FLEET_SCHEDULE": "* * * * * => nope"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => nope': 'nope' is neither a built-in (jobs.prune, kinds.sweep, leases.rescue, renders.timeout, tokens.expire) nor a job kind"),
             (["FLEET_SCHEDULE": "off => kinds.sweep; 61 * * * * => jobs.prune"], "configuration error: FLEET_SCHEDULE: entry 2 '61 * * * * => jobs.prune': minute field '61': 61 is outside 0...59"),
             (["FLEET_SCHEDULE": "* * * * * jobs.prune"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * jobs.prune': '* * * * * jobs.prune' is not 'expression => target'"),
             (["FLEET_SCHEDULE": "* * * * * => jobs.prune {}"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => jobs.prune {}': the built-in jobs.prune takes no payload"),
@@ -190,12 +191,12 @@ final class TaskLog: Sendable {
             (["FLEET_SCHEDULE_LATENESS_SECONDS": "-1"], "configuration error: FLEET_SCHEDULE_LATENESS_SECONDS: '-1' is not a whole number in 0...3600"),
         ]
         for (environment, message) in refused {
-            #expect(throws: ConfigurationError.self) { _ = try ScheduleSettings.load(from: environment) }
-            do { _ = try ScheduleSettings.load(from: environment) } catch { #expect("\(error)" == message) }
+            #expect(throws: ConfigurationError.self) { _ = try MaintenanceTasks.schedule(from: environment) }
+            do { _ = try MaintenanceTasks.schedule(from: environment) } catch { #expect("\(error)" == message) }
         }
         try "* * * * * => drill.noop\nbad line".write(toFile: file, atomically: true, encoding: .utf8)
         do {
-            _ = try ScheduleSettings.load(from: ["FLEET_SCHEDULE_FILE": file])
+            _ = try MaintenanceTasks.schedule(from: ["FLEET_SCHEDULE_FILE": file])
             Issue.record("a bad file line was accepted")
         } catch {
             #expect("\(error)" == "configuration error: FLEET_SCHEDULE_FILE: \(file):2 'bad line': 'bad line' is not 'expression => target'")

@@ -68,7 +68,7 @@ import Testing
         try AtomicFile.write(Data("upload".utf8), to: "\(root)/eph-upload/uploads/u1")
 
         // Two dispatchers race for one tokens.expire slot; one runs it.
-        let expire = ScheduleEntry(expression: try CronExpression("* * * * * *"), target: .task(.tokensExpire))
+        let expire = ScheduleEntry(expression: try CronExpression("* * * * * *"), target: .task(TokenExpirer.task))
         let tasks = MaintenanceTasks(pool: q.pool, logger: testLogger)
         let dispatchers = ["a", "b"].map {
             Scheduler(settings: ScheduleSettings(entries: [expire]), slots: ScheduleSlots(pool: q.pool), owner: $0,

@@ -59,7 +59,7 @@ struct RunningWorker {
 }
 
 @Suite struct WorkerRuntimeTests {
-    func script(_ script: ScriptHandler.Script, maxAttempts: Int = 5) throws -> NewJob {
+    func script(_ script: DrillScript, maxAttempts: Int = 5) throws -> NewJob {
         try NewJob(kind: .drillScript, encoding: script, maxAttempts: maxAttempts)
     }
 

@@ -124,7 +124,7 @@ extension DispatcherError {
         case let error as RenderRequestError:
             self.init(DispatcherErrorCode(rawValue: error.code), "\(error)")
         case QueueError.unknownKind(let kind):
-            self.init(.unknownKind, "\(QueueError.unknownKind(kind))")
+            self.init(.unknownKind, "\(QueueError.unknownKind(kind)); known kinds: \(FleetKinds.all.list)")
         case let error as QueueError:
             self.init(.badArgument, "\(error)")
         case let error as StorageError:

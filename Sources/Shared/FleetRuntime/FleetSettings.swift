@@ -19,8 +19,8 @@ public struct FleetSettings: Sendable {
 
     public enum LogFormat: String, Sendable { case json, text }
 
-    /// Reads the settings; `defaultConcurrency` and `defaultHTTPAddress` are the executable's own
-    /// defaults (the dispatcher listens on 127.0.0.1:9090 unless told otherwise; workers, many to a
+    /// Reads the settings; `defaultConcurrency` (every kind the executable runs) and
+    /// `defaultHTTPAddress` are the executable's own defaults (the dispatcher listens on 127.0.0.1:9090 unless told otherwise; workers, many to a
     /// host, only when told where).
     public static func load(
         from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil
@@ -32,8 +32,12 @@ public struct FleetSettings: Sendable {
         } catch PostgresError.invalidConnectionString(let message) {
             throw ConfigurationError(variable: "DATABASE_URL", reason: message)
         }
+        // `defaultConcurrency` names the kinds this process runs; one that runs none (the
+        // dispatcher) ignores FLEET_CONCURRENCY, so one environment file can serve every process.
         var concurrency = defaultConcurrency
-        for (kind, limit) in try reader.concurrency("FLEET_CONCURRENCY") { concurrency[kind] = limit }
+        if !defaultConcurrency.isEmpty {
+            for (kind, limit) in try reader.concurrency("FLEET_CONCURRENCY", runs: Set(defaultConcurrency.keys)) { concurrency[kind] = limit }
+        }
         let worker = WorkerConfiguration(
             concurrency: concurrency,
             queues: try reader.list("FLEET_QUEUES"),

@@ -1,4 +1,12 @@
+import FleetQueue
 import FleetStorage
+
+/// The image worker's kinds.
+extension JobKind {
+    public static let imageNormalize = NormalizeImagePayload.kind
+    public static let garmentCutout = GarmentCutoutPayload.kind
+    public static let accountPurge = PurgeAccountPayload.kind
+}
 
 /// What an image is normalised into.
 public enum ImageTarget: String, Codable, Sendable {
@@ -6,7 +14,9 @@ public enum ImageTarget: String, Codable, Sendable {
 }
 
 /// `image.normalize`'s payload: written by the dispatcher, read by the image worker.
-public struct NormalizeImagePayload: Codable, Sendable, Equatable {
+public struct NormalizeImagePayload: JobPayload, Equatable {
+    public static let kind: JobKind = "image.normalize"
+    public static let summary = "image worker: normalise an upload to at most 1200 px wide, JPEG quality 80"
     public let userId: StorageID
     public let uploadId: StorageID
     public let target: ImageTarget
@@ -25,8 +35,23 @@ public struct NormalizeImagePayload: Codable, Sendable, Equatable {
     }
 }
 
+/// `garment.cutout`'s payload: enqueued by the image worker once a garment is normalised.
+public struct GarmentCutoutPayload: JobPayload, Equatable {
+    public static let kind: JobKind = "garment.cutout"
+    public static let summary = "image worker: remove a garment photo's background (cut-out PNG, preview, foreground fraction)"
+    public let userId: StorageID
+    public let garmentId: StorageID
+
+    public init(userId: StorageID, garmentId: StorageID) {
+        self.userId = userId
+        self.garmentId = garmentId
+    }
+}
+
 /// `account.purge`'s payload.
-public struct PurgeAccountPayload: Codable, Sendable, Equatable {
+public struct PurgeAccountPayload: JobPayload, Equatable {
+    public static let kind: JobKind = "account.purge"
+    public static let summary = "image worker: delete every file of one user (account deletion)"
     public let userId: StorageID
 
     public init(userId: StorageID) { self.userId = userId }

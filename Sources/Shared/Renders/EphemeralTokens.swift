@@ -129,7 +129,7 @@ public struct EphemeralTokens: Sendable {
                     """, [PostgresArray(try renders.map { try $0.string("owner_id") } + expired.tokenIDs)]).rows.map { try $0.string("tree") }
                 // Owners were validated as storage ids when their renders were requested.
                 let owners = trees.compactMap { try? StorageID($0) }
-                let jobs = try owners.map { try NewJob(kind: .accountPurge, encoding: PurgeAccountPayload(userId: $0)) }
+                let jobs = try owners.map { try NewJob(PurgeAccountPayload(userId: $0)) }
                 let enqueued = try await PostgresQueueDriver.insertMany(jobs, on: connection)
                 expired.purges = Dictionary(uniqueKeysWithValues: zip(owners.map(\.value), enqueued.map(\.id)))
                 return expired

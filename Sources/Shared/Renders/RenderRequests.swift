@@ -161,7 +161,7 @@ public struct RenderRequests: Sendable {
                   request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds]
         ).rows[0].bool("charged")
         let job = try await PostgresQueueDriver.insertMany([
-            try NewJob(kind: .renderRun, encoding: ["renderId": request.renderId.value], priority: 1, maxAttempts: 10,
+            try NewJob(RenderRunPayload(renderId: request.renderId), priority: 1, maxAttempts: 10,
                        idempotencyKey: "render:\(request.renderId.value)"),
         ], announce: false, on: connection)[0]
         let render = try RenderStore.record(try await connection.query(

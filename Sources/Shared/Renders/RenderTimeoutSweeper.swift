@@ -1,3 +1,4 @@
+import FleetQueue
 import Logging
 import Metrics
 
@@ -5,6 +6,8 @@ import Metrics
 /// with `RENDER_TIMEOUT`, releasing their credits. A worker that comes back later finds the
 /// render ended and leaves it so.
 public struct RenderTimeoutSweeper: Sendable {
+    /// Open renders past their deadline fail with `RENDER_TIMEOUT`, credit released.
+    public static let task = MaintenanceTask(rawValue: "renders.timeout")
     let store: RenderStore
     let logger: Logger
 

@@ -1,4 +1,5 @@
 import FleetPostgres
+import FleetQueue
 import Logging
 import Metrics
 
@@ -7,6 +8,9 @@ import Metrics
 /// tree (the image worker deletes them). Safe with any number of dispatchers: tokens are
 /// taken with SKIP LOCKED.
 public struct TokenExpirer: Sendable {
+    /// Expired, never-linked onboarding tokens, their renders and the files only they own.
+    public static let task = MaintenanceTask(rawValue: "tokens.expire")
+
     let pool: PostgresPool
     let logger: Logger
 

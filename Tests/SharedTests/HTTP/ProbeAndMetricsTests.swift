@@ -1,3 +1,4 @@
+@testable import DispatcherCore
 import DrillKinds
 import FleetHTTP
 @testable import FleetQueue
@@ -54,13 +55,13 @@ import Testing
         _ = TestMetricsOnce.shared
         let q = try await TestQueue.make()
         _ = try await q.queue.enqueue((0..<5).map { _ in NewJob(kind: .drillNoop) })
-        _ = try await q.queue.enqueue([try NewJob(kind: .drillScript, encoding: ScriptHandler.Script(permanent: true), maxAttempts: 1)])
+        _ = try await q.queue.enqueue([try NewJob(DrillScript(permanent: true), maxAttempts: 1)])
         _ = try await q.queue.enqueue((0..<3).map { _ in NewJob(kind: .imageNormalize, delay: .seconds(3600)) })
         let worker = RunningWorker(q, handlers: [NoopHandler(), ScriptHandler()], concurrency: [.drillNoop: 4, .drillScript: 1])
         try await q.waitUntil("jobs ran") { try await q.states() == [.completed: 5, .dead: 1, .available: 3] }
         try await worker.stop()
 
-        let gauges = QueueGauges(queue: q.queue, interval: .milliseconds(100), logger: testLogger)
+        let gauges = QueueGauges(queue: q.queue, kinds: FleetKinds.all, interval: .milliseconds(100), logger: testLogger)
         try await DispatcherHTTPHarness.with(databaseURL: q.url, services: [gauges]) { http in
             try await q.waitUntil("gauges refreshed") {
                 Self.value(try await http.get("/metrics").text, #"fleet_queue_jobs{kind="image.normalize",state="scheduled"}"#) == 3
@@ -78,7 +79,7 @@ import Testing
             #expect(Self.value(text, #"fleet_queue_jobs{kind="drill.noop",state="due"}"#) == 0)
             #expect(Self.value(text, #"fleet_queue_dead_last_hour{kind="drill.script"}"#) == 1)
             #expect(Self.value(text, #"fleet_queue_oldest_due_seconds{kind="image.normalize"}"#) == 0)
-            #expect(Self.value(text, #"fleet_queue_retrying_jobs{kind="render.run"}"#) == 0, "every catalogue kind is reported")
+            #expect(Self.value(text, #"fleet_queue_retrying_jobs{kind="render.run"}"#) == 0, "every kind the fleet knows is reported")
         }
     }
 

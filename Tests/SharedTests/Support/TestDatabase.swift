@@ -1,3 +1,4 @@
+@testable import DispatcherCore
 import FleetPostgres
 @testable import FleetQueue
 import FleetSupport
@@ -109,7 +110,7 @@ struct TestQueue: Sendable {
         let url = try await cluster.makeDatabase()
         let pool = PostgresPool(conninfo: url, maxConnections: 10)
         let driver = PostgresQueueDriver(pool: pool)
-        return TestQueue(url: url, pool: pool, driver: driver, queue: JobQueue(driver: driver))
+        return TestQueue(url: url, pool: pool, driver: driver, queue: JobQueue(driver: driver, knownKinds: FleetKinds.all))
     }
 
     /// Moves every job's clock back by `interval`, as if that much time had passed: delays,

@@ -34,6 +34,14 @@ public struct NewJob: Sendable, Hashable {
         self.idempotencyKey = idempotencyKey
     }
 
+    /// A job of its payload's own kind.
+    public init<Payload: JobPayload>(_ payload: Payload, queue: String = "default", priority: Int = 2,
+                                     delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil) throws {
+        try self.init(kind: Payload.kind, encoding: payload, queue: queue, priority: priority, delay: delay,
+                      maxAttempts: maxAttempts, idempotencyKey: idempotencyKey)
+    }
+
+    /// A job of a kind named at run time (the dispatcher's `enqueue`, the schedule).
     public init<Payload: Encodable>(kind: JobKind, encoding payload: Payload, queue: String = "default", priority: Int = 2,
                                     delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil) throws {
         self.init(kind: kind, payload: String(decoding: try JSONEncoder().encode(payload), as: UTF8.self), queue: queue,

@@ -1,6 +1,6 @@
-/// The name of a kind of job; it picks the handler that runs it. The catalogue lists every
-/// kind this fleet knows, so a mistyped or foreign kind is refused at enqueue and swept to
-/// `dead` if it reaches the table some other way.
+/// The name of a kind of job; it picks the handler that runs it. The queue knows no kind: each
+/// module declares the kinds it handles with their payload types (`JobPayload`), and each
+/// process is given the kinds it knows (`KnownKinds`).
 public struct JobKind: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
     public let rawValue: String
 
@@ -8,23 +8,30 @@ public struct JobKind: RawRepresentable, Hashable, Sendable, Comparable, CustomS
     public init(stringLiteral value: String) { self.rawValue = value }
     public var description: String { rawValue }
     public static func < (lhs: JobKind, rhs: JobKind) -> Bool { lhs.rawValue < rhs.rawValue }
+}
 
-    /// Every kind of the fleet, with what it does.
-    public static let catalogue: [JobKind: String] = [
-        .imageNormalize: "image worker: normalise an upload to at most 1200 px wide, JPEG quality 80",
-        .garmentCutout: "image worker: remove a garment photo's background (cut-out PNG, preview, foreground fraction)",
-        .renderRun: "render worker: run one render at its provider, store the result, settle its credit",
-        .accountPurge: "image worker: delete every file of one user (account deletion)",
-        .drillNoop: "synthetic: does nothing (queue benchmarks and load drills)",
-        .drillScript: "synthetic: sleeps, fails or crashes as its payload says (queue tests and drills)",
-    ]
+/// A kind of job's payload. The type names its kind, so a job is enqueued as the kind its
+/// payload belongs to and read back as the type it was enqueued with (swift-jobs'
+/// `JobParameters`).
+public protocol JobPayload: Codable, Sendable {
+    static var kind: JobKind { get }
+    /// What a job of this kind does, in one line.
+    static var summary: String { get }
+}
 
-    public var isKnown: Bool { JobKind.catalogue[self] != nil }
+/// The kinds a process knows, with what each does: `enqueue` refuses others, the sweeper ends
+/// others `dead`, the gauges report each.
+public struct KnownKinds: Sendable {
+    public let summaries: [JobKind: String]
 
-    public static let imageNormalize: JobKind = "image.normalize"
-    public static let garmentCutout: JobKind = "garment.cutout"
-    public static let accountPurge: JobKind = "account.purge"
-    public static let renderRun: JobKind = "render.run"
-    public static let drillNoop: JobKind = "drill.noop"
-    public static let drillScript: JobKind = "drill.script"
+    public init(_ payloads: [any JobPayload.Type]) {
+        summaries = Dictionary(payloads.map { ($0.kind, $0.summary) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    public var kinds: Set<JobKind> { Set(summaries.keys) }
+
+    public func contains(_ kind: JobKind) -> Bool { summaries[kind] != nil }
+
+    /// The names, sorted, for error messages.
+    public var list: String { summaries.keys.sorted().map(\.rawValue).joined(separator: ", ") }
 }

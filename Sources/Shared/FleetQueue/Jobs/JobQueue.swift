@@ -4,10 +4,11 @@ import Foundation
 /// The queue as its callers see it: enqueue, look up, cancel. Workers use `WorkerRuntime`.
 public struct JobQueue: Sendable {
     public let driver: any QueueDriver
-    /// Kinds accepted by `enqueue`.
-    public let knownKinds: Set<JobKind>
+    /// Kinds accepted by `enqueue`; nil accepts any, for callers that enqueue only kinds they
+    /// name in code (a worker's follow-up jobs).
+    public let knownKinds: KnownKinds?
 
-    public init(driver: any QueueDriver, knownKinds: Set<JobKind> = Set(JobKind.catalogue.keys)) {
+    public init(driver: any QueueDriver, knownKinds: KnownKinds?) {
         self.driver = driver
         self.knownKinds = knownKinds
     }
@@ -39,7 +40,7 @@ public struct JobQueue: Sendable {
     }
 
     func validate(_ job: NewJob) throws {
-        guard knownKinds.contains(job.kind) else { throw QueueError.unknownKind(job.kind.rawValue) }
+        if let knownKinds, !knownKinds.contains(job.kind) { throw QueueError.unknownKind(job.kind.rawValue) }
         guard (0...9).contains(job.priority) else { throw QueueError.invalidJob("priority \(job.priority) is outside 0...9") }
         guard job.maxAttempts >= 1 else { throw QueueError.invalidJob("maxAttempts must be at least 1") }
         guard job.delay >= .zero else { throw QueueError.invalidJob("delay must not be negative") }

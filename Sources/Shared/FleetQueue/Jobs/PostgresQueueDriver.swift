@@ -406,7 +406,7 @@ public enum QueueError: Error, CustomStringConvertible, Sendable, Equatable {
 
     public var description: String {
         switch self {
-        case .unknownKind(let kind): "unknown job kind '\(kind)'; known kinds: \(JobKind.catalogue.keys.sorted().map(\.rawValue).joined(separator: ", "))"
+        case .unknownKind(let kind): "unknown job kind '\(kind)'"
         case .invalidJob(let reason): "invalid job: \(reason)"
         case .internalMismatch(let reason): "queue driver mismatch: \(reason)"
         }

@@ -14,11 +14,14 @@ import ServiceLifecycle
 /// many Prometheus servers scrape how often, and a slow database never makes a scrape time out.
 public struct QueueGauges: Service {
     let queue: JobQueue
+    /// Reported even with no job, so a drained or new kind shows 0 rather than no series.
+    let kinds: Set<JobKind>
     let interval: Duration
     let logger: Logger
 
-    public init(queue: JobQueue, interval: Duration = .seconds(15), logger: Logger) {
+    public init(queue: JobQueue, kinds: KnownKinds, interval: Duration = .seconds(15), logger: Logger) {
         self.queue = queue
+        self.kinds = kinds.kinds
         self.interval = interval
         self.logger = logger
     }
@@ -41,7 +44,7 @@ public struct QueueGauges: Service {
             return
         }
         let byKind = Dictionary(stats.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
-        for kind in Set(JobKind.catalogue.keys).union(byKind.keys) {
+        for kind in kinds.union(byKind.keys) {
             let line = byKind[kind]
             let dimensions = [("kind", kind.rawValue)]
             for (state, count) in [("due", line?.due), ("scheduled", line?.scheduled), ("running", line?.running)] {

@@ -9,10 +9,9 @@ public struct UnknownKindSweeper: Sendable {
     let grace: Duration
     let logger: Logger
 
-    public init(driver: any QueueDriver, knownKinds: Set<JobKind> = Set(JobKind.catalogue.keys),
-                grace: Duration = .seconds(600), logger: Logger) {
+    public init(driver: any QueueDriver, knownKinds: KnownKinds, grace: Duration = .seconds(600), logger: Logger) {
         self.driver = driver
-        self.knownKinds = knownKinds
+        self.knownKinds = knownKinds.kinds
         self.grace = grace
         self.logger = logger
     }

@@ -1,17 +1,31 @@
 import Foundation
 
-/// A maintenance task built into the dispatcher, run by the dispatcher that wins a slot.
-public enum MaintenanceTask: String, Sendable, CaseIterable {
-    /// Expired, never-linked onboarding tokens, their renders and the files only they own.
-    case tokensExpire = "tokens.expire"
-    /// Open renders past their deadline fail with `RENDER_TIMEOUT`, credit released.
-    case rendersTimeout = "renders.timeout"
+/// A maintenance task the schedule can name, built into the dispatcher (one maintenance
+/// service each). The queue's own are here; other modules declare theirs.
+public struct MaintenanceTask: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+    public static func < (lhs: MaintenanceTask, rhs: MaintenanceTask) -> Bool { lhs.rawValue < rhs.rawValue }
+
     /// Running jobs whose lease expired go back to the queue.
-    case leasesRescue = "leases.rescue"
+    public static let leasesRescue = MaintenanceTask(rawValue: "leases.rescue")
     /// Finished jobs past their retention, and long-silent workers, are deleted.
-    case jobsPrune = "jobs.prune"
+    public static let jobsPrune = MaintenanceTask(rawValue: "jobs.prune")
     /// Queued jobs of a kind nothing handles end `dead`.
-    case kindsSweep = "kinds.sweep"
+    public static let kindsSweep = MaintenanceTask(rawValue: "kinds.sweep")
+}
+
+/// What a schedule line may name: the dispatcher's built-in tasks and the fleet's job kinds.
+public struct ScheduleVocabulary: Sendable {
+    public let tasks: Set<MaintenanceTask>
+    public let kinds: KnownKinds
+
+    public init(tasks: Set<MaintenanceTask>, kinds: KnownKinds) {
+        self.tasks = tasks
+        self.kinds = kinds
+    }
 }
 
 /// What a schedule entry does at each slot.
@@ -39,18 +53,6 @@ public struct ScheduleEntry: Sendable, Hashable {
         self.target = target
     }
 
-    /// The built-in schedule; configuration overrides or disables entries by target name.
-    public static let defaults: [ScheduleEntry] = {
-        let table: [(String, MaintenanceTask)] = [
-            ("*/5 * * * * *", .rendersTimeout),
-            ("*/15 * * * * *", .leasesRescue),
-            ("* * * * *", .kindsSweep),
-            ("*/5 * * * *", .tokensExpire),
-            ("17 * * * *", .jobsPrune),
-        ]
-        // Constant expressions; a test parses them.
-        return table.map { ScheduleEntry(expression: try! CronExpression($0.0), target: .task($0.1)) }
-    }()
 }
 
 /// One configured line, `expression => target [payload]` or `off => target`.
@@ -58,14 +60,14 @@ public enum ScheduleLine: Sendable, Equatable {
     case entry(ScheduleEntry)
     case disable(String)
 
-    public init(_ text: String) throws(ScheduleLineError) {
+    public init(_ text: String, vocabulary: ScheduleVocabulary) throws(ScheduleLineError) {
         guard let arrow = text.range(of: "=>") else { throw .syntax("'\(text)' is not 'expression => target'") }
         let when = text[..<arrow.lowerBound].trimmingCharacters(in: .whitespaces)
         let what = text[arrow.upperBound...].trimmingCharacters(in: .whitespaces)
         let name = String(what.prefix { !$0.isWhitespace })
         let payload = what.dropFirst(name.count).trimmingCharacters(in: .whitespaces)
         guard !name.isEmpty else { throw .syntax("'\(text)' has no target after '=>'") }
-        let target = try Self.target(name, payload: payload)
+        let target = try Self.target(name, payload: payload, vocabulary: vocabulary)
         if when.lowercased() == "off" {
             self = .disable(target.name)
             return
@@ -77,14 +79,16 @@ public enum ScheduleLine: Sendable, Equatable {
         }
     }
 
-    private static func target(_ name: String, payload: String) throws(ScheduleLineError) -> ScheduleTarget {
-        if let task = MaintenanceTask(rawValue: name) {
+    private static func target(_ name: String, payload: String, vocabulary: ScheduleVocabulary) throws(ScheduleLineError) -> ScheduleTarget {
+        let task = MaintenanceTask(rawValue: name)
+        if vocabulary.tasks.contains(task) {
             guard payload.isEmpty else { throw .payload("the built-in \(name) takes no payload") }
             return .task(task)
         }
         let kind = JobKind(rawValue: name)
-        guard kind.isKnown else {
-            throw .unknownTarget("'\(name)' is neither a built-in (\(MaintenanceTask.allCases.map(\.rawValue).joined(separator: ", "))) nor a job kind")
+        guard vocabulary.kinds.contains(kind) else {
+            let tasks = vocabulary.tasks.sorted().map(\.rawValue).joined(separator: ", ")
+            throw .unknownTarget("'\(name)' is neither a built-in (\(tasks)) nor a job kind")
         }
         let json = payload.isEmpty ? "{}" : payload
         guard (try? JSONSerialization.jsonObject(with: Data(json.utf8))) is [String: Any] else {

@@ -31,8 +31,8 @@ public struct WorkerConfiguration: Sendable {
 }
 
 extension EnvironmentReader {
-    /// `kind=limit,kind=limit`.
-    public func concurrency(_ name: String) throws -> [JobKind: Int] {
+    /// `kind=limit,kind=limit`, each kind one of `kinds`, the kinds this process runs.
+    public func concurrency(_ name: String, runs kinds: Set<JobKind>) throws -> [JobKind: Int] {
         var limits: [JobKind: Int] = [:]
         for item in try list(name) ?? [] {
             let parts = item.split(separator: "=", omittingEmptySubsequences: false)
@@ -40,7 +40,10 @@ extension EnvironmentReader {
                 throw ConfigurationError(variable: name, reason: "'\(item)' is not kind=limit with a limit in 1...10000")
             }
             let kind = JobKind(rawValue: String(parts[0]))
-            guard kind.isKnown else { throw ConfigurationError(variable: name, reason: "\(QueueError.unknownKind(kind.rawValue))") }
+            guard kinds.contains(kind) else {
+                let runs = kinds.sorted().map(\.rawValue).joined(separator: ", ")
+                throw ConfigurationError(variable: name, reason: "'\(kind)' is not a kind this process runs (\(runs))")
+            }
             limits[kind] = limit
         }
         return limits

@@ -155,7 +155,7 @@ public final class WorkerRuntime: Service, Sendable {
         let result: Result<JSONValue?, any Error>
         do {
             guard let handler = handlers[job.kind] else { throw JobError.permanent(code: "UNKNOWN_KIND", message: "no handler for \(job.kind)") }
-            result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver))))
+            result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver, knownKinds: nil))))
         } catch {
             result = .failure(error)
         }

@@ -1,0 +1,37 @@
+/// The queue's own synthetic kinds, for load drills, the queue benchmarks and the tests: they
+/// exercise the queue and nothing else (their handlers are in the DrillKinds target).
+extension JobKind {
+    public static let drillNoop = DrillNoop.kind
+    public static let drillScript = DrillScript.kind
+}
+
+/// `drill.noop`: does nothing; with `sentAtNs` (wall-clock nanoseconds at enqueue) its result
+/// is the start latency.
+public struct DrillNoop: JobPayload, Equatable {
+    public static let kind: JobKind = "drill.noop"
+    public static let summary = "synthetic: does nothing (queue benchmarks and load drills)"
+    public let sentAtNs: Int64?
+
+    public init(sentAtNs: Int64? = nil) { self.sentAtNs = sentAtNs }
+}
+
+/// `drill.script`: sleeps, fails or crashes as it says.
+public struct DrillScript: JobPayload, Equatable {
+    public static let kind: JobKind = "drill.script"
+    public static let summary = "synthetic: sleeps, fails or crashes as its payload says (queue tests and drills)"
+    /// Sleeps this long (honouring cancellation).
+    public var sleepMs: Int?
+    /// Fails with a retryable error while `attempt <= failAttempts`.
+    public var failAttempts: Int?
+    /// Fails permanently.
+    public var permanent: Bool?
+    /// Ignores cancellation while sleeping (a handler stuck in C code, say).
+    public var ignoreCancel: Bool?
+
+    public init(sleepMs: Int? = nil, failAttempts: Int? = nil, permanent: Bool? = nil, ignoreCancel: Bool? = nil) {
+        self.sleepMs = sleepMs
+        self.failAttempts = failAttempts
+        self.permanent = permanent
+        self.ignoreCancel = ignoreCancel
+    }
+}
