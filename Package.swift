@@ -160,7 +160,7 @@ let package = Package(
         // formats: used by the tests and by fleet-bench's render suite.
         .target(
             name: "FakeProviders",
-            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, crypto, cryptoExtras, log]
+            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log]
         ),
         .testTarget(
             name: "SharedTests",

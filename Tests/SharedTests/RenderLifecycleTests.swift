@@ -23,7 +23,10 @@ struct RenderFixture {
 
     static let bodyPhoto: Data = try! ImageNormalizer().normalize(path: corpus.appendingPathComponent("honeywave-1080x1920.jpg").path).jpeg
 
-    static func make(provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil) async throws -> RenderFixture {
+    /// `falQueueURL` points fal's queue API at another server than `fal` (a dropping one, say).
+    static func make(
+        provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil, falQueueURL: String? = nil
+    ) async throws -> RenderFixture {
         let q = try await TestQueue.make()
         let root = temporaryPath("images")
         let storage = FileImageStorage(root: root)
@@ -34,7 +37,8 @@ struct RenderFixture {
         }
         try await RenderSettings(provider: provider, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
         let http = CurlHTTPClient()
-        let settings = try ProviderSettings.load(from: fal.map { ["FAL_KEY": $0.key, "FAL_QUEUE_URL": $0.baseURL] } ?? [:])
+        let queueURL = falQueueURL ?? fal?.baseURL
+        let settings = try ProviderSettings.load(from: queueURL.map { ["FAL_KEY": fal?.key ?? "test-key", "FAL_QUEUE_URL": $0] } ?? [:])
         let events = RenderEvents(conninfo: q.url, logger: testLogger)
         _ = events.start()
         let handler = RenderHandler(
@@ -244,6 +248,28 @@ struct RenderFixture {
         #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && submits(f) == 4)
         #expect(try await f.credits("u1") == (2, 1, 0))
         #expect(try await f.ledger("r2") == ["reserve", "release"])
+    }
+
+    /// fal reads the submit and drops the connection before answering, every time: the
+    /// worker's policy submits twice (once more after a dropped connection), and exactly two
+    /// POSTs reach the server, not libcurl's own re-sends on top. A first render refused with a
+    /// 422 leaves a kept-alive connection in the worker's pool, where the dropped submit goes.
+    @Test func aSubmitDroppedAfterItsBodyArrivedReachesTheProviderTwiceAtMost() async throws {
+        let refusal = #"{"detail":[{"loc":["body","model_image"],"msg":"person not detected","type":"value_error"}]}"#
+        let server = try await DroppingHTTPServer { method, _, index in
+            guard method == "POST" else { return .respond(status: 200, body: "{}") }
+            return index == 0 ? .respond(status: 422, body: refusal) : .resetAfterBody
+        }
+        defer { Task { await server.stop() } }
+        let f = try await RenderFixture.make(provider: FashnProvider.name, falQueueURL: server.baseURL)
+        try await f.grant("u1", credits: 2)
+        try await f.run(try await f.request("refused"))
+        let render = try await f.request("dropped")
+        try await f.run(render)
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
+        #expect(server.received.filter { $0.method == "POST" }.count == 1 + 2, "\(server.received)")
+        #expect(try await f.credits("u1") == (2, 0, 0))
     }
 
     @Test func aValidationErrorIsNeverRetried() async throws {

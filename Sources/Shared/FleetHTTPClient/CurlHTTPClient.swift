@@ -72,6 +72,12 @@ final class CurlTransfer: @unchecked Sendable {
         fleet_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
         fleet_curl_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
         fleet_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        // libcurl sends a request again, on a new connection, when a reused keep-alive
+        // connection dies before any byte of the answer (up to 5 times, Curl_retry_request):
+        // right for a GET, a second paid job for a POST whose body the provider had read. On a
+        // connection of its own a request is never re-sent, so the only retries are the
+        // caller's policy (docs/renders.md, "Requests to providers").
+        if !request.isIdempotent { fleet_curl_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
         fleet_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, request.timeout.curlMilliseconds)

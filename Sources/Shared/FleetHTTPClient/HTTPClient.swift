@@ -15,6 +15,9 @@ public struct HTTPClientRequest: Sendable {
     public var timeout: Duration
     /// A response body larger than this ends the request with `responseTooLarge`.
     public var maxResponseBytes: Int
+    /// Whether sending it twice does no more than sending it once (GET, PUT, DELETE). A POST
+    /// is not: a provider's submit or prediction is paid once per request that reaches it.
+    public var isIdempotent: Bool { method != .post }
 
     public init(
         method: Method = .get,

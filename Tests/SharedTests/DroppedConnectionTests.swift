@@ -1,0 +1,64 @@
+import FakeProviders
+import FleetHTTPClient
+import Foundation
+import Testing
+
+/// A POST reaches the server as often as the caller sends it, whatever happens to the
+/// connection: counted at the server, over real loopback TCP (`DroppingHTTPServer`).
+@Suite struct DroppedConnectionTests {
+    static let body = Data(#"{"input":"paid work"}"#.utf8)
+
+    static func post(_ client: CurlHTTPClient, _ server: DroppingHTTPServer) async -> Result<HTTPClientResponse, any Error> {
+        do {
+            return .success(try await client.execute(.json(.post, url: "\(server.baseURL)/submit", body: body, timeout: .seconds(5))))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Keep-alive connections in the client's pool, so the next request can go out on a reused one.
+    static func warm(_ client: CurlHTTPClient, _ server: DroppingHTTPServer) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 { group.addTask { _ = try await client.execute(HTTPClientRequest(url: "\(server.baseURL)/warm")) } }
+            try await group.waitForAll()
+        }
+        _ = try await client.execute(HTTPClientRequest(url: "\(server.baseURL)/warm"))
+    }
+
+    @Test(arguments: [DroppingHTTPServer.Action.resetAfterHead, .resetAfterBody])
+    func aPostWhoseConnectionIsResetIsSentOnce(_ drop: DroppingHTTPServer.Action) async throws {
+        let server = try await DroppingHTTPServer { method, _, _ in method == "POST" ? drop : .respond(status: 200, body: "{}") }
+        defer { Task { await server.stop() } }
+        let client = CurlHTTPClient()
+        try await Self.warm(client, server)
+        let outcome = await Self.post(client, server)
+        guard case .failure(let error as HTTPClientError) = outcome, case .connectionFailed = error else {
+            Issue.record("expected a connection failure, got \(outcome)")
+            return
+        }
+        #expect(server.count("POST", "/submit") == 1, "\(server.received)")
+    }
+
+    @Test func aPostAfterTheServerClosedAnIdleKeptAliveConnectionIsSentOnce() async throws {
+        let server = try await DroppingHTTPServer { method, _, _ in
+            method == "POST" ? .respond(status: 201, body: #"{"request_id":"r"}"#) : .respond(status: 200, body: "{}", closeIdleAfter: .milliseconds(50))
+        }
+        defer { Task { await server.stop() } }
+        let client = CurlHTTPClient()
+        try await Self.warm(client, server)
+        try await Task.sleep(for: .milliseconds(300))  // every pooled connection is closed by now
+        let response = try await Self.post(client, server).get()
+        #expect(response.status == 201)
+        #expect(server.count("POST", "/submit") == 1, "\(server.received)")
+    }
+
+    /// The caller's policy is what multiplies requests, nothing under it: two sends, two arrivals.
+    @Test func aCallerRetryingOnceSendsTwo() async throws {
+        let server = try await DroppingHTTPServer { method, _, _ in method == "POST" ? .resetAfterBody : .respond(status: 200, body: "{}") }
+        defer { Task { await server.stop() } }
+        let client = CurlHTTPClient()
+        try await Self.warm(client, server)
+        for _ in 0..<2 { _ = await Self.post(client, server) }
+        #expect(server.count("POST", "/submit") == 2, "\(server.received)")
+    }
+}
