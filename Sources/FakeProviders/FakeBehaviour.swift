@@ -18,6 +18,8 @@ public enum FakeBehaviour: Sendable, Equatable {
     case hang
     /// Answers 200 with bytes that are not a PNG.
     case notPNG
+    /// Replicate: the prediction's answer is cut off mid-JSON (a proxy's truncated body).
+    case truncatedPrediction
 }
 
 /// Behaviours queued by a test, taken one per request; `.succeed` once they run out.

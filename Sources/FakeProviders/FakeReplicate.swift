@@ -101,6 +101,8 @@ public final class FakeReplicate: Sendable {
                 prediction.pollsLeft = .max
             case .notPNG:
                 prediction.output = photo  // a JPEG where a PNG is expected
+            case .truncatedPrediction:
+                return .json(status: 201, #"{"id":"\#(id)","model":"bria/remove-background","status":"proc"#)
             }
             store.state.withLock { $0.predictions[id] = prediction }
             return try store.answer(id, prediction)

@@ -167,11 +167,27 @@ struct RenderAttempt: Sendable {
             lookNow = false
         }
         var submittedAt = ContinuousClock.now
+        /// An answer that was not the provider's documented JSON: read once more, as after a
+        /// 5xx; a second one ends the render instead of polling garbage until the deadline.
+        var unreadableBefore = false
         while true {
             try Task.checkCancellation()  // the deadline passed
             if !lookNow { await waitForCallback(submission, since: submittedAt) }
             lookNow = false
+            let result: ProviderResult
             switch await outcome(of: submission, since: submittedAt) {
+            case .read(let read):
+                unreadableBefore = false
+                result = read
+            case .unreadable(let error) where unreadableBefore:
+                return .failed("the provider's answers are not its documented JSON: \(error)")
+            case .unreadable(let error):
+                logger.warning("the provider's answer is not its documented JSON; reading once more", metadata: ["error": "\(error)"])
+                unreadableBefore = true
+                lookNow = true
+                continue
+            }
+            switch result {
             case .pending:
                 continue
             case .succeeded(let image):
@@ -229,22 +245,33 @@ struct RenderAttempt: Sendable {
         await handler.events.wait(for: submission.jobID, timeout: timeout)
     }
 
+    /// What a look at the outcome found.
+    private enum Look {
+        case read(ProviderResult)
+        /// The callback or the poll's answer was not the provider's documented JSON.
+        case unreadable(ProviderError)
+    }
+
     /// The callback if one was stored, else (after the grace period) a poll.
-    private func outcome(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async -> ProviderResult {
-        if case .settled(let result) = submission.state { return result }
+    private func outcome(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async -> Look {
+        if case .settled(let result) = submission.state { return .read(result) }
         do {
             if let payload = try await handler.store.providerEvent(provider: "fal", requestID: submission.jobID) {
-                return try FalWebhookPayload.decode(payload).tryOnResult(provider: provider.name)
+                return .read(try FalWebhookPayload.decode(payload).tryOnResult(provider: provider.name))
             }
-            guard ContinuousClock.now - submittedAt >= handler.options.callbackGrace else { return .pending }
+            guard ContinuousClock.now - submittedAt >= handler.options.callbackGrace else { return .read(.pending) }
             let started = ContinuousClock.now
             let result = try await provider.result(of: submission)
             RenderMetrics.providerCall(provider: provider.name, call: "poll", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
-            return result
+            return .read(result)
+        } catch let error as ProviderError where error.isMalformed {
+            RenderMetrics.providerCall(provider: provider.name, call: "poll", outcome: "malformed", seconds: 0)
+            return .unreadable(error)
         } catch {
-            // A failed poll is not a failed render: look again until the deadline.
+            // A failed poll (5xx, no connection, the database) is not a failed render: look
+            // again until the deadline.
             logger.warning("could not read the provider's outcome yet", metadata: ["error": "\(error)"])
-            return .pending
+            return .read(.pending)
         }
     }
 

@@ -144,6 +144,18 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
         #expect(second.backend == "local" && second.skipped[0].contains("failed: CUDA out of memory"))
     }
 
+    /// A prediction answer that is not Replicate's JSON is a provider fault: the chain moves on
+    /// at once instead of waiting out Replicate's time budget.
+    @Test func aTruncatedPredictionMovesOnAtOnce() async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.truncatedPrediction]))
+        defer { Task { await replicateFake.stop() } }
+        let started = ContinuousClock.now
+        let result = try await cutout([replicate(replicateFake, timeout: .seconds(30)), LocalBackgroundRemover()])
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(result.backend == "local" && result.skipped[0].contains("unreadable prediction"))
+        #expect(replicateFake.requests.count == 1)
+    }
+
     @Test func aPNGWithoutAlphaIsUnusable() async throws {
         let opaque = try pngOpaqueAnswer()
         struct OpaqueBackend: BackgroundRemover {

@@ -272,6 +272,38 @@ struct RenderFixture {
         #expect(try await f.credits("u1") == (2, 0, 0))
     }
 
+    /// fal answering its status or result with something that is not its documented JSON (a
+    /// text page, wrong types): the read is made once more, then the render ends
+    /// `RENDER_FAILED` with the credit released, seconds after the submit, not at the deadline.
+    @Test(arguments: [FakeFal.Endpoint.status, .result])
+    func garbageFromTheProviderFailsTheRenderFast(_ endpoint: FakeFal.Endpoint) async throws {
+        let f = try await fixture { $0.malformed = [endpoint]; $0.latency = .zero }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        let started = ContinuousClock.now
+        try await f.run(render)
+        #expect(ContinuousClock.now - started < .seconds(8))
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
+        #expect(try await f.credits("u1") == (2, 0, 0))
+        let reads = f.fal!.requests.filter { $0.method == "GET" && ($0.path.hasSuffix("/status") == (endpoint == .status)) }
+        #expect(reads.count == 2, "\(f.fal!.requests.map { "\($0.method) \($0.path)" })")
+        #expect(submits(f) == 1)
+    }
+
+    /// A submit answered with an HTML page may have been accepted (and billed): never sent
+    /// again, the render ends at once.
+    @Test func garbageAnsweringTheSubmitEndsTheRenderWithoutASecondSubmit() async throws {
+        let f = try await fixture { $0.malformed = [.submit] }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        let started = ContinuousClock.now
+        try await f.run(render)
+        #expect(ContinuousClock.now - started < .seconds(8))
+        #expect(try await f.reload(render).errorCode == "RENDER_FAILED" && submits(f) == 1)
+        #expect(try await f.credits("u1") == (2, 0, 0))
+    }
+
     @Test func aValidationErrorIsNeverRetried() async throws {
         let f = try await fixture { $0.rejection = .init(field: "model_image", message: "person not detected") }
         defer { Task { await f.fal?.stop() } }

@@ -23,6 +23,12 @@ public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
         if case .transient = self { true } else { false }
     }
 
+    /// True when the provider answered something its API does not document (an HTML page, a
+    /// truncated body, wrong types): a provider fault, read once more and then given up.
+    public var isMalformed: Bool {
+        if case .malformedResponse = self { true } else { false }
+    }
+
     /// The product error code a render failing with this error ends with.
     public var code: String {
         if case .unsupportedCategory = self { "INVALID_CATEGORY" } else { "RENDER_FAILED" }
