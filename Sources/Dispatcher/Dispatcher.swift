@@ -35,18 +35,20 @@ struct Run: AsyncParsableCommand {
         let renderSettings = try RenderRequestSettings.load(from: ProcessInfo.processInfo.environment)
         let schedule = try MaintenanceTasks.schedule(from: ProcessInfo.processInfo.environment)
         let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
+        let providerSettings = try ProviderSettings.load(from: ProcessInfo.processInfo.environment)
+        let http = CurlHTTPClient()
         let logger = Logger(label: "dispatcher")
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
-        let http = FleetProcess.http(
+        let listener = FleetProcess.http(
             settings, pool: pool,
-            routes: [WebhookRoutes(settings: webhooks, http: CurlHTTPClient(), store: RenderStore(pool: pool), logger: logger)], logger: logger)
-        try await FleetProcess.run(http: http, logger: logger) {
+            routes: [WebhookRoutes(settings: webhooks, http: http, store: RenderStore(pool: pool), logger: logger)], logger: logger)
+        try await FleetProcess.run(http: listener, logger: logger) {
             try await FleetProcess.migrate(settings, logger: logger)
             let stack = try await DispatcherStack.bind(
                 pool: pool, databaseURL: settings.databaseURL, settings: socketSettings, renderSettings: renderSettings,
                 liveWorkerWithin: settings.worker.lease * 3, logger: logger)
             logger.info("dispatcher started")
-            let tasks = MaintenanceTasks(pool: pool, logger: logger)
+            let tasks = MaintenanceTasks(pool: pool, providers: ProviderCatalog(settings: providerSettings, http: http), logger: logger)
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
                 perform: { try await tasks.run($0) }, logger: logger)

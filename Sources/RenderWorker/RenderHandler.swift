@@ -325,25 +325,6 @@ final class SubmissionBox: Sendable {
     }
 }
 
-/// The providers by name, each made once on first use with the process's settings.
-final class ProviderCatalog: Sendable {
-    private let settings: ProviderSettings
-    private let http: any HTTPClient
-    private let made = Mutex<[String: any TryOnProvider]>([:])
-
-    init(settings: ProviderSettings, http: any HTTPClient) {
-        self.settings = settings
-        self.http = http
-    }
-
-    func provider(named name: String) throws -> any TryOnProvider {
-        if let provider = made.withLock({ $0[name] }) { return provider }
-        let provider = try TryOnProviders.make(name: name, settings: settings, http: http)
-        made.withLock { $0[name] = provider }
-        return provider
-    }
-}
-
 extension Logger {
     func with(_ key: String, _ value: String) -> Logger {
         var copy = self

@@ -356,20 +356,29 @@ struct RenderFixture {
     }
 
     @Test func theSweepEndsRendersWhoseWorkerDiedAndReleasesTheirCredit() async throws {
-        let f = try await fixture(deadline: .milliseconds(300))
+        let f = try await fixture(deadline: .milliseconds(300)) { $0.neverFinish = true }
         defer { Task { await f.fal?.stop() } }
         let render = try await f.request("r1")
+        // r2's worker submitted to fal, kept the submission on the row, and died.
+        let orphan = try await f.request("r2")
+        let fal = try f.handler.providers.provider(named: FashnProvider.name)
+        let person = TryOnImage(bytes: RenderFixture.bodyPhoto)
+        let submission = try await fal.submit(TryOnRequest(person: person, garment: person, category: .tops))
+        guard case .started = try await f.store.start(id: orphan.id) else { Issue.record("r2 not started"); return }
+        try await f.store.saveSubmission(id: orphan.id, submission: submission)
         try await Task.sleep(for: .milliseconds(400))
-        let sweeper = RenderTimeoutSweeper(store: f.store, logger: testLogger)
-        #expect(try await sweeper.runOnce() == ["r1"])
+        let sweeper = RenderTimeoutSweeper(store: f.store, providers: f.handler.providers, logger: testLogger)
+        #expect(try await Set(sweeper.runOnce()) == ["r1", "r2"])
         #expect(try await sweeper.runOnce().isEmpty)
+        // The orphaned fal job is cancelled at fal, once; r1 never had one.
+        #expect(f.fal!.cancelledRequestIDs == [submission.jobID])
         let failed = try await f.reload(render)
         #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT")
         #expect(try await f.credits("u1") == (2, 0, 0))
         #expect(try await f.ledger("r1") == ["reserve", "release"])
         // The job, run late, finds the render ended and calls no provider.
         try await f.run(render)
-        #expect(submits(f) == 0)
+        #expect(submits(f) == 1)
     }
 }
 

@@ -1,3 +1,4 @@
+import FleetHTTPClient
 @testable import FleetQueue
 import FleetStorage
 @testable import DispatcherCore
@@ -69,7 +70,7 @@ import Testing
 
         // Two dispatchers race for one tokens.expire slot; one runs it.
         let expire = ScheduleEntry(expression: try CronExpression("* * * * * *"), target: .task(TokenExpirer.task))
-        let tasks = MaintenanceTasks(pool: q.pool, logger: testLogger)
+        let tasks = MaintenanceTasks(pool: q.pool, providers: ProviderCatalog(settings: try ProviderSettings.load(from: [:]), http: CurlHTTPClient()), logger: testLogger)
         let dispatchers = ["a", "b"].map {
             Scheduler(settings: ScheduleSettings(entries: [expire]), slots: ScheduleSlots(pool: q.pool), owner: $0,
                       perform: { try await tasks.run($0) }, logger: testLogger)

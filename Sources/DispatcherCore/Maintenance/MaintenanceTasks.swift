@@ -12,12 +12,13 @@ public struct MaintenanceTasks: Sendable {
     let renderTimeouts: RenderTimeoutSweeper
     let tokens: TokenExpirer
 
-    public init(pool: PostgresPool, logger: Logger) {
+    /// `providers` cancel the provider jobs of renders swept for their deadline.
+    public init(pool: PostgresPool, providers: ProviderCatalog, logger: Logger) {
         let driver = PostgresQueueDriver(pool: pool)
         self.rescuer = Rescuer(driver: driver, logger: logger)
         self.sweeper = UnknownKindSweeper(driver: driver, knownKinds: FleetKinds.all, logger: logger)
         self.pruner = Pruner(driver: driver, logger: logger)
-        self.renderTimeouts = RenderTimeoutSweeper(store: RenderStore(pool: pool), logger: logger)
+        self.renderTimeouts = RenderTimeoutSweeper(store: RenderStore(pool: pool), providers: providers, logger: logger)
         self.tokens = TokenExpirer(pool: pool, logger: logger)
     }
 

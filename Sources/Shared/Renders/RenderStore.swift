@@ -108,6 +108,8 @@ public struct RenderStore: Sendable {
         public let id: String
         public let provider: String
         public let charged: Bool
+        /// The provider job a worker submitted for it, if one did: still running there.
+        public let submission: ProviderSubmission?
     }
 
     /// Renders past their deadline and still open (their worker died, or never started) fail
@@ -117,7 +119,8 @@ public struct RenderStore: Sendable {
             id IN (SELECT id FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
                    ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED)
             """, expiredOnly: true), [limit, RenderErrorCode.renderTimeout.rawValue]).rows.map {
-            Ended(id: try $0.string("id"), provider: try $0.string("provider"), charged: try $0.bool("charged"))
+            Ended(id: try $0.string("id"), provider: try $0.string("provider"), charged: try $0.bool("charged"),
+                  submission: try $0["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) })
         }
         await announceFinished(ended.map(\.id))
         return ended
@@ -136,9 +139,9 @@ public struct RenderStore: Sendable {
         WITH done AS (
             UPDATE renders SET status = 'failed', error_code = $2, updated_at = now()
             WHERE \(condition) AND status IN ('pending', 'processing')\(expiredOnly ? " AND deadline_at <= now()" : "")
-            RETURNING id, provider, charged
+            RETURNING id, provider, charged, provider_submission::text AS submission
         ), \(releaseSQL(of: "done"))
-        SELECT id, provider, charged FROM done
+        SELECT id, provider, charged, submission FROM done
         """
     }
 

@@ -3,16 +3,19 @@ import Logging
 import Metrics
 
 /// Fails renders still open past their deadline (their worker died, or none started them)
-/// with `RENDER_TIMEOUT`, releasing their credits. A worker that comes back later finds the
-/// render ended and leaves it so.
+/// with `RENDER_TIMEOUT`, releasing their credits, then asks the provider to drop the job a
+/// dead worker left running there (billed otherwise), as the worker does on its own timeout.
+/// A worker that comes back later finds the render ended and leaves it so.
 public struct RenderTimeoutSweeper: Sendable {
     /// Open renders past their deadline fail with `RENDER_TIMEOUT`, credit released.
     public static let task = MaintenanceTask(rawValue: "renders.timeout")
     let store: RenderStore
+    let providers: ProviderCatalog
     let logger: Logger
 
-    public init(store: RenderStore, logger: Logger) {
+    public init(store: RenderStore, providers: ProviderCatalog, logger: Logger) {
         self.store = store
+        self.providers = providers
         self.logger = logger
     }
 
@@ -27,6 +30,27 @@ public struct RenderTimeoutSweeper: Sendable {
         if !ended.isEmpty {
             logger.warning("renders timed out", metadata: ["count": "\(ended.count)", "render_ids": "\(ended.prefix(20).map(\.id))"])
         }
+        await cancelAtProviders(ended)
         return ended.map(\.id)
+    }
+
+    /// After the sweep's commit, best effort: a provider that cannot be reached or made (no key
+    /// in this process) leaves the job to run out there, logged.
+    private func cancelAtProviders(_ ended: [RenderStore.Ended]) async {
+        await withTaskGroup(of: Void.self) { group in
+            for render in ended {
+                guard let submission = render.submission, case .falQueue = submission.state else { continue }
+                group.addTask {
+                    do {
+                        await try providers.provider(named: render.provider).cancel(submission)
+                        logger.info("provider job of a timed-out render cancelled",
+                                    metadata: ["render_id": "\(render.id)", "provider_job_id": "\(submission.jobID)"])
+                    } catch {
+                        logger.warning("provider job of a timed-out render not cancelled",
+                                       metadata: ["render_id": "\(render.id)", "error": "\(error)"])
+                    }
+                }
+            }
+        }
     }
 }
