@@ -93,11 +93,11 @@ import Testing
             await #expect {
                 try await q.queue.enqueue(NewJob(kind: .drillNoop, payload: payload))
             } throws: { error in
-                guard case QueueError.invalidJob(let reason) = error else { return false }
-                return reason.hasPrefix("payload must be a JSON object")
+                guard case QueueError.invalidJob(.payload, let reason) = error else { return false }
+                return reason.hasPrefix("must be a JSON object")
             }
         }
-        await #expect(throws: QueueError.invalidJob("priority 12 is outside 0...9")) {
+        await #expect(throws: QueueError.invalidJob(field: .priority, reason: "12 is outside 0...9")) {
             try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 12))
         }
         // A bad job anywhere in a batch enqueues nothing.

@@ -79,7 +79,7 @@ enum ArgumentDecoder {
         case .keyNotFound(let key, let context): return "missing field \(path(context, key))"
         case .typeMismatch(let type, let context): return "\(path(context)): expected \(expectedName(type))"
         case .valueNotFound(let type, let context): return "\(path(context)): expected \(expectedName(type)), got null"
-        case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
+        case .dataCorrupted(let context): return "\(path(context)): not a valid value"
         @unknown default: return "\(error)"
         }
     }
@@ -122,7 +122,9 @@ extension DispatcherError {
         switch error {
         case let error as DispatcherError: self = error
         case let error as RenderRequestError:
-            self.init(DispatcherErrorCode(rawValue: error.code), "\(error)")
+            self.init(DispatcherErrorCode(rawValue: error.code), error.message)
+        case QueueError.invalidJob(let field, let reason):
+            self.init(.badArgument, "\(Self.argument(for: field)) \(reason)")
         case QueueError.unknownKind(let kind):
             self.init(.unknownKind, "\(QueueError.unknownKind(kind)); known kinds: \(FleetKinds.all.list)")
         case let error as QueueError:
@@ -136,6 +138,18 @@ extension DispatcherError {
             self.init(.badArgument, message)
         default:
             self.init(.internal, "internal error")
+        }
+    }
+
+    /// Where the client wrote the job field the queue refused.
+    private static func argument(for field: NewJob.Field) -> String {
+        switch field {
+        case .payload: "args.payload"
+        case .queue: "args.options.queue"
+        case .priority: "args.options.priority"
+        case .delay: "args.options.delaySeconds"
+        case .maxAttempts: "args.options.maxAttempts"
+        case .idempotencyKey: "args.options.idempotencyKey"
         }
     }
 }

@@ -14,11 +14,11 @@ struct JobSubmitter: Sendable {
         let options = options ?? JobOptions()
         let delay = options.delaySeconds ?? 0
         guard (0...Self.maxDelaySeconds).contains(delay) else {
-            throw DispatcherError(.badArgument, "options.delaySeconds must be between 0 and \(Int(Self.maxDelaySeconds))")
+            throw DispatcherError(.badArgument, "args.options.delaySeconds must be between 0 and \(Int(Self.maxDelaySeconds))")
         }
         // Text parameters travel to libpq as C strings: a NUL would cut them short, silently.
         for (name, text) in [("kind", kind.rawValue), ("options.queue", options.queue), ("options.idempotencyKey", options.idempotencyKey)] {
-            if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "\(name) must not contain NUL") }
+            if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "args.\(name) must not contain NUL") }
         }
         let defaults = NewJob(kind: kind)
         let job = try NewJob(
@@ -35,6 +35,6 @@ func storageID(_ value: String, field: String) throws -> StorageID {
     do {
         return try StorageID(value)
     } catch {
-        throw DispatcherError(.badArgument, "\(field) must be 1 to 64 characters of A-Z a-z 0-9 _ -")
+        throw DispatcherError(.badArgument, "args.\(field) must be 1 to 64 characters of A-Z a-z 0-9 _ -")
     }
 }

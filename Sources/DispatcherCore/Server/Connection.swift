@@ -22,6 +22,10 @@ struct Connection: Sendable {
     /// How long a closing connection keeps draining input, so the client reads our last frame
     /// rather than a reset.
     static let linger = TimeAmount.seconds(1)
+    /// Before `auth`, each refused frame holds the connection's reading this long: a client
+    /// that has not authenticated gets at most ten refusals a second, whatever it sends, so
+    /// unauthenticated connections cannot take the CPU from authenticated ones.
+    static let unauthenticatedRefusalPause = Duration.milliseconds(100)
 
     func serve(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, transport: Transport) async {
         do {
@@ -33,7 +37,13 @@ struct Connection: Sendable {
                     group.addTask { try await watchIdle(activity) }
                     group.addTask {
                         try await withGracefulShutdownHandler {
-                            try await readFrames(inbound, writer, activity, Session(isAuthenticated: transport == .unix))
+                            try await readFrames(inbound, writer, activity, Session(isAuthenticated: transport == .unix)) {
+                                // Frames may be full size once the client is authenticated.
+                                let pipeline = channel.channel.pipeline
+                                channel.channel.eventLoop.execute {
+                                    try? pipeline.syncOperations.handler(type: FrameReader.self).authenticated()
+                                }
+                            }
                         } onGracefulShutdown: {
                             // Read no more; what is in flight still gets its answer.
                             channel.channel.close(mode: .input, promise: nil)
@@ -60,7 +70,8 @@ struct Connection: Sendable {
     /// Reads frames until the input ends (all in-flight requests then answered, returns nil) or a
     /// connection-level error (returns the frame to end on).
     private func readFrames(
-        _ inbound: NIOAsyncChannelInboundStream<ByteBuffer>, _ writer: FrameWriter, _ activity: ConnectionActivity, _ session: Session
+        _ inbound: NIOAsyncChannelInboundStream<ByteBuffer>, _ writer: FrameWriter, _ activity: ConnectionActivity, _ session: Session,
+        onAuthenticated: @escaping @Sendable () -> Void
     ) async throws -> ServerResponse? {
         var session = session
         return try await withThrowingTaskGroup(of: Void.self) { requests in
@@ -68,9 +79,15 @@ struct Connection: Sendable {
             do {
                 for try await frame in inbound {
                     activity.touch()
-                    switch router.route(frame, session: &session) {
+                    let wasAuthenticated = session.isAuthenticated
+                    let routing = router.route(frame, session: &session)
+                    if session.isAuthenticated, !wasAuthenticated { onAuthenticated() }
+                    switch routing {
                     case .reply(let response):
                         try await writer.send(response)
+                        if !session.isAuthenticated, case .failure = response.outcome {
+                            try await Task.sleep(for: Self.unauthenticatedRefusalPause)
+                        }
                     case .replyAndClose(let response):
                         requests.cancelAll()
                         return response

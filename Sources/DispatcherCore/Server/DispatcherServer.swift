@@ -44,22 +44,27 @@ public final class DispatcherServer: Service {
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-        let initialize: @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> = { channel in
-            channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(FrameReader(maxFrameBytes: maxFrameBytes, frameTimeout: frameTimeout))
-                return try NIOAsyncChannel(wrappingChannelSynchronously: channel)
+        // TCP clients must authenticate: until they do, a frame is at most an `auth`'s size.
+        func initialize(_ transport: Transport) -> @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> {
+            let untilAuthenticated = transport == .tcp ? WireFormat.maxUnauthenticatedFrameBytes : nil
+            return { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        FrameReader(maxFrameBytes: maxFrameBytes, untilAuthenticated: untilAuthenticated, frameTimeout: frameTimeout))
+                    return try NIOAsyncChannel(wrappingChannelSynchronously: channel)
+                }
             }
         }
         var listeners: [Listener] = []
         do {
             if case .tcp(let host, let port)? = settings.tcp {
-                let channel = try await bootstrap.bind(host: host, port: port, childChannelInitializer: initialize)
+                let channel = try await bootstrap.bind(host: host, port: port, childChannelInitializer: initialize(.tcp))
                 listeners.append(Listener(channel: channel, transport: .tcp))
             }
             if let path = settings.socketPath {
                 try FileManager.default.createDirectory(
                     atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path, withIntermediateDirectories: true)
-                let channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initialize)
+                let channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initialize(.unix))
                 listeners.append(Listener(channel: channel, transport: .unix))
                 guard chmod(path, mode_t(settings.socketMode)) == 0 else { throw DispatcherServerError.socketMode(path: path, errno: errno) }
             }

@@ -25,23 +25,23 @@ struct RequestRouter: Sendable {
     let registry: OperationRegistry
     let verifier: TokenVerifier
 
-    private struct Envelope: Decodable {
-        let id: JSONValue?
-        let op: JSONValue?
-        let args: JSONValue?
-    }
-
     func route(_ frame: ByteBuffer, session: inout Session) -> Routing {
-        guard let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(frame.readableBytesView)) else {
+        let envelope: JSONValue
+        do {
+            envelope = try JSONValue(parsing: frame.readableBytesView, maxDepth: WireFormat.maxDepth)
+        } catch {
+            return .reply(.failure(nil, .malformedFrame, "a frame is one JSON object followed by a newline (\(error))"))
+        }
+        guard case .object(let fields) = envelope else {
             return .reply(.failure(nil, .malformedFrame, "a frame is one JSON object followed by a newline"))
         }
-        guard let id = envelope.id.flatMap(Self.requestID) else {
+        guard let id = fields["id"].flatMap(Self.requestID) else {
             return .reply(.failure(nil, .malformedFrame, "id must be a string or an integer"))
         }
-        guard case .string(let op)? = envelope.op else {
+        guard case .string(let op)? = fields["op"] else {
             return .reply(.failure(id, .malformedFrame, "op must be a string"))
         }
-        let arguments = envelope.args ?? .object([:])
+        let arguments = fields["args"] ?? .object([:])
         guard case .object = arguments else { return .reply(.failure(id, .badArgument, "args must be an object")) }
         if op == AuthRequest.op { return authenticate(id, arguments, &session) }
         guard let entry = registry.entry(named: op) else {
@@ -72,7 +72,7 @@ struct RequestRouter: Sendable {
     private static func requestID(_ value: JSONValue) -> RequestID? {
         switch value {
         case .string(let text): .string(text)
-        case .number(let number) where number.rounded() == number && abs(number) < 9_007_199_254_740_992: .number(Int64(number))
+        case .number(let number) where number.rounded() == number && abs(number) <= WireFormat.maxIntegerID: .number(Int64(number))
         default: nil
         }
     }

@@ -54,16 +54,19 @@ public enum RenderRequestError: CodedError, Equatable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    /// What went wrong, for people; the code travels beside it.
+    public var message: String {
         switch self {
-        case .invalidCategory(let reason): "\(code): \(reason)"
-        case .insufficientCredits: "\(code): no credit left"
-        case .subscriptionExpired: "\(code): the subscription has expired and no credit is left"
-        case .invalidToken: "\(code): the onboarding token is unknown, expired or already linked"
-        case .tokenAlreadyUsed: "\(code): the onboarding token's free render was already requested"
-        case .renderIdConflict: "\(code): the render id is taken; choose another"
+        case .invalidCategory(let reason): reason
+        case .insufficientCredits: "no credit left"
+        case .subscriptionExpired: "the subscription has expired and no credit is left"
+        case .invalidToken: "the onboarding token is unknown, expired or already linked"
+        case .tokenAlreadyUsed: "the onboarding token's free render was already requested"
+        case .renderIdConflict: "the render id is taken; choose another"
         }
     }
+
+    public var description: String { "\(code): \(message)" }
 }
 
 /// Accepts render requests: gating, credit reservation, the render row and its job, in one

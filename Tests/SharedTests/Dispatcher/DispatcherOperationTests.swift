@@ -89,10 +89,10 @@ import Testing
             // The image worker reads exactly these payloads.
             #expect(try JSONDecoder().decode(NormalizeImagePayload.self, from: Data(statuses[1].payload.jsonText.utf8)).thenCutout == true)
             // Ids that could leave the storage tree are refused before anything is enqueued.
-            await #expect(throws: DispatcherError(.badArgument, "userId must be 1 to 64 characters of A-Z a-z 0-9 _ -")) {
+            await #expect(throws: DispatcherError(.badArgument, "args.userId must be 1 to 64 characters of A-Z a-z 0-9 _ -")) {
                 try await client.send(PurgeAccountRequest(userId: "../etc"))
             }
-            await #expect(throws: DispatcherError(.badArgument, "garmentId must be 1 to 64 characters of A-Z a-z 0-9 _ -")) {
+            await #expect(throws: DispatcherError(.badArgument, "args.garmentId must be 1 to 64 characters of A-Z a-z 0-9 _ -")) {
                 try await client.send(ProcessGarmentRequest(userId: "u1", uploadId: "up2", garmentId: ""))
             }
             #expect(try await dispatcher.queue.states()[.available] == 3)

@@ -16,7 +16,7 @@ public enum FrameError: Error, Equatable, CustomStringConvertible {
 }
 
 /// Splits a byte stream into newline-delimited frames (without the newline, or a "\r" before it;
-/// empty lines are skipped). Nothing is buffered beyond `maxFrameBytes`: a longer frame is
+/// lines of nothing but spaces and tabs are skipped). Nothing is buffered beyond `maxFrameBytes`: a longer frame is
 /// refused as soon as that many bytes are in hand. With `frameTimeout`, a frame must be completed
 /// within that time of its first byte, so a client that sends half a frame and stalls is found
 /// out. The clock runs only while the channel is reading: when a handler further on holds reads
@@ -28,7 +28,9 @@ public final class FrameReader: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundOut = ByteBuffer
     public typealias OutboundIn = Never
 
-    private let maxFrameBytes: Int
+    private let fullLimit: Int
+    /// `maxFrameBytes`, or the smaller limit before the connection is authenticated.
+    private var maxFrameBytes: Int
     private let frameTimeout: TimeAmount?
     /// The start of a frame whose newline has not arrived yet.
     private var partial: ByteBuffer?
@@ -37,9 +39,18 @@ public final class FrameReader: ChannelDuplexHandler, RemovableChannelHandler {
     private var reading = false
     private var failed = false
 
-    public init(maxFrameBytes: Int, frameTimeout: TimeAmount? = nil) {
-        self.maxFrameBytes = maxFrameBytes
+    /// With `untilAuthenticated`, frames are at most that long until `authenticated()` (on the
+    /// channel's event loop) lifts the limit to `maxFrameBytes`: a connection that has not
+    /// authenticated is cut off at its first kilobyte, never buffering a megabyte.
+    public init(maxFrameBytes: Int, untilAuthenticated: Int? = nil, frameTimeout: TimeAmount? = nil) {
+        self.fullLimit = maxFrameBytes
+        self.maxFrameBytes = min(maxFrameBytes, untilAuthenticated ?? maxFrameBytes)
         self.frameTimeout = frameTimeout
+    }
+
+    /// Lifts the limit to `maxFrameBytes`. Call on the channel's event loop.
+    public func authenticated() {
+        maxFrameBytes = fullLimit
     }
 
     public func read(context: ChannelHandlerContext) {
@@ -68,7 +79,10 @@ public final class FrameReader: ChannelDuplexHandler, RemovableChannelHandler {
             guard frame.readableBytes <= maxFrameBytes else { return fail(context, .tooLarge(limit: maxFrameBytes)) }
             completedAFrame = true
             if frame.readableBytesView.last == UInt8(ascii: "\r") { frame.moveWriterIndex(to: frame.writerIndex - 1) }
-            if frame.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(frame)) }
+            // Blank lines, spaces and tabs only included, are skipped.
+            if !frame.readableBytesView.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) {
+                context.fireChannelRead(wrapInboundOut(frame))
+            }
             // A handler downstream may have closed the channel while reading the frame.
             guard !failed, context.channel.isActive else { return }
         }

@@ -9,6 +9,12 @@ public enum WireFormat {
     /// Raised when a frame's meaning changes; additions (new ops, new fields) keep it.
     public static let version = 1
     public static let defaultMaxFrameBytes = 1 << 20
+    /// A frame nested deeper than this is refused (`MALFORMED_FRAME`), found in one pass.
+    public static let maxDepth = 64
+    /// Frames before `auth` on TCP (an `auth` or a `ping`) are at most this long.
+    public static let maxUnauthenticatedFrameBytes = 1024
+    /// Integer request ids go up to 2^53 either way: a JSON number beyond it is not exact.
+    public static let maxIntegerID = 9_007_199_254_740_992.0
 
     /// ISO 8601 with milliseconds, in UTC.
     public static func makeEncoder() -> JSONEncoder {

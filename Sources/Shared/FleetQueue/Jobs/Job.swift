@@ -21,6 +21,11 @@ public struct NewJob: Sendable, Hashable {
     /// Enqueueing the same key again returns the first job instead of a second one.
     public var idempotencyKey: String?
 
+    /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
+    public enum Field: String, Sendable {
+        case payload, queue, priority, delay, maxAttempts, idempotencyKey
+    }
+
     public init(
         kind: JobKind, payload: String = "{}", queue: String = "default", priority: Int = 2,
         delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil

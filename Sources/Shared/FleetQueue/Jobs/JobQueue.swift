@@ -25,7 +25,7 @@ public struct JobQueue: Sendable {
             return try await driver.jobInsertMany(jobs)
         } catch PostgresError.server(let state, let message, _) where state == "22P02" && message.contains("json") {
             // The server parses payloads anyway; parsing each one here as well would halve the enqueue rate.
-            throw QueueError.invalidJob("payload must be a JSON object (\(message))")
+            throw QueueError.invalidJob(field: .payload, reason: "must be a JSON object (\(message))")
         }
     }
 
@@ -41,16 +41,16 @@ public struct JobQueue: Sendable {
 
     func validate(_ job: NewJob) throws {
         if let knownKinds, !knownKinds.contains(job.kind) { throw QueueError.unknownKind(job.kind.rawValue) }
-        guard (0...9).contains(job.priority) else { throw QueueError.invalidJob("priority \(job.priority) is outside 0...9") }
-        guard job.maxAttempts >= 1 else { throw QueueError.invalidJob("maxAttempts must be at least 1") }
-        guard job.delay >= .zero else { throw QueueError.invalidJob("delay must not be negative") }
-        guard !job.queue.isEmpty, job.queue.utf8.count <= 64 else { throw QueueError.invalidJob("queue name must be 1 to 64 bytes") }
+        guard (0...9).contains(job.priority) else { throw QueueError.invalidJob(field: .priority, reason: "\(job.priority) is outside 0...9") }
+        guard job.maxAttempts >= 1 else { throw QueueError.invalidJob(field: .maxAttempts, reason: "must be at least 1") }
+        guard job.delay >= .zero else { throw QueueError.invalidJob(field: .delay, reason: "must not be negative") }
+        guard !job.queue.isEmpty, job.queue.utf8.count <= 64 else { throw QueueError.invalidJob(field: .queue, reason: "must be 1 to 64 bytes") }
         if let key = job.idempotencyKey, key.isEmpty || key.utf8.count > 255 {
-            throw QueueError.invalidJob("idempotency key must be 1 to 255 bytes")
+            throw QueueError.invalidJob(field: .idempotencyKey, reason: "must be 1 to 255 bytes")
         }
         // An object starts with "{"; the server checks the rest of the syntax.
         guard job.payload.utf8.first(where: { !isJSONWhitespace($0) }) == UInt8(ascii: "{") else {
-            throw QueueError.invalidJob("payload must be a JSON object")
+            throw QueueError.invalidJob(field: .payload, reason: "must be a JSON object")
         }
     }
 }

@@ -401,13 +401,14 @@ public struct PostgresQueueDriver: QueueDriver {
 /// Errors of the queue's API.
 public enum QueueError: Error, CustomStringConvertible, Sendable, Equatable {
     case unknownKind(String)
-    case invalidJob(String)
+    /// A `NewJob` field out of its range; `reason` says what it must be.
+    case invalidJob(field: NewJob.Field, reason: String)
     case internalMismatch(String)
 
     public var description: String {
         switch self {
         case .unknownKind(let kind): "unknown job kind '\(kind)'"
-        case .invalidJob(let reason): "invalid job: \(reason)"
+        case .invalidJob(let field, let reason): "invalid job: \(field.rawValue) \(reason)"
         case .internalMismatch(let reason): "queue driver mismatch: \(reason)"
         }
     }

@@ -1,0 +1,129 @@
+import DispatcherProtocol
+import FleetSupport
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+/// Frames a hostile or careless client sends: bounded work before `auth`, depth refused in one
+/// pass, clear validation messages, the id and blank-line rules the protocol states.
+@Suite struct HostileFrameTests {
+    static func nested(_ depth: Int) -> String { String(repeating: "[", count: depth) + String(repeating: "]", count: depth) }
+
+    @Test func framesNestedDeeperThanTheLimitAreRefusedInOnePass() async throws {
+        try await TestDispatcher.run { dispatcher in
+            try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                // The frame is level 1, args 2, payload 3: 61 arrays inside reach the limit of 64.
+                func enqueue(_ arrays: Int) -> String {
+                    #"{"id":\#(arrays),"op":"enqueue","args":{"kind":"drill.noop","payload":{"a":\#(Self.nested(arrays))}}}"#
+                }
+                try await raw.send(enqueue(61) + "\n")
+                #expect(try await raw.response()["ok"] == .bool(true))
+                try await raw.send(enqueue(62) + "\n")
+                let refused = try await raw.response()
+                #expect(refused.errorCode == "MALFORMED_FRAME" && refused["id"] == .null)
+                if case .string(let message)? = refused["error"]?["message"] { #expect(message.contains("nested deeper than 64 levels")) }
+                // A megabyte of brackets costs one scan to the 65th.
+                let started = ContinuousClock.now
+                try await raw.send(String(repeating: "[", count: 1 << 19) + "\n")
+                #expect(try await raw.response().errorCode == "MALFORMED_FRAME")
+                #expect(ContinuousClock.now - started < .seconds(1))
+            }
+        }
+    }
+
+    @Test func idsGoUpToTwoToThe53rdAndLinesOfSpacesAreBlank() async throws {
+        try await TestDispatcher.run { dispatcher in
+            try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                try await raw.send("   \n\t \t\r\n" + #"{"id":9007199254740992,"op":"ping"}"# + "\n")
+                #expect(try await raw.response()["id"] == .number(9_007_199_254_740_992))
+                try await raw.send(#"{"id":-9007199254740992,"op":"ping"}"# + "\n")
+                #expect(try await raw.response()["id"] == .number(-9_007_199_254_740_992))
+                try await raw.send(#"{"id":9007199254740994,"op":"ping"}"# + "\n")
+                let refused = try await raw.response()
+                #expect(refused.errorCode == "MALFORMED_FRAME" && refused["id"] == .null)
+            }
+        }
+    }
+
+    /// Messages name the field as the client wrote it, without the code again and without the
+    /// decoder's own words.
+    @Test func validationMessagesNameTheFieldAsWritten() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let cases: [(args: String, op: String, message: String)] = [
+                (#"{"kind":"drill.noop","options":{"priority":12}}"#, "enqueue", "args.options.priority 12 is outside 0...9"),
+                (#"{"kind":"drill.noop","options":{"priority":"high"}}"#, "enqueue", "args.options.priority: expected an integer"),
+                (#"{"kind":"drill.noop","options":{"maxAttempts":0}}"#, "enqueue", "args.options.maxAttempts must be at least 1"),
+                (#"{"kind":"drill.noop","options":{"queue":""}}"#, "enqueue", "args.options.queue must be 1 to 64 bytes"),
+                (#"{"kind":"drill.noop","options":{"delaySeconds":-1}}"#, "enqueue", "args.options.delaySeconds must be between 0 and 31622400"),
+                (#"{"jobId":"seven"}"#, "status", "args.jobId: expected an integer"),
+                (#"{}"#, "status", "missing field args.jobId"),
+                (#"{"userId":"u1","uploadId":"x","target":"hat","imageId":"i"}"#, "image.normalize", "args.target: not a valid value"),
+                (#"{"userId":"../u1","uploadId":"x","target":"body","imageId":"i"}"#, "image.normalize", "args.userId must be 1 to 64 characters of A-Z a-z 0-9 _ -"),
+                (#"{"renderId":"r1","userId":"broke","garmentId":"g","bodyPhotoId":"b","category":"tops"}"#, "render.request", "no credit left"),
+            ]
+            try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                for (index, item) in cases.enumerated() {
+                    try await raw.send(#"{"id":\#(index),"op":"\#(item.op)","args":\#(item.args)}"# + "\n")
+                    let response = try await raw.response()
+                    #expect(response["error"]?["message"] == .string(item.message), "\(item.args) → \(response.jsonText)")
+                }
+            }
+        }
+    }
+}
+
+/// Unauthenticated connections sending the worst frames they can, while an authenticated client
+/// pings: its p99 stays within 50 ms. Run alone by `scripts/test.sh` (it measures latency).
+@Suite(.serialized) struct PreAuthExhaustionTests {
+    @Test func eightUnauthenticatedAttackersDoNotSlowAnAuthenticatedClient() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let client = try await dispatcher.client(.tcp)
+            _ = try await client.ping()
+            let attackFrames = [
+                // About 1 kB nested 510 deep: a second of CPU each before the one-pass parser.
+                #"{"id":1,"op":"auth","args":{"token":"# + HostileFrameTests.nested(510) + "}}\n",
+                // The whole frame limit of brackets.
+                String(repeating: "[", count: WireFormat.defaultMaxFrameBytes - 1) + "\n",
+                // Just under the pre-auth limit, as deep as allowed, repeated wide.
+                "[" + Array(repeating: HostileFrameTests.nested(60), count: 8).joined(separator: ",") + "]\n",
+            ]
+            let stop = ContinuousClock.now + .seconds(10)
+            let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+                for attacker in 0..<8 {
+                    group.addTask {
+                        while ContinuousClock.now < stop {
+                            try? await dispatcher.withRawConnection(.tcp) { raw in
+                                try await raw.greeting()
+                                while ContinuousClock.now < stop {
+                                    try await raw.send(attackFrames[attacker % attackFrames.count])
+                                    guard try await raw.next() != nil else { return }
+                                }
+                            }
+                        }
+                        return []
+                    }
+                }
+                group.addTask {
+                    var measured: [Duration] = []
+                    while ContinuousClock.now < stop {
+                        let started = ContinuousClock.now
+                        _ = try await client.ping()
+                        measured.append(ContinuousClock.now - started)
+                        try await Task.sleep(for: .milliseconds(5))
+                    }
+                    return measured
+                }
+                return try await group.reduce(into: []) { $0 += $1 }.sorted()
+            }
+            #expect(latencies.count > 100)
+            let p99 = latencies[latencies.count * 99 / 100]
+            print("pre-auth attack: ping p50 \(latencies[latencies.count / 2]), p99 \(p99) over \(latencies.count) pings")
+            #expect(p99 <= .milliseconds(50), "ping p99 \(p99) over \(latencies.count) pings")
+            await client.close()
+        }
+    }
+}
