@@ -22,17 +22,34 @@ public protocol HTTPRoutes: Sendable {
     func register(on router: Router<BasicRequestContext>)
 }
 
+/// What one client may hold of the listener.
+public struct HTTPListenerLimits: Sendable, Equatable {
+    /// A connection that sends nothing for this long is closed: idle between requests, or
+    /// stalled in the middle of one (half a header, part of a body).
+    public var idleTimeout: Duration
+    /// Connections served at once; beyond it the listener stops accepting until one closes, so
+    /// the next ones wait in the kernel's backlog instead of taking memory.
+    public var maxConnections: Int
+
+    public init(idleTimeout: Duration = .seconds(30), maxConnections: Int = 256) {
+        self.idleTimeout = idleTimeout
+        self.maxConnections = maxConnections
+    }
+}
+
 /// The process's one HTTP listener (`FLEET_HTTP_ADDRESS`), a `Service` of its ServiceGroup.
 /// Put it first in the group: services stop in reverse order, so it answers probes (and
 /// `/readyz` with 503) for as long as the others drain.
 public final class HTTPListener: Service {
     public let address: ListenAddress
+    public let limits: HTTPListenerLimits
     private let routes: [any HTTPRoutes]
     private let logger: Logger
     private let bound = BoundPort()
 
-    public init(address: ListenAddress, routes: [any HTTPRoutes], logger: Logger) {
+    public init(address: ListenAddress, limits: HTTPListenerLimits = HTTPListenerLimits(), routes: [any HTTPRoutes], logger: Logger) {
         self.address = address
+        self.limits = limits
         self.routes = routes
         self.logger = logger
     }
@@ -42,7 +59,10 @@ public final class HTTPListener: Service {
         for group in routes { group.register(on: router) }
         let application = Application(
             router: router,
-            configuration: .init(address: .hostname(address.host, port: address.port), serverName: nil),
+            server: .http1(configuration: .init(idleTimeout: TimeAmount(limits.idleTimeout))),
+            configuration: .init(
+                address: .hostname(address.host, port: address.port), serverName: nil,
+                availableConnectionsDelegate: .maximum(limits.maxConnections, logger: logger)),
             onServerRunning: { [bound] channel in bound.resolve(channel.localAddress?.port) },
             logger: logger)
         do {

@@ -52,7 +52,7 @@ public enum FleetProcess {
         _ settings: FleetSettings, pool: PostgresPool, routes: [any HTTPRoutes] = [], logger: Logger
     ) -> ProcessHTTP? {
         settings.httpAddress.map {
-            ProcessHTTP(address: $0, pool: pool, registry: FleetMetrics.registry, routes: routes, logger: logger)
+            ProcessHTTP(address: $0, limits: settings.httpLimits, pool: pool, registry: FleetMetrics.registry, routes: routes, logger: logger)
         }
     }
 

@@ -16,6 +16,8 @@ public struct FleetSettings: Sendable {
     public var worker: WorkerConfiguration
     /// `FLEET_HTTP_ADDRESS`: probes, metrics (and the dispatcher's webhooks); nil when off.
     public var httpAddress: ListenAddress?
+    /// `FLEET_HTTP_IDLE_TIMEOUT_SECONDS`, `FLEET_HTTP_MAX_CONNECTIONS`.
+    public var httpLimits: HTTPListenerLimits
 
     public enum LogFormat: String, Sendable { case json, text }
 
@@ -54,7 +56,10 @@ public struct FleetSettings: Sendable {
             logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),
             poolSize: try reader.integer("FLEET_DB_POOL_SIZE", default: 8, range: 1...200),
             worker: worker,
-            httpAddress: try reader.listenAddress("FLEET_HTTP_ADDRESS", default: defaultHTTPAddress))
+            httpAddress: try reader.listenAddress("FLEET_HTTP_ADDRESS", default: defaultHTTPAddress),
+            httpLimits: HTTPListenerLimits(
+                idleTimeout: try reader.duration("FLEET_HTTP_IDLE_TIMEOUT_SECONDS", unit: .seconds(1), default: 30, range: 1...3600),
+                maxConnections: try reader.integer("FLEET_HTTP_MAX_CONNECTIONS", default: 256, range: 1...100_000)))
     }
 }
 

@@ -13,13 +13,13 @@ public struct ProcessHTTP: Sendable {
     public let drain: DrainSignal
 
     public init(
-        address: ListenAddress, pool: PostgresPool, registry: PrometheusCollectorRegistry,
-        routes: [any HTTPRoutes] = [], logger: Logger
+        address: ListenAddress, limits: HTTPListenerLimits = HTTPListenerLimits(), pool: PostgresPool,
+        registry: PrometheusCollectorRegistry, routes: [any HTTPRoutes] = [], logger: Logger
     ) {
         let (started, drain) = (StartupSignal(), DrainSignal())
         (self.started, self.drain) = (started, drain)
         listener = HTTPListener(
-            address: address,
+            address: address, limits: limits,
             routes: [ProbeRoutes(checks: [started, drain, DatabaseReadiness(pool: pool)]), MetricsRoutes(registry: registry)] + routes,
             logger: logger)
     }

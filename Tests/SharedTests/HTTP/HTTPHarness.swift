@@ -14,20 +14,21 @@ import Synchronization
 struct DispatcherHTTPHarness {
     let client = CurlHTTPClient()
     let base: String
+    let port: Int
     let group: ServiceGroup
     let running: Task<Void, any Error>
 
     /// Runs `body` with the listener up, then shuts the group down gracefully.
     static func with(
         databaseURL: String, webhooks: WebhookSettings = WebhookSettings(), services: [any Service] = [],
-        _ body: (DispatcherHTTPHarness) async throws -> Void
+        limits: HTTPListenerLimits = HTTPListenerLimits(), _ body: (DispatcherHTTPHarness) async throws -> Void
     ) async throws {
         _ = TestMetricsOnce.shared
         let pool = PostgresPool(conninfo: databaseURL, maxConnections: 4)
         let client = CurlHTTPClient()
         let routes = WebhookRoutes(settings: webhooks, http: client, store: RenderStore(pool: pool), logger: testLogger)
         let http = ProcessHTTP(
-            address: ListenAddress(host: "127.0.0.1", port: 0), pool: pool, registry: TestMetricsOnce.registry,
+            address: ListenAddress(host: "127.0.0.1", port: 0), limits: limits, pool: pool, registry: TestMetricsOnce.registry,
             routes: [routes], logger: testLogger)
         // The given services need no start-up (`FleetProcess.run` marks this after migrations).
         http.started.markStarted()
@@ -37,7 +38,7 @@ struct DispatcherHTTPHarness {
             running.cancel()
             throw TestFailure("the HTTP listener did not start: \(String(describing: await running.result))")
         }
-        let harness = DispatcherHTTPHarness(base: "http://127.0.0.1:\(port)", group: group, running: running)
+        let harness = DispatcherHTTPHarness(base: "http://127.0.0.1:\(port)", port: port, group: group, running: running)
         do {
             try await body(harness)
         } catch {

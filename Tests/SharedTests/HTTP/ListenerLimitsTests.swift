@@ -1,0 +1,111 @@
+import FleetHTTP
+import FleetSupport
+import Foundation
+import Glibc
+import Testing
+
+/// The HTTP listener (probes, metrics, webhooks) against clients that hold connections:
+/// half-sent and idle connections are closed, and connections beyond the cap wait unserved.
+@Suite struct ListenerLimitsTests {
+    static let limits = HTTPListenerLimits(idleTimeout: .seconds(1), maxConnections: 2)
+
+    @Test func aHalfSentRequestAndAnIdleConnectionAreClosed() async throws {
+        let q = try await TestQueue.make()
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, limits: Self.limits) { http in
+            let halfSent = try RawSocket(port: http.port)
+            try halfSent.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\nX-Slow: ")
+            let idle = try RawSocket(port: http.port)
+            let started = ContinuousClock.now
+            #expect(await halfSent.readUntilClosed(within: .seconds(5)).closed)
+            #expect(await idle.readUntilClosed(within: .seconds(5)).closed)
+            #expect(ContinuousClock.now - started < .seconds(4))
+            // A kept-alive connection is answered, then closed once idle.
+            let keptAlive = try RawSocket(port: http.port)
+            try keptAlive.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
+            let answer = await keptAlive.readUntilClosed(within: .seconds(5))
+            #expect(answer.text.hasPrefix("HTTP/1.1 200") && answer.closed)
+        }
+    }
+
+    @Test func connectionsBeyondTheCapWaitUntilOneCloses() async throws {
+        let q = try await TestQueue.make()
+        let limits = HTTPListenerLimits(idleTimeout: .seconds(20), maxConnections: 2)
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, limits: limits) { http in
+            let holders = try (0..<2).map { _ in try RawSocket(port: http.port) }
+            for holder in holders { try holder.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n") }
+            for holder in holders { #expect(await holder.readAvailable(within: .seconds(5)).hasPrefix("HTTP/1.1 200")) }
+            let third = try RawSocket(port: http.port)  // the kernel accepts; the listener does not take it
+            try third.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
+            #expect(await third.readAvailable(within: .seconds(1)).isEmpty)
+            holders[0].close()
+            #expect(await third.readAvailable(within: .seconds(5)).hasPrefix("HTTP/1.1 200"))
+        }
+    }
+}
+
+/// A loopback TCP client for clients that misbehave in ways an HTTP library will not. Its
+/// waits block a thread of their own (`blockingIO`), never the cooperative pool the server
+/// under test runs on.
+final class RawSocket: @unchecked Sendable {
+    private var descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestFailure("connect: \(String(cString: strerror(errno)))") }
+    }
+
+    deinit { close() }
+
+    func send(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        guard Glibc.send(descriptor, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else { throw TestFailure("send failed") }
+    }
+
+    /// What arrives until the peer closes (or resets), or `within` passes.
+    func readUntilClosed(within limit: Duration) async -> (text: String, closed: Bool) {
+        (try? await offload(on: blockingIO) { self.blockingReadUntilClosed(within: limit) }) ?? ("", false)
+    }
+
+    /// What arrives within `limit`, stopping at the first pause once something came.
+    func readAvailable(within limit: Duration) async -> String {
+        (try? await offload(on: blockingIO) { self.blockingReadAvailable(within: limit) }) ?? ""
+    }
+
+    private func blockingReadUntilClosed(within limit: Duration) -> (text: String, closed: Bool) {
+        var received: [UInt8] = []
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            guard let chunk = read(until: deadline) else { return (String(decoding: received, as: UTF8.self), true) }
+            received += chunk
+        }
+        return (String(decoding: received, as: UTF8.self), false)
+    }
+
+    private func blockingReadAvailable(within limit: Duration) -> String {
+        let deadline = ContinuousClock.now + limit
+        guard let first = read(until: deadline) else { return "" }
+        return String(decoding: first, as: UTF8.self)
+    }
+
+    /// One read: bytes, [] when nothing came by `deadline`, nil when the peer closed.
+    private func read(until deadline: ContinuousClock.Instant) -> [UInt8]? {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let left = max(0, Int32((deadline - ContinuousClock.now).seconds * 1000))
+        guard poll(&poller, 1, left) > 0 else { return [] }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let count = recv(descriptor, &buffer, buffer.count, 0)
+        return count > 0 ? Array(buffer[..<count]) : nil
+    }
+
+    func close() {
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+    }
+}
