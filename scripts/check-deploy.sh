@@ -8,7 +8,7 @@
 #    (requests and memory limit), or terminationGracePeriodSeconds >= grace + 5 s;
 #  - a ScaledObject names no existing Deployment, a trigger is not postgresql, has no
 #    targetQueryValue or authenticationRef to an existing TriggerAuthentication, or its query
-#    names a kind missing from the catalogue (Sources/Shared/Queue/JobKind.swift) or one the
+#    names a kind no JobPayload declares (`static let kind`, Sources/) or one the
 #    target Deployment's executable does not run;
 #  - a PodDisruptionBudget is missing for a Deployment, or a claim / ConfigMap / Secret referenced
 #    by a pod is not defined (Secrets: in deploy/k8s/secrets.example.yaml);
@@ -69,14 +69,13 @@ COMPOSE_ONLY = {"FLEET_IMAGE", "POSTGRES_PASSWORD", "POSTGRES_USER", "POSTGRES_D
                 "DISPATCHER_SOCKET_PORT", "DISPATCHER_HTTP_PORT"}
 def env_ok(name): return name in documented or re.fullmatch(r"PG[A-Z]+", name)
 
-jobkind = open(p("Sources/Shared/Queue/JobKind.swift")).read()
-statics = dict(re.findall(r'static let (\w+): JobKind = "([^"]+)"', jobkind))
+# The kinds the fleet runs: each payload type declares its kind and what runs it.
 catalogue = {}
-for ident, desc in re.findall(r'^\s*\.(\w+):\s*"([^"]*)"', jobkind, re.M):
-    if ident in statics:
-        catalogue[statics[ident]] = desc
+for swift in glob.glob(p("Sources/**/*.swift"), recursive=True):
+    for kind, desc in re.findall(r'static let kind: JobKind = "([^"]+)"\s*\n\s*public static let summary = "([^"]*)"', open(swift).read()):
+        catalogue[kind] = desc
 if not catalogue:
-    fail("JobKind.swift: no catalogue entries found")
+    fail("Sources: no JobPayload kinds found (static let kind: JobKind = …, then static let summary = …)")
 def executable_of(kind):    # "render worker: …" -> render-worker
     m = re.match(r"(\w+) worker:", catalogue.get(kind, ""))
     return f"{m.group(1)}-worker" if m else None
@@ -210,7 +209,7 @@ for name, so in scaled.items():
         kinds = re.findall(r"kind\s*=\s*'([^']+)'", md.get("query", ""))
         if not kinds or "FROM jobs" not in md.get("query", ""): fail(f"{tw}: query does not count jobs of a kind: {md.get('query')!r}")
         for k in kinds:
-            if k not in catalogue: fail(f"{tw}: kind {k} is not in the JobKind catalogue")
+            if k not in catalogue: fail(f"{tw}: kind {k} is not a kind the fleet declares")
             elif executable_of(k) != target: fail(f"{tw}: kind {k} runs on {executable_of(k)}, not {target}")
             covered.add(k)
     for k in catalogue:
