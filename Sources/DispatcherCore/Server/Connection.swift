@@ -26,11 +26,22 @@ struct Connection: Sendable {
     /// that has not authenticated gets at most ten refusals a second, whatever it sends, so
     /// unauthenticated connections cannot take the CPU from authenticated ones.
     static let unauthenticatedRefusalPause = Duration.milliseconds(100)
+    /// Response bytes made but not yet handed to the socket beyond which no new request of the
+    /// connection starts (`PendingOutput`).
+    static let maxPendingOutputBytes = 1 << 20
+    /// Beyond this the client is not reading what it asked for (the requests already running
+    /// when its output backed up answered on top): the connection is closed.
+    static let closePendingOutputBytes = 8 << 20
 
     func serve(_ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, transport: Transport) async {
         do {
             try await channel.executeThenClose { inbound, outbound in
-                let writer = FrameWriter(outbound: outbound, logger: logger)
+                let pending = PendingOutput(limit: Self.maxPendingOutputBytes)
+                let writer = FrameWriter(outbound: outbound, pending: pending, logger: logger) { [logger] in
+                    guard pending.bytes > Self.closePendingOutputBytes else { return }
+                    logger.warning("closing a connection that does not read its answers", metadata: ["pending_bytes": "\(pending.bytes)"])
+                    channel.channel.close(promise: nil)
+                }
                 try await writer.send(greeting(transport))
                 let activity = ConnectionActivity()
                 let ending = try await withThrowingTaskGroup(of: ServerResponse?.self) { group in
@@ -96,6 +107,8 @@ struct Connection: Sendable {
                             try await requests.next()
                             running -= 1
                         }
+                        // A client that does not read its answers gets no new ones made.
+                        await writer.pending.waitUntilWithinLimit()
                         running += 1
                         activity.begin()
                         requests.addTask {
@@ -139,19 +152,35 @@ struct Connection: Sendable {
     }
 }
 
-/// Writes frames on a connection's outbound side; any number of tasks may write at once.
+/// Writes frames on a connection's outbound side; any number of tasks may write at once. Each
+/// frame counts as pending output from when it is made until the pipeline takes it (a write
+/// suspends while the socket is not writable).
 struct FrameWriter: Sendable {
     let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    let pending: PendingOutput
     let logger: Logger
+    /// Called after each frame is counted: closes the connection when too much waits.
+    let checkPending: @Sendable () -> Void
     private let encoder = WireFormat.makeEncoder()
 
-    init(outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, logger: Logger) {
+    init(outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, pending: PendingOutput, logger: Logger,
+         checkPending: @escaping @Sendable () -> Void = {}) {
         self.outbound = outbound
+        self.pending = pending
         self.logger = logger
+        self.checkPending = checkPending
+    }
+
+    private func write(_ frame: ByteBuffer) async throws {
+        let size = frame.readableBytes
+        pending.add(size)
+        defer { pending.remove(size) }
+        checkPending()
+        try await outbound.write(frame)
     }
 
     func send(_ greeting: Greeting) async throws {
-        try await outbound.write(try WireFormat.frame(greeting, encoder: encoder))
+        try await write(try WireFormat.frame(greeting, encoder: encoder))
     }
 
     func send(_ response: ServerResponse) async throws {
@@ -162,6 +191,6 @@ struct FrameWriter: Sendable {
             logger.error("response not encodable", metadata: ["error": "\(error)"])
             frame = try WireFormat.frame(ServerResponse.failure(response.id, .internal, "internal error"), encoder: encoder)
         }
-        try await outbound.write(frame)
+        try await write(frame)
     }
 }

@@ -76,9 +76,59 @@ import Testing
     }
 }
 
-/// Unauthenticated connections sending the worst frames they can, while an authenticated client
-/// pings: its p99 stays within 50 ms. Run alone by `scripts/test.sh` (it measures latency).
-@Suite(.serialized) struct PreAuthExhaustionTests {
+/// Clients that try to exhaust the dispatcher, measured: run alone by `scripts/test.sh` (the
+/// tests measure latency and the process's memory).
+@Suite(.serialized) struct ResourceExhaustionTests {
+    /// Clients that pipeline requests with large answers and do not read them: the dispatcher
+    /// stops running their requests while their answers wait, and closes a connection with more
+    /// than 8 MiB of answers waiting, so its memory stays bounded and others are served.
+    @Test func clientsThatNeverReadDoNotGrowTheDispatcher() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let blob = String(repeating: "x", count: 256 << 10)
+            let client = try await dispatcher.client()
+            let job = try await client.enqueue(kind: "drill.noop", payload: ["blob": .string(blob)])
+            let before = residentBytes()
+            let answered = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        // 2,000 `status` requests (500 MiB of answers) written at once, nothing read
+                        // for 3 s; then what did come, until the server closes.
+                        try await dispatcher.withRawConnection(.unix) { raw in
+                            try await raw.greeting()
+                            let requests = (0..<2_000).map { #"{"id":\#($0),"op":"status","args":{"jobId":\#(job.jobId)}}"# }
+                            try await raw.send(requests.joined(separator: "\n") + "\n")
+                            try await Task.sleep(for: .seconds(3))
+                            var count = 0
+                            // The server's close, with our requests unread, may arrive as a reset.
+                            while (try? await raw.next()) != nil { count += 1 }
+                            return count
+                        }
+                    }
+                }
+                var peak = 0
+                for _ in 0..<50 {
+                    try await Task.sleep(for: .milliseconds(50))
+                    peak = max(peak, residentBytes() - before)
+                }
+                print("non-reading clients: resident memory peak +\(peak >> 20) MiB with 4 clients")
+                #expect(peak < 250 << 20, "peak +\(peak >> 20) MiB")
+                // The dispatcher still serves others meanwhile.
+                #expect(try await client.ping().serverTime.timeIntervalSinceNow < 5)
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            // Each connection was closed long before its 2,000 answers were made.
+            #expect(answered.allSatisfy { $0 < 200 }, "\(answered)")
+            await client.close()
+        }
+    }
+
+    /// The process's resident set, from /proc.
+    func residentBytes() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+    }
+
     @Test func eightUnauthenticatedAttackersDoNotSlowAnAuthenticatedClient() async throws {
         try await TestDispatcher.run { dispatcher in
             let client = try await dispatcher.client(.tcp)

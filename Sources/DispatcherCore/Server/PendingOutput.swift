@@ -1,0 +1,45 @@
+import Synchronization
+
+/// Bytes of response frames a connection has made and not yet handed to the socket's pipeline
+/// (which holds at most its write-buffer high-water mark more). The connection starts no new
+/// request while they exceed a bound, so a client that does not read stops costing memory
+/// instead of piling up answers.
+final class PendingOutput: Sendable {
+    private struct State {
+        var bytes = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int) { self.limit = limit }
+
+    var bytes: Int { state.withLock { $0.bytes } }
+
+    func add(_ count: Int) {
+        state.withLock { $0.bytes += count }
+    }
+
+    func remove(_ count: Int) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.bytes -= count
+            guard state.bytes <= limit else { return [] }
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    /// Returns once the pending bytes are within the limit.
+    func waitUntilWithinLimit() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if state.bytes <= limit { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
