@@ -3,13 +3,14 @@
 # embedded default, the tests and the benchmarks. initdb refuses root, so as root the
 # server runs as the `postgres` user.
 #
-# usage: scripts/pg.sh start|stop|restart|status|url|pick-port [--dir DIR] [--port PORT] [--fast] [--mode MODE]
+# usage: scripts/pg.sh start|stop|restart|status|url|dir|pick-port [--dir DIR] [--port PORT] [--fast] [--mode MODE]
 #   start      create the cluster if needed, start it, create database `wearbloom`
 #   stop       stop it (fast shutdown)
 #   restart    stop and start again (used by the restart tests); --mode fast|immediate
 #              is pg_ctl's shutdown mode (immediate: no checkpoint, as after a crash)
 #   url        print the DATABASE_URL of the cluster
 #   pick-port  print the port the running cluster uses, else the first free one from --port
+#   dir        print the cluster's folder (elsewhere when postgres cannot enter --dir's parent)
 #   --fast     fsync off: for throwaway test clusters only, never for benchmarks
 # Default ports sit below Linux's ephemeral range (32768-60999), where a client socket of a
 # busy test run could hold the port PostgreSQL wants to listen on.
@@ -35,9 +36,25 @@ bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -n "$bin" ] || { echo "pg.sh: PostgreSQL server binaries not found; run scripts/install-deps.sh" >&2; exit 1; }
 url="postgresql://postgres@127.0.0.1:$port/wearbloom"
 
+# From /, so that `postgres` never starts in a folder it cannot enter.
 as_owner() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
+
+# As root the server runs as `postgres`, which must reach the cluster's folder. A clone in a
+# folder `postgres` cannot enter (root's home, mode 0700) keeps its clusters under
+# /var/lib/postgresql/wearbloom/<hash of the asked path>/ instead: the same path always maps to
+# the same place, so start, stop, status and restart find it again.
+if [ "$(id -u)" -eq 0 ] && ! as_owner test -x "$(dirname "$dir")"; then
+  mkdir -p "$(dirname "$dir")"
+  if ! as_owner test -x "$(dirname "$dir")"; then
+    asked=$dir
+    dir="/var/lib/postgresql/wearbloom/$(printf '%s' "$asked" | sha1sum | cut -c1-16)/$(basename "$asked")"
+    mkdir -p "$(dirname "$dir")"
+    chown postgres: "$(dirname "$dir")" "$(dirname "$(dirname "$dir")")"
+    [ "$command" = start ] && echo "pg.sh: postgres cannot enter $(dirname "$asked"); the cluster lives in $dir" >&2
+  fi
+fi
 
 running() { as_owner "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; }
 
@@ -89,5 +106,6 @@ case $command in
   restart) as_owner "$bin/pg_ctl" -D "$dir" -m "$mode" -w -t 60 -o "-p $port" restart -l "$dir/server.log" >/dev/null ;;
   status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
   url) echo "$url" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  dir) echo "$dir" ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -14,7 +14,7 @@ struct ImageSuite: AsyncParsableCommand {
 
     @OptionGroup var options: SuiteOptions
     @Option(help: "Images per measurement.") var count = 24
-    @Option(help: "The corpus folder.") var corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/corpus").path
+    @Option(help: "The corpus folder.") var corpus = packageRoot.appendingPathComponent("Tests/Fixtures/corpus").path
     @Flag(help: "Measure the fleet only.") var skipPeers = false
 
     func run() async throws {

@@ -22,8 +22,8 @@ struct FleetDemo: AsyncParsableCommand {
             (the offline `local` composite by default, which is not AI).
             """)
 
-    @Option(help: "The body photo (default: ../shared/corpus/honeywave-1080x1920.jpg).")
-    var body = "../shared/corpus/honeywave-1080x1920.jpg"
+    @Option(help: "The body photo (default: Tests/Fixtures/corpus/honeywave-1080x1920.jpg).")
+    var body = "Tests/Fixtures/corpus/honeywave-1080x1920.jpg"
     @Option(help: "The garment photo, ideally on a plain background (default: scripts/demo/garment-on-plain-background.jpg).")
     var garment = "scripts/demo/garment-on-plain-background.jpg"
     @Option(help: "Seconds to wait for each step.") var timeout = 120.0

@@ -5,7 +5,8 @@ import Foundation
 @testable import Imaging
 import Testing
 
-let corpus = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/corpus")
+/// Real photos kept in the repository (`Tests/Fixtures/corpus/README.md`).
+let corpus = packageRoot.appendingPathComponent("Tests/Fixtures/corpus")
 
 /// The normalise pipeline with real libvips on the real corpus and on generated bad inputs.
 @Suite struct ImageNormalizerTests {
