@@ -27,8 +27,7 @@ public struct HTTPListenerLimits: Sendable, Equatable {
     /// A connection that sends nothing for this long is closed: idle between requests, or
     /// stalled in the middle of one (half a header, part of a body).
     public var idleTimeout: Duration
-    /// Connections served at once; beyond it the listener stops accepting until one closes, so
-    /// the next ones wait in the kernel's backlog instead of taking memory.
+    /// Connections served at once; one beyond it is closed as soon as it is accepted.
     public var maxConnections: Int
 
     public init(idleTimeout: Duration = .seconds(30), maxConnections: Int = 256) {
@@ -57,12 +56,12 @@ public final class HTTPListener: Service {
     public func run() async throws {
         let router = Router()
         for group in routes { group.register(on: router) }
+        let open = OpenConnections(limit: limits.maxConnections)
         let application = Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: TimeAmount(limits.idleTimeout))),
-            configuration: .init(
-                address: .hostname(address.host, port: address.port), serverName: nil,
-                availableConnectionsDelegate: .maximum(limits.maxConnections, logger: logger)),
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [ConnectionCapHandler(open: open)], idleTimeout: TimeAmount(limits.idleTimeout))),
+            configuration: .init(address: .hostname(address.host, port: address.port), serverName: nil),
             onServerRunning: { [bound] channel in bound.resolve(channel.localAddress?.port) },
             logger: logger)
         do {
@@ -77,6 +76,42 @@ public final class HTTPListener: Service {
 
     /// The port once listening (the kernel's choice for port 0); nil if the listener could not start.
     public func boundPort() async -> Int? { await bound.value() }
+}
+
+/// The listener's connections, counted across its event loops.
+final class OpenConnections: Sendable {
+    let limit: Int
+    private let count = Atomic(0)
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Counts one more; false when that one is over the limit (it is counted all the same, and
+    /// uncounted when it closes).
+    func open() -> Bool { count.add(1, ordering: .relaxed).newValue <= limit }
+
+    func close() { count.subtract(1, ordering: .relaxed) }
+}
+
+/// Closes a connection accepted beyond the listener's cap, right after it becomes active (the
+/// HTTP handlers see an ordinary client that hung up). Hummingbird's own cap, which pauses
+/// accepting instead, crashed a test run in NIO's async writer ("deinited without calling
+/// finish") on a connection accepted while the listener stopped.
+final class ConnectionCapHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = NIOAny
+    private let open: OpenConnections
+
+    init(open: OpenConnections) { self.open = open }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let admitted = open.open()
+        context.fireChannelActive()
+        if !admitted { context.close(promise: nil) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        open.close()
+        context.fireChannelInactive()
+    }
 }
 
 public enum HTTPListenerError: Error, CustomStringConvertible {

@@ -5,7 +5,7 @@ import Glibc
 import Testing
 
 /// The HTTP listener (probes, metrics, webhooks) against clients that hold connections:
-/// half-sent and idle connections are closed, and connections beyond the cap wait unserved.
+/// half-sent and idle connections are closed, and a connection beyond the cap is closed.
 @Suite struct ListenerLimitsTests {
     static let limits = HTTPListenerLimits(idleTimeout: .seconds(1), maxConnections: 2)
 
@@ -15,30 +15,40 @@ import Testing
             let halfSent = try RawSocket(port: http.port)
             try halfSent.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\nX-Slow: ")
             let idle = try RawSocket(port: http.port)
-            let started = ContinuousClock.now
+            // Closed by the 1 s idle timeout (without one, never): within 5 s on a loaded machine.
             #expect(await halfSent.readUntilClosed(within: .seconds(5)).closed)
             #expect(await idle.readUntilClosed(within: .seconds(5)).closed)
-            #expect(ContinuousClock.now - started < .seconds(4))
             // A kept-alive connection is answered, then closed once idle.
             let keptAlive = try RawSocket(port: http.port)
             try keptAlive.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
             let answer = await keptAlive.readUntilClosed(within: .seconds(5))
             #expect(answer.text.hasPrefix("HTTP/1.1 200") && answer.closed)
+            for socket in [halfSent, idle, keptAlive] { socket.close() }
         }
     }
 
-    @Test func connectionsBeyondTheCapWaitUntilOneCloses() async throws {
+    @Test func aConnectionBeyondTheCapIsClosedAndTheNextServedOnceOneCloses() async throws {
         let q = try await TestQueue.make()
         let limits = HTTPListenerLimits(idleTimeout: .seconds(20), maxConnections: 2)
         try await DispatcherHTTPHarness.with(databaseURL: q.url, limits: limits) { http in
             let holders = try (0..<2).map { _ in try RawSocket(port: http.port) }
             for holder in holders { try holder.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n") }
             for holder in holders { #expect(await holder.readAvailable(within: .seconds(5)).hasPrefix("HTTP/1.1 200")) }
-            let third = try RawSocket(port: http.port)  // the kernel accepts; the listener does not take it
-            try third.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
-            #expect(await third.readAvailable(within: .seconds(1)).isEmpty)
+            let third = try RawSocket(port: http.port)
+            let refused = await third.readUntilClosed(within: .seconds(5))
+            #expect(refused.closed && refused.text.isEmpty)
+            // Once a slot is free (the listener sees the close), a new connection is served.
             holders[0].close()
-            #expect(await third.readAvailable(within: .seconds(5)).hasPrefix("HTTP/1.1 200"))
+            var served = false
+            for _ in 0..<50 where !served {
+                let next = try RawSocket(port: http.port)
+                try next.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
+                served = await next.readAvailable(within: .seconds(1)).hasPrefix("HTTP/1.1 200")
+                next.close()
+                if !served { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(served)
+            for socket in holders + [third] { socket.close() }
         }
     }
 }
