@@ -361,10 +361,10 @@ struct RenderFixture {
         let render = try await f.request("r1")
         // r2's worker submitted to fal, kept the submission on the row, and died.
         let orphan = try await f.request("r2")
+        guard case .started = try await f.store.start(id: orphan.id) else { Issue.record("r2 not started"); return }
         let fal = try f.handler.providers.provider(named: FashnProvider.name)
         let person = TryOnImage(bytes: RenderFixture.bodyPhoto)
         let submission = try await fal.submit(TryOnRequest(person: person, garment: person, category: .tops))
-        guard case .started = try await f.store.start(id: orphan.id) else { Issue.record("r2 not started"); return }
         try await f.store.saveSubmission(id: orphan.id, submission: submission)
         try await Task.sleep(for: .milliseconds(400))
         let sweeper = RenderTimeoutSweeper(store: f.store, providers: f.handler.providers, logger: testLogger)

@@ -49,6 +49,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var body = Data()
     private var headers: [String: String] = [:]
     private var exceededLimit = false
+    /// How much of a read-callback body curl has taken.
+    private var bodySent = 0
 
     init(request: HTTPClientRequest) throws {
         guard let easy = curl_easy_init() else { throw HTTPClientError.invalidRequest("curl_easy_init failed") }
@@ -72,12 +74,6 @@ final class CurlTransfer: @unchecked Sendable {
         fleet_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
         fleet_curl_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
         fleet_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        // libcurl sends a request again, on a new connection, when a reused keep-alive
-        // connection dies before any byte of the answer (up to 5 times, Curl_retry_request):
-        // right for a GET, a second paid job for a POST whose body the provider had read. On a
-        // connection of its own a request is never re-sent, so the only retries are the
-        // caller's policy (docs/renders.md, "Requests to providers").
-        if !request.isIdempotent { fleet_curl_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
         fleet_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, request.timeout.curlMilliseconds)
@@ -95,15 +91,29 @@ final class CurlTransfer: @unchecked Sendable {
         case .get: fleet_curl_setopt_long(easy, CURLOPT_HTTPGET, 1)
         case .post, .put, .delete:
             if request.method != .post { fleet_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method.rawValue) }
-            // COPYPOSTFIELDS lets curl own the bytes; the size must be set first.
             let payload = request.body ?? Data()
-            fleet_curl_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(payload.count))
-            if payload.isEmpty {
-                fleet_curl_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
-            } else {
-                _ = payload.withUnsafeBytes { bytes in
-                    fleet_curl_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+            if request.isIdempotent {
+                // COPYPOSTFIELDS lets curl own the bytes; the size must be set first.
+                fleet_curl_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(payload.count))
+                if payload.isEmpty {
+                    fleet_curl_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
+                } else {
+                    _ = payload.withUnsafeBytes { bytes in
+                        fleet_curl_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+                    }
                 }
+            } else {
+                // libcurl sends a request again, on another connection, when a reused keep-alive
+                // connection dies before any byte of the answer (Curl_retry_request, up to 5
+                // times): right for a GET, a second paid job for a POST whose body the provider
+                // had read. A body from fixed fields it re-sends freely; one from a read callback
+                // it must rewind first, and with no seek callback it cannot, so the transfer
+                // ends CURLE_SEND_FAIL_REWIND instead. A connection found dead before any byte
+                // went out is still replaced. The only re-sends are then the caller's policy.
+                fleet_curl_setopt_long(easy, CURLOPT_POST, 1)
+                fleet_curl_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(payload.count))
+                fleet_curl_setopt_data_callback(easy, CURLOPT_READFUNCTION, curlReadBody)
+                fleet_curl_setopt_pointer(easy, CURLOPT_READDATA, context)
             }
         }
         // No "Expect: 100-continue" round trip on larger bodies.
@@ -111,6 +121,16 @@ final class CurlTransfer: @unchecked Sendable {
             headerList = curl_slist_append(headerList, line)
         }
         fleet_curl_setopt_pointer(easy, CURLOPT_HTTPHEADER, headerList)
+    }
+
+    /// The next bytes of a request body sent through the read callback.
+    func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let payload = request.body ?? Data()
+        let count = min(buffer.count, payload.count - bodySent)
+        guard count > 0 else { return 0 }
+        payload.copyBytes(to: buffer.bindMemory(to: UInt8.self), from: payload.startIndex + bodySent..<payload.startIndex + bodySent + count)
+        bodySent += count
+        return count
     }
 
     func appendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -147,6 +167,9 @@ final class CurlTransfer: @unchecked Sendable {
             return .failure(HTTPClientError.timedOut(url: url, after: request.timeout))
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
             return .failure(HTTPClientError.tlsFailure(url: url, reason: reason(code)))
+        case CURLE_SEND_FAIL_REWIND:
+            // The connection died after the body went out: the server may have it.
+            return .failure(HTTPClientError.connectionFailed(url: url, reason: "the connection closed after the request was sent; not sent again"))
         case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
             return .failure(HTTPClientError.invalidRequest(reason(code)))
         default:
@@ -162,6 +185,12 @@ final class CurlTransfer: @unchecked Sendable {
 
 private func transfer(_ context: UnsafeMutableRawPointer?) -> CurlTransfer {
     Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+}
+
+/// CURLOPT_READFUNCTION: the body of a non-idempotent request, in order, once.
+private let curlReadBody: fleet_curl_data_callback = { data, size, count, context in
+    guard let data else { return 0 }
+    return transfer(context).readBody(into: UnsafeMutableRawBufferPointer(start: data, count: size * count))
 }
 
 /// CURLOPT_WRITEFUNCTION: returning less than given aborts the transfer (the size cap).
