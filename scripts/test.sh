@@ -14,6 +14,7 @@ scripts/pg.sh start --dir "$dir" --port "$port" --fast >/dev/null
 export FLEET_TEST_PG_PORT=$port FLEET_TEST_PG_STARTED=1
 bash scripts/check-deploy.sh   # deploy/ manifests, offline, under a second
 bash scripts/check-standalone.sh   # a fresh clone needs nothing beside it (fixtures, a 0700 folder)
+bash scripts/check-architecture.sh # docs/architecture.md's graph is Package.swift's
 swift build --build-tests
 # The dispatcher's protocol suites open hundreds of connections and fuzz at once: they run on
 # their own, so their bursts do not upset the suites that measure timing; the exhaustion suite

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# docs/architecture.md's graph is Package.swift's: every dependency between the project's own
+# targets is an edge of the Mermaid graph, and every edge a dependency. With --print, prints
+# the graph from Package.swift (to paste into the doc after changing the targets).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 - "${1:-}" <<'PY'
+import re, sys
+package = open("Package.swift").read()
+targets = re.findall(r'\.(?:target|executableTarget)\(\s*name: "(\w+)"', package)
+ours = set(targets) - {"CFleetShims"}
+edges = set()
+for m in re.finditer(r'\.(?:target|executableTarget)\(\s*name: "(\w+)",\s*dependencies: \[(.*?)\]', package, re.S):
+    if m.group(1) in ours:
+        edges |= {(m.group(1), d) for d in re.findall(r'"(\w+)"', m.group(2)) if d in ours}
+if sys.argv[1] == "--print":
+    print("```mermaid\ngraph TD")
+    for a, b in sorted(edges): print(f"    {a} --> {b}")
+    print("```")
+    sys.exit(0)
+doc = open("docs/architecture.md").read()
+drawn = set(re.findall(r"^\s*(\w+) --> (\w+)\s*$", doc, re.M))
+missing, extra = edges - drawn, drawn - edges
+for a, b in sorted(missing): print(f"check-architecture: FAIL: {a} --> {b} is in Package.swift, not in docs/architecture.md")
+for a, b in sorted(extra): print(f"check-architecture: FAIL: {a} --> {b} is in docs/architecture.md, not in Package.swift")
+if missing or extra: sys.exit(1)
+print(f"check-architecture: OK ({len(edges)} dependencies between {len(ours)} targets drawn)")
+PY
