@@ -65,15 +65,8 @@ public struct EphemeralTokens: Sendable {
                     UPDATE renders SET user_id = $2, ephemeral_token_id = NULL, updated_at = now()
                     WHERE ephemeral_token_id = $1 RETURNING id
                     """, [tokenID, userID]).rows.first?["id"]
-                let granted = try await connection.query("""
-                    WITH entry AS (
-                        INSERT INTO credit_ledger (key, user_id, entry, amount) VALUES ('grant:link:' || $1, $2, 'grant', $3)
-                        ON CONFLICT (key) DO NOTHING RETURNING amount
-                    )
-                    INSERT INTO credits (user_id, total_granted) SELECT $2, amount FROM entry
-                    ON CONFLICT (user_id) DO UPDATE SET total_granted = credits.total_granted + EXCLUDED.total_granted, updated_at = now()
-                    RETURNING total_granted
-                    """, [tokenID, userID, freeCredits]).rows.isEmpty ? 0 : freeCredits
+                let granted = try await CreditLedger.grantOnce(key: "grant:link:\(tokenID)", user: userID, amount: freeCredits, on: connection)
+                    ? freeCredits : 0
                 return .linked(renderId: render, creditsGranted: granted)
             }
         }
@@ -112,7 +105,7 @@ public struct EphemeralTokens: Sendable {
                 let renders = try await connection.query("""
                     WITH gone AS (
                         DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) RETURNING id, owner_id
-                    ), \(RenderStore.releaseSQL(of: "gone"))
+                    ), \(CreditLedger.releaseSQL(of: "gone"))
                     SELECT id, owner_id FROM gone
                     """, [PostgresArray(expired.tokenIDs)]).rows
                 expired.renderIDs = try renders.map { try $0.string("id") }

@@ -173,24 +173,10 @@ public struct RenderRequests: Sendable {
         return render
     }
 
-    /// Locks the user's credits row first: the reservation statement that follows is a new
-    /// statement, so its count of open reservations sees every reservation committed before
-    /// the lock was granted. The rollback of a refusal undoes the render and its job.
+    /// Reserves the render's credit (`CreditLedger.reserve`), or says why not; the rollback of
+    /// a refusal undoes the render and its job.
     private func reserveCredit(user: String, render: String, on connection: PostgresConnection) async throws {
-        let balance = try await connection.query(
-            "SELECT total_granted - total_consumed AS balance FROM credits WHERE user_id = $1 FOR UPDATE", [user]
-        ).rows.first.map { try $0.int("balance") } ?? 0
-        let reserved = try await connection.query("""
-            WITH reserved AS (
-                INSERT INTO credit_reservations (render_id, user_id)
-                SELECT $1, $2 WHERE $3 - (SELECT count(*) FROM credit_reservations WHERE user_id = $2) >= 1
-                RETURNING render_id
-            ), ledger AS (
-                INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-                SELECT 'reserve:' || render_id, $2, render_id, 'reserve', 1 FROM reserved
-            )
-            SELECT render_id FROM reserved
-            """, [render, user, balance]).rows.count == 1
+        let reserved = try await CreditLedger.reserve(user: user, render: render, on: connection)
         guard reserved else {
             let expired = try await connection.query(
                 "SELECT 1 FROM subscriptions WHERE user_id = $1 AND status IN ('expired', 'subscribed', 'cancelled', 'trial') LIMIT 1", [user]).rows

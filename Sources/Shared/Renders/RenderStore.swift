@@ -81,16 +81,7 @@ public struct RenderStore: Sendable {
                 UPDATE renders SET status = 'complete', result_path = $2, updated_at = now()
                 WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
                 RETURNING id
-            ), settled AS (
-                DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM done) RETURNING user_id, render_id
-            ), charged AS (
-                UPDATE credits SET total_consumed = total_consumed + 1, updated_at = now()
-                FROM settled WHERE credits.user_id = settled.user_id RETURNING credits.user_id
-            ), ledger AS (
-                INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-                SELECT 'consume:' || render_id, user_id, render_id, 'consume', 1 FROM settled
-                ON CONFLICT (key) DO NOTHING RETURNING id
-            )
+            ), \(CreditLedger.consumeSQL(of: "done"))
             SELECT id FROM done
             """, [id, resultPath]).rows.count == 1
         if ended { await announceFinished([id]) }
@@ -140,22 +131,8 @@ public struct RenderStore: Sendable {
             UPDATE renders SET status = 'failed', error_code = $2, updated_at = now()
             WHERE \(condition) AND status IN ('pending', 'processing')\(expiredOnly ? " AND deadline_at <= now()" : "")
             RETURNING id, provider, charged, provider_submission::text AS submission
-        ), \(releaseSQL(of: "done"))
+        ), \(CreditLedger.releaseSQL(of: "done"))
         SELECT id, provider, charged, submission FROM done
-        """
-    }
-
-    /// CTEs that release the credit reservations of the renders in the CTE `renders` (ended
-    /// without a result): the reservation row goes, the ledger records `release:{id}` once.
-    static func releaseSQL(of renders: String) -> String {
-        """
-        released AS (
-            DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM \(renders)) RETURNING user_id, render_id
-        ), ledger AS (
-            INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-            SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
-            ON CONFLICT (key) DO NOTHING RETURNING id
-        )
         """
     }
 
@@ -174,17 +151,7 @@ public struct RenderStore: Sendable {
                 UPDATE renders SET feedback = $3, feedback_category = $4, updated_at = now()
                 WHERE id = $1 AND user_id = $2 AND status = 'complete'
                 RETURNING id, user_id, charged
-            ), refund AS (
-                INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-                SELECT 'refund:' || id, user_id, id, 'refund', 1 FROM target
-                WHERE $3 = 'down' AND charged
-                  AND EXISTS (SELECT 1 FROM credit_ledger WHERE key = 'consume:' || target.id)
-                ON CONFLICT (key) DO NOTHING
-                RETURNING user_id
-            ), credited AS (
-                UPDATE credits SET total_consumed = total_consumed - 1, updated_at = now()
-                FROM refund WHERE credits.user_id = refund.user_id RETURNING credits.user_id
-            )
+            ), \(CreditLedger.refundSQL(of: "target", when: "$3 = 'down'"))
             SELECT (SELECT count(*) FROM target) AS found, (SELECT count(*) FROM credited) AS refunded,
                    (SELECT status::text FROM renders WHERE id = $1 AND user_id = $2) AS status
             """, [renderID, userID, vote, category]).rows
