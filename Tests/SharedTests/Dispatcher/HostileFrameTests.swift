@@ -28,7 +28,7 @@ import Testing
                 let started = ContinuousClock.now
                 try await raw.send(String(repeating: "[", count: 1 << 19) + "\n")
                 #expect(try await raw.response().errorCode == "MALFORMED_FRAME")
-                #expect(ContinuousClock.now - started < .seconds(1))
+                #expect(ContinuousClock.now - started < .seconds(2))
             }
         }
     }
