@@ -1,12 +1,10 @@
-import Crypto
 import Foundation
 import Hummingbird
 import NIOCore
 import Synchronization
 
 /// Replicate's predictions API on loopback, for `bria/remove-background`: create (with
-/// `Prefer: wait`), get, cancel, and the output file. Answers follow the script. Webhooks are
-/// signed as Replicate signs them (`webhookHeaders`).
+/// `Prefer: wait`), get, cancel, and the output file. Answers follow the script.
 public final class FakeReplicate: Sendable {
     public static let token = "r8_fake_token"
     public let script: FakeScript
@@ -147,31 +145,4 @@ public final class FakeReplicate: Sendable {
     }
 
     public func stop() async { await server.stop() }
-}
-
-// MARK: Webhooks
-
-extension FakeReplicate {
-    /// A webhook signing secret as Replicate hands it out: `whsec_` and base64 of 32 random bytes.
-    public static func makeWebhookSecret() -> String {
-        "whsec_" + SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()
-    }
-
-    /// The headers Replicate sends with webhook `body` (Standard Webhooks): `webhook-id`,
-    /// `webhook-timestamp` and `webhook-signature` = `v1,` base64(HMAC-SHA256(secret, id.timestamp.body)).
-    public static func webhookHeaders(body: Data, webhookID: String, secret: String, timestamp: Date = Date()) -> [String: String] {
-        let seconds = String(Int(timestamp.timeIntervalSince1970))
-        let key = SymmetricKey(data: Data(base64Encoded: String(secret.dropFirst("whsec_".count))) ?? Data())
-        let mac = HMAC<SHA256>.authenticationCode(for: Data("\(webhookID).\(seconds).".utf8) + body, using: key)
-        return ["webhook-id": webhookID, "webhook-timestamp": seconds, "webhook-signature": "v1," + Data(mac).base64EncodedString()]
-    }
-
-    /// A webhook body: the prediction object in `status`.
-    public static func webhookBody(predictionID: String, status: String = "succeeded") -> Data {
-        let object: [String: Any] = [
-            "id": predictionID, "model": "bria/remove-background", "status": status, "error": NSNull(),
-            "output": status == "succeeded" ? "https://replicate.delivery/\(predictionID).png" : NSNull(),
-        ]
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-    }
 }

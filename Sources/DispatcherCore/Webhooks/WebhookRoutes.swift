@@ -24,13 +24,10 @@ public struct WebhookRoutes: HTTPRoutes {
         self.logger = logger
     }
 
-    /// fal's and Replicate's endpoints as `dispatcher run` serves them; fal's keys come through `http`.
+    /// fal's endpoint as `dispatcher run` serves it; fal's keys come through `http`.
     public init(settings: WebhookSettings, http: any HTTPClient, store: RenderStore, logger: Logger) {
         self.init(
-            sources: [
-                FalWebhookSource(verifier: FalWebhookVerifier(http: http, jwksURL: settings.falJWKSURL)),
-                ReplicateWebhookSource(verifier: settings.replicate),
-            ],
+            sources: [FalWebhookSource(verifier: FalWebhookVerifier(http: http, jwksURL: settings.falJWKSURL))],
             store: store, maxBodyBytes: settings.maxBodyBytes, logger: logger)
     }
 

@@ -48,35 +48,3 @@ public struct FalWebhookSource: WebhookSource {
         return ProviderEvent(key: payload.requestID, announce: payload.requestID)
     }
 }
-
-/// `POST /webhooks/replicate`: signed with the `whsec_` secret (`ReplicateWebhookVerifier`).
-/// One prediction sends several webhooks (start, output, completed), so events are kept per
-/// webhook id (the same on redelivery) and announced by prediction id.
-public struct ReplicateWebhookSource: WebhookSource {
-    public let provider = "replicate"
-    /// nil: `FLEET_REPLICATE_WEBHOOK_SECRET` is unset and every request is refused.
-    let verifier: ReplicateWebhookVerifier?
-
-    public init(verifier: ReplicateWebhookVerifier?) { self.verifier = verifier }
-
-    public func event(headers: [String: String], body: Data) async throws(WebhookRejection) -> ProviderEvent {
-        guard let verifier else {
-            throw WebhookRejection(status: 503, reason: "Replicate webhooks are not configured (FLEET_REPLICATE_WEBHOOK_SECRET is unset)")
-        }
-        let webhookID: String
-        do {
-            webhookID = try verifier.verify(headers: headers, body: body)
-        } catch {
-            let status = switch error {
-            case .staleTimestamp: 400
-            case .malformedSecret, .missingHeader, .malformedTimestamp, .invalidSignature: 401
-            }
-            throw WebhookRejection(status: status, reason: error.description)
-        }
-        struct Prediction: Decodable { var id: String }
-        guard let prediction = try? JSONDecoder().decode(Prediction.self, from: body) else {
-            throw WebhookRejection(status: 400, reason: "Replicate webhook: body is not a prediction object")
-        }
-        return ProviderEvent(key: webhookID, announce: prediction.id)
-    }
-}

@@ -5,9 +5,8 @@ import Foundation
 @testable import Renders
 import Testing
 
-/// `POST /webhooks/fal` and `POST /webhooks/replicate` over real HTTP on the dispatcher's
-/// listener, against a real database: signed by FakeFal (ED25519, its JWKS) and as Replicate
-/// signs (HMAC with a whsec_ secret).
+/// `POST /webhooks/fal` over real HTTP on the dispatcher's listener, against a real database,
+/// signed by FakeFal (ED25519, its JWKS).
 @Suite struct WebhookEndpointTests {
     static func falBody(_ requestID: String) -> Data {
         Data(#"{"request_id":"\#(requestID)","status":"OK","payload":{"images":[{"url":"https://v3.fal.media/x.jpg"}]}}"#.utf8)
@@ -162,97 +161,8 @@ import Testing
         }
     }
 
-    // MARK: Replicate
-
-    func withReplicate(secret: String?, _ body: (TestQueue, DispatcherHTTPHarness) async throws -> Void) async throws {
-        let q = try await TestQueue.make()
-        let verifier = try secret.map { try ReplicateWebhookVerifier(secret: $0) }
-        try await DispatcherHTTPHarness.with(databaseURL: q.url, webhooks: WebhookSettings(replicate: verifier)) { try await body(q, $0) }
-    }
-
-    @Test func aValidReplicateWebhookIsStoredByWebhookIDAndAnnouncedByPrediction() async throws {
-        let secret = FakeReplicate.makeWebhookSecret()
-        try await withReplicate(secret: secret) { q, http in
-            let log = try await RenderEventLog(databaseURL: q.url)
-            defer { log.stop() }
-            // One prediction, two webhooks (start, completed): both kept.
-            for (id, status) in [("msg_start", "starting"), ("msg_done", "succeeded")] {
-                let body = FakeReplicate.webhookBody(predictionID: "pred-1", status: status)
-                let response = try await http.post(
-                    "/webhooks/replicate", body: body, headers: FakeReplicate.webhookHeaders(body: body, webhookID: id, secret: secret))
-                #expect(response.status == 200, "\(response.text)")
-                #expect(response.field("stored") as? Bool == true)
-            }
-            try await log.waitFor("two announcements") { $0.payloads == ["pred-1", "pred-1"] }
-            let stored = try await storedEvents(q, provider: "replicate")
-            #expect(Set(stored.keys) == ["msg_start", "msg_done"])
-            #expect(stored["msg_done"]?.contains("succeeded") == true)
-        }
-    }
-
-    @Test func aReplayedReplicateWebhookIsAppliedOnce() async throws {
-        let secret = FakeReplicate.makeWebhookSecret()
-        try await withReplicate(secret: secret) { q, http in
-            let body = FakeReplicate.webhookBody(predictionID: "pred-2")
-            let headers = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_replayed", secret: secret)
-            let first = try await http.post("/webhooks/replicate", body: body, headers: headers)
-            let second = try await http.post("/webhooks/replicate", body: body, headers: headers)
-            #expect(first.status == 200 && second.status == 200)
-            #expect(first.field("stored") as? Bool == true)
-            #expect(second.field("stored") as? Bool == false)
-            #expect(try await storedEvents(q, provider: "replicate").count == 1)
-        }
-    }
-
-    @Test func aReplicateWebhookWithAnotherSecretOrAlteredBodyIsRefusedWith401() async throws {
-        let secret = FakeReplicate.makeWebhookSecret()
-        try await withReplicate(secret: secret) { q, http in
-            let body = FakeReplicate.webhookBody(predictionID: "pred-3")
-            let forged = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_forged", secret: FakeReplicate.makeWebhookSecret())
-            let signed = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_altered", secret: secret)
-            var unsigned = signed
-            unsigned["webhook-signature"] = nil
-            let attempts = [
-                ("another secret", body, forged),
-                ("altered body", FakeReplicate.webhookBody(predictionID: "pred-3", status: "failed"), signed),
-                ("no signature", body, unsigned),
-            ]
-            for (what, sent, headers) in attempts {
-                let response = try await http.post("/webhooks/replicate", body: sent, headers: headers)
-                #expect(response.status == 401, "\(what): \(response.text)")
-            }
-            #expect(try await storedEvents(q, provider: "replicate").isEmpty)
-        }
-    }
-
-    @Test func aStaleReplicateWebhookIsRefusedWith400() async throws {
-        let secret = FakeReplicate.makeWebhookSecret()
-        try await withReplicate(secret: secret) { q, http in
-            let body = FakeReplicate.webhookBody(predictionID: "pred-4")
-            let headers = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_old", secret: secret, timestamp: Date().addingTimeInterval(-400))
-            let response = try await http.post("/webhooks/replicate", body: body, headers: headers)
-            #expect(response.status == 400, "\(response.text)")
-            #expect(try await storedEvents(q, provider: "replicate").isEmpty)
-        }
-    }
-
-    @Test func withoutASecretTheReplicateEndpointSaysItIsNotConfigured() async throws {
-        try await withReplicate(secret: nil) { q, http in
-            let body = FakeReplicate.webhookBody(predictionID: "pred-5")
-            let headers = FakeReplicate.webhookHeaders(body: body, webhookID: "msg_x", secret: FakeReplicate.makeWebhookSecret())
-            let response = try await http.post("/webhooks/replicate", body: body, headers: headers)
-            #expect(response.status == 503)
-            #expect((response.field("error") as? String)?.contains("FLEET_REPLICATE_WEBHOOK_SECRET") == true)
-            #expect(try await storedEvents(q, provider: "replicate").isEmpty)
-        }
-    }
-
-    @Test func webhookSettingsRefuseAMalformedSecretWithoutEchoingIt() throws {
-        let error = try #require(throws: ConfigurationError.self) {
-            try WebhookSettings.load(from: ["FLEET_REPLICATE_WEBHOOK_SECRET": "not-a-whsec-secret"])
-        }
-        #expect(error.variable == "FLEET_REPLICATE_WEBHOOK_SECRET" && !error.description.contains("not-a-whsec-secret"))
-        #expect(try WebhookSettings.load(from: [:]).replicate == nil)
+    @Test func webhookSettingsReadTheJWKSURL() throws {
         #expect(try WebhookSettings.load(from: [:]).falJWKSURL == FalWebhookVerifier.defaultJWKSURL)
+        #expect(throws: ConfigurationError.self) { try WebhookSettings.load(from: ["FLEET_FAL_JWKS_URL": "ftp://keys"]) }
     }
 }
