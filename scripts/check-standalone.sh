@@ -25,7 +25,7 @@ fail() { echo "check-standalone: FAIL: $*" >&2; exit 1; }
 git clone -q . "$work/clone"
 cd "$work/clone"
 
-if git grep -nE '\.\./shared|"shared/corpus"|appendingPathComponent\("shared' -- \
+if git grep -nE '\.\./shared|"shared[/]corpus"|appendingPathComponent\("shared' -- \
     '*.swift' '*.sh' '*.py' '*.js' '*.ts' '*.yml' '*.yaml' '*Dockerfile' ':!scripts/check-standalone.sh'; then
   fail "the lines above read outside the repository"
 fi
