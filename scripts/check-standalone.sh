@@ -15,7 +15,9 @@ cluster=""
 cleanup() {
   if [ -n "$cluster" ]; then
     (cd "$work/clone" && scripts/pg.sh stop --dir .data/standalone-check --port "$port" >/dev/null 2>&1) || true
-    rm -rf "$cluster"
+    rm -rf "$cluster" "$cluster.initdb.log"
+    # Its folder under /var/lib/postgresql/wearbloom, made for this check alone.
+    case $cluster in /var/lib/postgresql/wearbloom/*) rmdir "$(dirname "$cluster")" 2>/dev/null || true ;; esac
   fi
   rm -rf "$work"
 }
