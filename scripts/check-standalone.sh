@@ -6,7 +6,8 @@
 #  2. every photo the tests, the demo and fleet-bench name is in Tests/Fixtures/corpus, every
 #     repository path the Swift code names as a literal exists, and each `packageRoot`
 #     (#filePath minus N components) is the clone's root, so the tests' and fleet-bench's
-#     fixture paths resolve inside the clone;
+#     fixture paths resolve inside the clone; a script that edits a cluster's files (chaos.sh's
+#     pg_hba.conf) asks `scripts/pg.sh dir` where the cluster is;
 #  3. as root, the embedded PostgreSQL starts, answers (`url`), reports (`status`), restarts and
 #     stops although the clone sits in a folder `postgres` cannot enter (mode 0700, as root's
 #     home is): scripts/pg.sh keeps the cluster under /var/lib/postgresql/wearbloom/ instead.
@@ -64,6 +65,12 @@ for file in $(git grep -l 'packageRoot = URL(fileURLWithPath: #filePath)' -- '*.
   roots=$((roots + 1))
 done
 [ "$roots" -gt 0 ] || fail "found no packageRoot definition"
+# A script that opens a cluster's own files asks scripts/pg.sh where the cluster is: as root it
+# may not be under .data (step 3).
+for file in $(git grep -lE 'pg_hba\.conf|postgresql\.conf|postmaster\.pid|PG_VERSION|server\.log' -- '*.sh' \
+    ':!scripts/pg.sh' ':!scripts/check-standalone.sh'); do
+  grep -q 'scripts/pg.sh dir' "$file" || fail "$file opens a cluster's files without asking scripts/pg.sh dir where it is"
+done
 
 # 3. The embedded database from a clone in a 0700 folder.
 if [ "$(id -u)" -eq 0 ]; then
