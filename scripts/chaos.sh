@@ -48,7 +48,9 @@ for n in $(seq 1 "$namespaces"); do
   listen="$listen,10.231.$n.1"
 done
 # PostgreSQL also listens on the host ends of the veth pairs, trusting only those subnets.
-grep -q "10.231.0.0/16" "$dir/pg_hba.conf" || echo "host all all 10.231.0.0/16 trust" >>"$dir/pg_hba.conf"
+# pg.sh says where the cluster is: not under .data when `postgres` cannot enter the clone.
+hba="$(scripts/pg.sh dir --dir "$dir" --port "$port")/pg_hba.conf"
+grep -q "10.231.0.0/16" "$hba" || echo "host all all 10.231.0.0/16 trust" >>"$hba"
 PGOPTIONS=--client-min-messages=warning psql "$url" -qc "ALTER SYSTEM SET listen_addresses = '$listen'"
 scripts/pg.sh restart --dir "$dir" --port "$port"
 

@@ -10,7 +10,8 @@
 #              is pg_ctl's shutdown mode (immediate: no checkpoint, as after a crash)
 #   url        print the DATABASE_URL of the cluster
 #   pick-port  print the port the running cluster uses, else the first free one from --port
-#   dir        print the cluster's folder (elsewhere when postgres cannot enter --dir's parent)
+#   dir        print the cluster's folder: --dir, or as root /var/lib/postgresql/wearbloom/<hash>/<name>
+#              when `postgres` cannot enter --dir's parent (a clone in root's 0700 home)
 #   --fast     fsync off: for throwaway test clusters only, never for benchmarks
 # Default ports sit below Linux's ephemeral range (32768-60999), where a client socket of a
 # busy test run could hold the port PostgreSQL wants to listen on.
@@ -44,15 +45,20 @@ as_owner() {
 # As root the server runs as `postgres`, which must reach the cluster's folder. A clone in a
 # folder `postgres` cannot enter (root's home, mode 0700) keeps its clusters under
 # /var/lib/postgresql/wearbloom/<hash of the asked path>/ instead: the same path always maps to
-# the same place, so start, stop, status and restart find it again.
-if [ "$(id -u)" -eq 0 ] && ! as_owner test -x "$(dirname "$dir")"; then
-  mkdir -p "$(dirname "$dir")"
-  if ! as_owner test -x "$(dirname "$dir")"; then
-    asked=$dir
-    dir="/var/lib/postgresql/wearbloom/$(printf '%s' "$asked" | sha1sum | cut -c1-16)/$(basename "$asked")"
+# the same place, so start, stop, status, url and restart find it again (and keep using it if
+# the clone's folder is opened later, as long as a cluster is there).
+if [ "$(id -u)" -eq 0 ]; then
+  moved="/var/lib/postgresql/wearbloom/$(printf '%s' "$dir" | sha1sum | cut -c1-16)/$(basename "$dir")"
+  if [ -f "$moved/PG_VERSION" ]; then
+    dir=$moved
+  elif ! as_owner test -x "$(dirname "$dir")"; then
     mkdir -p "$(dirname "$dir")"
-    chown postgres: "$(dirname "$dir")" "$(dirname "$(dirname "$dir")")"
-    [ "$command" = start ] && echo "pg.sh: postgres cannot enter $(dirname "$asked"); the cluster lives in $dir" >&2
+    if ! as_owner test -x "$(dirname "$dir")"; then
+      [ "$command" = start ] && echo "pg.sh: postgres cannot enter $(dirname "$dir"); the cluster lives in $moved" >&2
+      dir=$moved
+      mkdir -p "$(dirname "$dir")"
+      chown postgres: "$(dirname "$dir")" "$(dirname "$(dirname "$dir")")"
+    fi
   fi
 fi
 
@@ -107,5 +113,5 @@ case $command in
   status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
   url) echo "$url" ;;
   dir) echo "$dir" ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
