@@ -144,16 +144,33 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
         #expect(second.backend == "local" && second.skipped[0].contains("failed: CUDA out of memory"))
     }
 
-    /// A prediction answer that is not Replicate's JSON is a provider fault: the chain moves on
-    /// at once instead of waiting out Replicate's time budget.
-    @Test func aTruncatedPredictionMovesOnAtOnce() async throws {
-        let replicateFake = try await FakeReplicate.start(script: FakeScript([.truncatedPrediction]))
+    /// A created prediction answered with something that is not Replicate's JSON (an HTML page,
+    /// a truncated body, wrong types) is a provider fault: the chain moves on at once instead of
+    /// waiting out Replicate's 30 s budget, and the prediction is not created again.
+    @Test(arguments: Garbage.allCases)
+    func aGarbledPredictionMovesOnAtOnce(_ garbage: Garbage) async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.garbledPrediction(garbage)]))
         defer { Task { await replicateFake.stop() } }
         let started = ContinuousClock.now
         let result = try await cutout([replicate(replicateFake, timeout: .seconds(30)), LocalBackgroundRemover()])
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(result.backend == "local" && result.skipped[0].contains("unreadable prediction"))
         #expect(replicateFake.requests.count == 1)
+    }
+
+    /// A poll answered with garbage: the chain moves on at once, and the prediction left running
+    /// (billed) is cancelled.
+    @Test(arguments: Garbage.allCases)
+    func aGarbledPollMovesOnAtOnceAndCancelsThePrediction(_ garbage: Garbage) async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.garbledPolls(garbage)]))
+        defer { Task { await replicateFake.stop() } }
+        let started = ContinuousClock.now
+        let result = try await cutout([replicate(replicateFake, timeout: .seconds(30)), LocalBackgroundRemover()])
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(result.backend == "local" && result.skipped[0].contains("unreadable prediction"))
+        let paths = replicateFake.requests.map(\.path)
+        #expect(paths.count == 2 && paths[1].hasPrefix("/v1/predictions/"), "\(paths)")
+        #expect(replicateFake.cancelledPredictions.count == 1)
     }
 
     @Test func aPNGWithoutAlphaIsUnusable() async throws {
