@@ -93,6 +93,18 @@ struct RenderFixture {
     }
 
     func reload(_ render: RenderRecord) async throws -> RenderRecord { try #require(try await store.render(id: render.id)) }
+
+    /// Runs `render`, which a provider fault must end `RENDER_FAILED`, `user`'s credit released,
+    /// within seconds rather than at the 30 s deadline.
+    func runExpectingAFastFailure(_ render: RenderRecord, user: String = "u1", sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let started = ContinuousClock.now
+        try await run(render)
+        #expect(ContinuousClock.now - started < .seconds(8), sourceLocation: sourceLocation)
+        let failed = try await reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED", sourceLocation: sourceLocation)
+        let credits = try await credits(user)
+        #expect(credits.consumed == 0 && credits.reserved == 0, sourceLocation: sourceLocation)
+    }
 }
 
 @Suite struct RenderLifecycleTests {
@@ -311,13 +323,7 @@ struct RenderFixture {
     func garbageFromTheProviderFailsTheRenderFast(_ endpoint: FakeFal.Endpoint, _ garbage: Garbage) async throws {
         let f = try await fixture { $0.malformed = [endpoint: garbage]; $0.latency = .zero }
         defer { Task { await f.fal?.stop() } }
-        let render = try await f.request("r1")
-        let started = ContinuousClock.now
-        try await f.run(render)
-        #expect(ContinuousClock.now - started < .seconds(8))
-        let failed = try await f.reload(render)
-        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
-        #expect(try await f.credits("u1") == (2, 0, 0))
+        try await f.runExpectingAFastFailure(try await f.request("r1"))
         let reads = f.fal!.requests.filter { $0.method == "GET" && ($0.path.hasSuffix("/status") == (endpoint == .status)) }
         #expect(reads.count == 2, "\(f.fal!.requests.map { "\($0.method) \($0.path)" })")
         #expect(submits(f) == 1)
@@ -329,12 +335,8 @@ struct RenderFixture {
     func garbageAnsweringTheSubmitEndsTheRenderWithoutASecondSubmit(_ garbage: Garbage) async throws {
         let f = try await fixture { $0.malformed = [.submit: garbage] }
         defer { Task { await f.fal?.stop() } }
-        let render = try await f.request("r1")
-        let started = ContinuousClock.now
-        try await f.run(render)
-        #expect(ContinuousClock.now - started < .seconds(8))
-        #expect(try await f.reload(render).errorCode == "RENDER_FAILED" && submits(f) == 1)
-        #expect(try await f.credits("u1") == (2, 0, 0))
+        try await f.runExpectingAFastFailure(try await f.request("r1"))
+        #expect(submits(f) == 1)
     }
 
     /// A stored callback that is not fal's webhook JSON (wrong types): looked at once more, then
@@ -443,13 +445,7 @@ struct RenderFixture {
             "GOOGLE_CLOUD_PROJECT": google.project, "GOOGLE_VTO_ENDPOINT": google.baseURL, "GOOGLE_ACCESS_TOKEN": google.staticToken,
         ])
         try await f.grant("u1", credits: 2)
-        let render = try await f.request("r1")
-        let started = ContinuousClock.now
-        try await f.run(render)
-        #expect(ContinuousClock.now - started < .seconds(8))
-        let failed = try await f.reload(render)
-        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
-        #expect(try await f.credits("u1") == (2, 0, 0))
+        try await f.runExpectingAFastFailure(try await f.request("r1"))
         #expect(google.predictRequests.count == 1)
     }
 }
