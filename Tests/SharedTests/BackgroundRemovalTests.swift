@@ -54,7 +54,8 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
     func expectGarbageSkipsReplicateFast(_ fake: FakeReplicate, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let started = ContinuousClock.now
         let result = try await cutout([replicate(fake, timeout: .seconds(30)), LocalBackgroundRemover()])
-        #expect(ContinuousClock.now - started < .seconds(5), sourceLocation: sourceLocation)
+        // Well under the budget, with room for the local fallback's libvips work on a loaded machine.
+        #expect(ContinuousClock.now - started < .seconds(8), sourceLocation: sourceLocation)
         #expect(result.backend == "local" && result.skipped[0].contains("unreadable prediction"), sourceLocation: sourceLocation)
     }
 

@@ -17,8 +17,9 @@ public struct HTTPClientRequest: Sendable {
     public var maxResponseBytes: Int
     /// Whether sending it twice does no more than sending it once. By default a POST is not (a
     /// provider's submit or prediction is paid once per request that reaches it) and GET, PUT and
-    /// DELETE are; set it when the method says otherwise. A non-idempotent request with a body
-    /// is never re-sent by the transport, only by its caller (`CurlHTTPClient`); a GET always may be.
+    /// DELETE are; set it when the method says otherwise. Once any of a non-idempotent request's
+    /// body went out, the transport never sends it again, only its caller may (`CurlHTTPClient`);
+    /// a GET may always be re-sent.
     public var isIdempotent: Bool {
         get { idempotence ?? (method != .post) }
         set { idempotence = newValue }
