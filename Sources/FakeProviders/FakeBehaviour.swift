@@ -18,8 +18,10 @@ public enum FakeBehaviour: Sendable, Equatable {
     case hang
     /// Answers 200 with bytes that are not a PNG.
     case notPNG
-    /// Replicate: the prediction's answer is cut off mid-JSON (a proxy's truncated body).
-    case truncatedPrediction
+    /// Replicate: the created prediction is answered with garbage instead of its JSON.
+    case garbledPrediction(Garbage)
+    /// Replicate: the prediction is created `processing`, and every poll is answered with garbage.
+    case garbledPolls(Garbage)
 }
 
 /// Behaviours queued by a test, taken one per request; `.succeed` once they run out.

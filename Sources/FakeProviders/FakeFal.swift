@@ -22,8 +22,9 @@ public final class FakeFal: Sendable {
         public var jobFailure: JobFailure?
         /// Jobs stay `IN_PROGRESS` for ever and send no webhook.
         public var neverFinish = false
-        /// These endpoints answer 200 with a body that is not JSON.
-        public var malformed: Set<Endpoint> = []
+        /// These endpoints answer 200 with this garbage instead of their JSON. A garbled submit
+        /// still queues the job, as fal may have done behind a proxy's error page.
+        public var malformed: [Endpoint: Garbage] = [:]
         public var resultImage = FakeImages.jpeg
 
         public init() {}
@@ -180,21 +181,18 @@ public final class FakeFal: Sendable {
             if let rejection = state.behavior.rejection {
                 return Self.validationError(field: rejection.field, message: rejection.message, type: "value_error")
             }
-            if state.behavior.malformed.contains(.submit) {
-                return FakeHTTP.bytes(200, Data("<html>upstream hiccup</html>".utf8), contentType: "text/html")
-            }
             return nil
         }
         if let refusal { return refusal }
         if let invalid = schema.validate(body) { return invalid }
         let id = UUID().uuidString.lowercased()
-        let job = state.withLock { state in
+        let (job, garbage) = state.withLock { state in
             let behavior = state.behavior
             let job = Job(
                 model: schema.model, submitted: .now, latency: behavior.latency,
                 neverFinish: behavior.neverFinish, failure: behavior.jobFailure, image: behavior.resultImage)
             state.jobs[id] = job
-            return job
+            return (job, behavior.malformed[.submit])
         }
         if let webhook = recorded.query["fal_webhook"], webhookClient != nil, !job.neverFinish {
             Task { await self.deliverWebhook(requestID: id, to: webhook, after: job.latency) }
@@ -202,6 +200,7 @@ public final class FakeFal: Sendable {
         var reply = urls(id: id, model: job.model)
         reply["status"] = "IN_QUEUE"
         reply["queue_position"] = 0
+        if let garbage { return garbage.response(reply) }
         return FakeHTTP.json(200, reply, headers: ["x-fal-request-id": id])
     }
 
@@ -228,11 +227,13 @@ public final class FakeFal: Sendable {
         guard let job = state.withLock({ $0.jobs[id] }) else { return FakeHTTP.json(404, ["detail": "Request not found"]) }
         let malformed = state.withLock { $0.behavior.malformed }
         if parts.last == "status", marker + 2 == parts.count - 1 {
-            if malformed.contains(.status) { return FakeHTTP.bytes(200, Data("not json".utf8), contentType: "text/plain") }
-            return status(id: id, job: job)
+            let reply = status(id: id, job: job)
+            return malformed[.status].map { $0.response(reply) } ?? FakeHTTP.json(200, reply)
         }
         guard marker + 1 == parts.count - 1 else { return FakeHTTP.json(404, ["detail": "Not found"]) }
-        if malformed.contains(.result) { return FakeHTTP.json(200, ["images": "not a list"]) }
+        if let garbage = malformed[.result], Self.isCompleted(job, at: .now) {
+            return garbage.response(Self.output(requestID: id, image: job.image, base: baseURL))
+        }
         return result(id: id, job: job)
     }
 
@@ -255,7 +256,7 @@ public final class FakeFal: Sendable {
         }
     }
 
-    private func status(id: String, job: Job) -> Response {
+    private func status(id: String, job: Job) -> [String: Any] {
         var reply = urls(id: id, model: job.model)
         let elapsed = ContinuousClock.now - job.submitted
         if Self.isCompleted(job, at: .now) {
@@ -268,7 +269,7 @@ public final class FakeFal: Sendable {
             reply["status"] = "IN_PROGRESS"
         }
         reply["logs"] = NSNull()
-        return FakeHTTP.json(200, reply)
+        return reply
     }
 
     private func result(id: String, job: Job) -> Response {

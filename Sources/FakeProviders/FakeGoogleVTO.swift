@@ -16,8 +16,8 @@ public final class FakeGoogleVTO: Sendable {
         public var rejection: String?
         /// Every image is withheld by the Responsible-AI filter.
         public var raiFiltered = false
-        /// Predicts answer 200 with a body that is not JSON.
-        public var malformed = false
+        /// Predicts answer 200 with this garbage instead of their JSON.
+        public var malformed: Garbage?
         /// `expires_in` of the tokens handed out.
         public var tokenLifetimeSeconds = 3599
         public var resultImage = FakeImages.jpeg
@@ -159,7 +159,6 @@ public final class FakeGoogleVTO: Sendable {
         try await Task.sleep(for: behavior.latency)
         if behavior.transientFailures > 0 { return Self.error(503, "UNAVAILABLE", "The service is currently unavailable.") }
         if let rejection = behavior.rejection { return Self.error(400, "INVALID_ARGUMENT", rejection) }
-        if behavior.malformed { return FakeHTTP.bytes(200, Data("<html>502 Bad Gateway</html>".utf8), contentType: "text/html") }
         let parameters: Parameters
         switch Self.parameters(body) {
         case .success(let parsed): parameters = parsed
@@ -168,7 +167,8 @@ public final class FakeGoogleVTO: Sendable {
         let prediction: [String: Any] = behavior.raiFiltered
             ? ["raiFilteredReason": "Your current safety filter threshold filtered out the generated image. (support code 58061214)"]
             : ["mimeType": parameters.mimeType, "bytesBase64Encoded": behavior.resultImage.base64EncodedString()]
-        return FakeHTTP.json(200, ["predictions": Array(repeating: prediction, count: parameters.sampleCount)])
+        let answer = ["predictions": Array(repeating: prediction, count: parameters.sampleCount)]
+        return behavior.malformed.map { $0.response(answer) } ?? FakeHTTP.json(200, answer)
     }
 
     private struct Parameters {

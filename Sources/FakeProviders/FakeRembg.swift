@@ -44,7 +44,7 @@ public final class FakeRembg: Sendable {
             case .hang:
                 try await Task.sleep(for: .seconds(120))
                 return Response(status: .ok)
-            case .notPNG, .truncatedPrediction:
+            case .notPNG, .garbledPrediction, .garbledPolls:
                 return Response(status: .ok, headers: [.contentType: "text/html"],
                                 body: .init(byteBuffer: ByteBuffer(string: "<html>maintenance</html>")))
             }

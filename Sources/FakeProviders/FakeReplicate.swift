@@ -18,6 +18,8 @@ public final class FakeReplicate: Sendable {
         var output: Data?
         var outputAsArray: Bool
         var error: String?
+        /// What polls answer instead of the prediction's JSON.
+        var garbledPolls: Garbage? = nil
     }
 
     struct State {
@@ -31,6 +33,10 @@ public final class FakeReplicate: Sendable {
         let state = Mutex(State())
 
         func answer(_ id: String, _ prediction: Prediction) throws -> Response {
+            try .json(status: 201, object: object(id, prediction))
+        }
+
+        func object(_ id: String, _ prediction: Prediction) -> [String: Any] {
             let root = state.withLock { $0.baseURL }
             var object: [String: Any] = [
                 "id": id, "model": "bria/remove-background", "status": prediction.status,
@@ -43,7 +49,7 @@ public final class FakeReplicate: Sendable {
             } else {
                 object["output"] = NSNull()
             }
-            return try .json(status: 201, object: object)
+            return object
         }
     }
 
@@ -99,8 +105,13 @@ public final class FakeReplicate: Sendable {
                 prediction.pollsLeft = .max
             case .notPNG:
                 prediction.output = photo  // a JPEG where a PNG is expected
-            case .truncatedPrediction:
-                return .json(status: 201, #"{"id":"\#(id)","model":"bria/remove-background","status":"proc"#)
+            case .garbledPrediction(let garbage):
+                prediction.status = "processing"
+                return garbage.response(store.object(id, prediction))
+            case .garbledPolls(let garbage):
+                prediction.status = "processing"
+                prediction.pollsLeft = .max
+                prediction.garbledPolls = garbage
             }
             store.state.withLock { $0.predictions[id] = prediction }
             return try store.answer(id, prediction)
@@ -119,6 +130,7 @@ public final class FakeReplicate: Sendable {
                 return prediction
             }
             guard let prediction else { return .json(status: 404, #"{"detail":"Not found."}"#) }
+            if let garbage = prediction.garbledPolls { return garbage.response(store.object(id, prediction)) }
             return try store.answer(id, prediction)
         }
 

@@ -157,6 +157,8 @@ struct RenderAttempt: Sendable {
         var lookNow: Bool
         if let earlier {
             submission = earlier
+            // Cancelled at the provider like a fresh one should this attempt's deadline pass.
+            submitted.value = earlier
             lookNow = true
             logger.info("resuming the provider job of an earlier attempt", metadata: ["provider_job_id": "\(earlier.jobID)"])
         } else {

@@ -76,12 +76,12 @@ import Testing
     @Test func malformedAnswersAreClearErrors() async throws {
         try await withFakeFal { fal, http in
             let provider = Self.fashn(fal, http)
-            fal.update { $0.malformed = [.submit] }
+            fal.update { $0.malformed = [.submit: .htmlPage] }
             let submitError = await #expect(throws: ProviderError.self) { try await provider.submit(Samples.request()) }
             guard case .malformedResponse(_, let reason) = submitError else { Issue.record("got \(String(describing: submitError))"); return }
-            #expect(reason.contains("submit response is not the documented JSON (not JSON)") && reason.contains("<html>upstream hiccup"))
+            #expect(reason.contains("submit response is not the documented JSON (not JSON)") && reason.contains("502 Bad Gateway"))
 
-            fal.update { $0.malformed = [.result]; $0.latency = .zero }
+            fal.update { $0.malformed = [.result: .wrongTypes]; $0.latency = .zero }
             let submission = try await provider.submit(Samples.request())
             let resultError = await #expect(throws: ProviderError.self) { try await provider.result(of: submission) }
             guard case .malformedResponse(_, let reason) = resultError else { Issue.record("got \(String(describing: resultError))"); return }

@@ -119,14 +119,14 @@ import _CryptoExtras
     @Test func malformedAnswersFilteredImagesAndTimeouts() async throws {
         try await withFakeGoogle { google, http in
             let provider = Self.provider(google, http, .accessToken(google.staticToken))
-            google.update { $0.malformed = true }
+            google.update { $0.malformed = .htmlPage }
             let malformed = await #expect(throws: ProviderError.self) { try await provider.submit(Samples.request()) }
             guard case .malformedResponse(_, let reason) = malformed else { Issue.record("got \(String(describing: malformed))"); return }
             #expect(reason.contains("predict response is not the documented JSON") && reason.contains("502 Bad Gateway"))
             // Not transient: the render worker ends the render at once and never predicts (pays) again.
             #expect(malformed?.isTransient == false && google.predictRequests.count == 1)
 
-            google.update { $0.malformed = false; $0.raiFiltered = true }
+            google.update { $0.malformed = nil; $0.raiFiltered = true }
             let filtered = try await provider.result(of: try await provider.submit(Samples.request()))
             #expect(filtered.failure?.code == "rai_filtered" && filtered.failure?.retryable == false)
 

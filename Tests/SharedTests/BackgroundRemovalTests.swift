@@ -49,6 +49,16 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
         try await BackgroundRemovalChain(backends: backends).cutout(of: plainBackgroundGarment, logger: testLogger)
     }
 
+    /// Replicate (with a 30 s budget) then local: a prediction Replicate answers with garbage
+    /// must move the chain on within seconds.
+    func expectGarbageSkipsReplicateFast(_ fake: FakeReplicate, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let started = ContinuousClock.now
+        let result = try await cutout([replicate(fake, timeout: .seconds(30)), LocalBackgroundRemover()])
+        // Well under the budget, with room for the local fallback's libvips work on a loaded machine.
+        #expect(ContinuousClock.now - started < .seconds(8), sourceLocation: sourceLocation)
+        #expect(result.backend == "local" && result.skipped[0].contains("unreadable prediction"), sourceLocation: sourceLocation)
+    }
+
     /// The garment kept opaque and red, the background clear, trimmed with a margin, a white preview.
     func expectGoodCutout(_ cutout: Cutout) throws {
         #expect(abs(cutout.foregroundFraction - garmentFraction) < 0.02, "fraction \(cutout.foregroundFraction)")
@@ -144,16 +154,27 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
         #expect(second.backend == "local" && second.skipped[0].contains("failed: CUDA out of memory"))
     }
 
-    /// A prediction answer that is not Replicate's JSON is a provider fault: the chain moves on
-    /// at once instead of waiting out Replicate's time budget.
-    @Test func aTruncatedPredictionMovesOnAtOnce() async throws {
-        let replicateFake = try await FakeReplicate.start(script: FakeScript([.truncatedPrediction]))
+    /// A created prediction answered with something that is not Replicate's JSON (an HTML page,
+    /// a truncated body, wrong types) is a provider fault: the chain moves on at once instead of
+    /// waiting out Replicate's 30 s budget, and the prediction is not created again.
+    @Test(arguments: Garbage.allCases)
+    func aGarbledPredictionMovesOnAtOnce(_ garbage: Garbage) async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.garbledPrediction(garbage)]))
         defer { Task { await replicateFake.stop() } }
-        let started = ContinuousClock.now
-        let result = try await cutout([replicate(replicateFake, timeout: .seconds(30)), LocalBackgroundRemover()])
-        #expect(ContinuousClock.now - started < .seconds(5))
-        #expect(result.backend == "local" && result.skipped[0].contains("unreadable prediction"))
+        try await expectGarbageSkipsReplicateFast(replicateFake)
         #expect(replicateFake.requests.count == 1)
+    }
+
+    /// A poll answered with garbage: the chain moves on at once, and the prediction left running
+    /// (billed) is cancelled.
+    @Test(arguments: Garbage.allCases)
+    func aGarbledPollMovesOnAtOnceAndCancelsThePrediction(_ garbage: Garbage) async throws {
+        let replicateFake = try await FakeReplicate.start(script: FakeScript([.garbledPolls(garbage)]))
+        defer { Task { await replicateFake.stop() } }
+        try await expectGarbageSkipsReplicateFast(replicateFake)
+        let paths = replicateFake.requests.map(\.path)
+        #expect(paths.count == 2 && paths[1].hasPrefix("/v1/predictions/"), "\(paths)")
+        #expect(replicateFake.cancelledPredictions.count == 1)
     }
 
     @Test func aPNGWithoutAlphaIsUnusable() async throws {

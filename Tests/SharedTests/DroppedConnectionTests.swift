@@ -8,9 +8,13 @@ import Testing
 @Suite struct DroppedConnectionTests {
     static let body = Data(#"{"input":"paid work"}"#.utf8)
 
-    static func post(_ client: CurlHTTPClient, _ server: DroppingHTTPServer) async -> Result<HTTPClientResponse, any Error> {
+    static func post(
+        _ client: CurlHTTPClient, _ server: DroppingHTTPServer, idempotent: Bool = false
+    ) async -> Result<HTTPClientResponse, any Error> {
+        var request = HTTPClientRequest.json(.post, url: "\(server.baseURL)/submit", body: body, timeout: .seconds(5))
+        request.isIdempotent = idempotent
         do {
-            return .success(try await client.execute(.json(.post, url: "\(server.baseURL)/submit", body: body, timeout: .seconds(5))))
+            return .success(try await client.execute(request))
         } catch {
             return .failure(error)
         }
@@ -50,6 +54,18 @@ import Testing
         let response = try await Self.post(client, server).get()
         #expect(response.status == 201)
         #expect(server.count("POST", "/submit") == 1, "\(server.received)")
+    }
+
+    /// The control: the same drop sends a POST declared idempotent again on other connections
+    /// (libcurl's own retry, left to idempotent requests), so the tests above see the re-send
+    /// they rule out.
+    @Test func anIdempotentPostIsResentByLibcurlAfterTheSameDrop() async throws {
+        let server = try await DroppingHTTPServer { method, _, _ in method == "POST" ? .resetAfterBody : .respond(status: 200, body: "{}") }
+        defer { Task { await server.stop() } }
+        let client = CurlHTTPClient()
+        try await Self.warm(client, server)
+        _ = await Self.post(client, server, idempotent: true)
+        #expect(server.count("POST", "/submit") > 1, "\(server.received)")
     }
 
     /// The caller's policy is what multiplies requests, nothing under it: two sends, two arrivals.

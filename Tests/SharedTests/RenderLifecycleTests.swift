@@ -23,9 +23,11 @@ struct RenderFixture {
 
     static let bodyPhoto: Data = try! ImageNormalizer().normalize(path: corpus.appendingPathComponent("honeywave-1080x1920.jpg").path).jpeg
 
-    /// `falQueueURL` points fal's queue API at another server than `fal` (a dropping one, say).
+    /// `falQueueURL` points fal's queue API at another server than `fal` (a dropping one, say);
+    /// `environment` adds provider settings (Google's).
     static func make(
-        provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil, falQueueURL: String? = nil
+        provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil, falQueueURL: String? = nil,
+        environment: [String: String] = [:]
     ) async throws -> RenderFixture {
         let q = try await TestQueue.make()
         let root = temporaryPath("images")
@@ -38,7 +40,8 @@ struct RenderFixture {
         try await RenderSettings(provider: provider, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
         let http = CurlHTTPClient()
         let queueURL = falQueueURL ?? fal?.baseURL
-        let settings = try ProviderSettings.load(from: queueURL.map { ["FAL_KEY": fal?.key ?? "test-key", "FAL_QUEUE_URL": $0] } ?? [:])
+        let falSettings = queueURL.map { ["FAL_KEY": fal?.key ?? "test-key", "FAL_QUEUE_URL": $0] } ?? [:]
+        let settings = try ProviderSettings.load(from: falSettings.merging(environment) { $1 })
         let events = RenderEvents(conninfo: q.url, logger: testLogger)
         _ = events.start()
         let handler = RenderHandler(
@@ -90,6 +93,18 @@ struct RenderFixture {
     }
 
     func reload(_ render: RenderRecord) async throws -> RenderRecord { try #require(try await store.render(id: render.id)) }
+
+    /// Runs `render`, which a provider fault must end `RENDER_FAILED`, `user`'s credit released,
+    /// within seconds rather than at the 30 s deadline.
+    func runExpectingAFastFailure(_ render: RenderRecord, user: String = "u1", sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let started = ContinuousClock.now
+        try await run(render)
+        #expect(ContinuousClock.now - started < .seconds(8), sourceLocation: sourceLocation)
+        let failed = try await reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED", sourceLocation: sourceLocation)
+        let credits = try await credits(user)
+        #expect(credits.consumed == 0 && credits.reserved == 0, sourceLocation: sourceLocation)
+    }
 }
 
 @Suite struct RenderLifecycleTests {
@@ -224,6 +239,34 @@ struct RenderFixture {
 
     func submits(_ f: RenderFixture) -> Int { f.fal!.requests.filter { $0.method == "POST" }.count }
 
+    /// A worker started `render`, submitted it to fal, kept the submission on the row and died.
+    func orphan(_ f: RenderFixture, _ render: RenderRecord) async throws -> ProviderSubmission {
+        // Started in SQL: a short deadline may already have passed on a loaded machine.
+        try await f.q.pool.query("UPDATE renders SET status = 'processing' WHERE id = $1", [render.id])
+        let person = TryOnImage(bytes: RenderFixture.bodyPhoto)
+        let submission = try await f.handler.providers.provider(named: FashnProvider.name)
+            .submit(TryOnRequest(person: person, garment: person, category: .tops))
+        try await f.store.saveSubmission(id: render.id, submission: submission)
+        return submission
+    }
+
+    /// Runs `render` in a handler that polls only after 20 s, so it learns its outcome from the
+    /// stored callback alone; returns once fal's request id is on the row.
+    func runAwaitingTheCallback(_ f: RenderFixture, _ render: RenderRecord) async throws -> (running: Task<JSONValue?, any Error>, requestID: String) {
+        let handler = RenderHandler(store: f.handler.store, storage: f.handler.storage, providers: f.handler.providers,
+                                    fetcher: f.handler.fetcher, events: f.handler.events,
+                                    options: RenderOptions(webhookURL: nil, webhookGrace: .seconds(20), pollInterval: .seconds(10)))
+        let jobID = try #require(render.jobId)
+        let job = try #require(try await f.q.queue.job(id: jobID))
+        let running = Task {
+            try await handler.run(ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: 1, attempt: 1, maxAttempts: 10,
+                                             payload: job.payload, createdAt: Date()),
+                                  context: JobContext(logger: testLogger, workerID: "test", queue: f.q.queue))
+        }
+        try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobId != nil }
+        return (running, try #require(try await f.reload(render).providerJobId))
+    }
+
     @Test func aFalRenderCompletesByPolling() async throws {
         let f = try await fixture { $0.latency = .milliseconds(300) }
         defer { Task { await f.fal?.stop() } }
@@ -272,36 +315,46 @@ struct RenderFixture {
         #expect(try await f.credits("u1") == (2, 0, 0))
     }
 
-    /// fal answering its status or result with something that is not its documented JSON (a
-    /// text page, wrong types): the read is made once more, then the render ends
-    /// `RENDER_FAILED` with the credit released, seconds after the submit, not at the deadline.
-    @Test(arguments: [FakeFal.Endpoint.status, .result])
-    func garbageFromTheProviderFailsTheRenderFast(_ endpoint: FakeFal.Endpoint) async throws {
-        let f = try await fixture { $0.malformed = [endpoint]; $0.latency = .zero }
+    /// fal answering its status or result with something that is not its documented JSON (an
+    /// HTML page, a truncated body, wrong types): the read is made once more, then the render
+    /// ends `RENDER_FAILED` with the credit released, seconds after the submit, not at the
+    /// 30 s deadline.
+    @Test(arguments: [FakeFal.Endpoint.status, .result], Garbage.allCases)
+    func garbageFromTheProviderFailsTheRenderFast(_ endpoint: FakeFal.Endpoint, _ garbage: Garbage) async throws {
+        let f = try await fixture { $0.malformed = [endpoint: garbage]; $0.latency = .zero }
         defer { Task { await f.fal?.stop() } }
-        let render = try await f.request("r1")
-        let started = ContinuousClock.now
-        try await f.run(render)
-        #expect(ContinuousClock.now - started < .seconds(8))
-        let failed = try await f.reload(render)
-        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
-        #expect(try await f.credits("u1") == (2, 0, 0))
+        try await f.runExpectingAFastFailure(try await f.request("r1"))
         let reads = f.fal!.requests.filter { $0.method == "GET" && ($0.path.hasSuffix("/status") == (endpoint == .status)) }
         #expect(reads.count == 2, "\(f.fal!.requests.map { "\($0.method) \($0.path)" })")
         #expect(submits(f) == 1)
     }
 
-    /// A submit answered with an HTML page may have been accepted (and billed): never sent
+    /// A submit answered with garbage may have been accepted (and billed) behind it: never sent
     /// again, the render ends at once.
-    @Test func garbageAnsweringTheSubmitEndsTheRenderWithoutASecondSubmit() async throws {
-        let f = try await fixture { $0.malformed = [.submit] }
+    @Test(arguments: Garbage.allCases)
+    func garbageAnsweringTheSubmitEndsTheRenderWithoutASecondSubmit(_ garbage: Garbage) async throws {
+        let f = try await fixture { $0.malformed = [.submit: garbage] }
+        defer { Task { await f.fal?.stop() } }
+        try await f.runExpectingAFastFailure(try await f.request("r1"))
+        #expect(submits(f) == 1)
+    }
+
+    /// A stored callback that is not fal's webhook JSON (wrong types): looked at once more, then
+    /// the render ends `RENDER_FAILED` at once, though polling would start only after 20 s.
+    @Test func aCallbackThatDoesNotDecodeFailsTheRenderFast() async throws {
+        let f = try await fixture { $0.neverFinish = true }
         defer { Task { await f.fal?.stop() } }
         let render = try await f.request("r1")
+        let (running, requestID) = try await runAwaitingTheCallback(f, render)
         let started = ContinuousClock.now
-        try await f.run(render)
+        let garbled = Data(#"{"request_id": 42, "status": "DONE", "payload": "no images"}"#.utf8)
+        #expect(try await f.store.recordProviderEvent(provider: "fal", requestID: requestID, payload: garbled))
+        _ = try await running.value
         #expect(ContinuousClock.now - started < .seconds(8))
-        #expect(try await f.reload(render).errorCode == "RENDER_FAILED" && submits(f) == 1)
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
         #expect(try await f.credits("u1") == (2, 0, 0))
+        #expect(f.fal!.requests.filter { $0.method == "GET" }.isEmpty && submits(f) == 1)
     }
 
     @Test func aValidationErrorIsNeverRetried() async throws {
@@ -328,23 +381,23 @@ struct RenderFixture {
         #expect(try await f.reload(render).status == .failed)
     }
 
+    /// A worker that took over an earlier attempt's fal job (its worker died) and reaches the
+    /// deadline cancels that job at fal, as it would one it had submitted itself.
+    @Test func aResumedJobIsCancelledAtFalWhenTheDeadlinePasses() async throws {
+        let f = try await fixture(deadline: .seconds(2)) { $0.neverFinish = true }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        let earlier = try await orphan(f, render)
+        try await f.run(render)
+        #expect(try await f.reload(render).errorCode == "RENDER_TIMEOUT")
+        #expect(f.fal!.cancelledRequestIDs == [earlier.jobID] && submits(f) == 1)
+    }
+
     @Test func aCallbackCompletesTheRenderAndItsDuplicateIsAppliedOnce() async throws {
         let f = try await fixture { $0.latency = .milliseconds(200) }
         defer { Task { await f.fal?.stop() } }
-        // Polling only after 20 s: the render can only learn its outcome from the callback.
-        let handler = RenderHandler(store: f.handler.store, storage: f.handler.storage, providers: f.handler.providers,
-                                    fetcher: f.handler.fetcher, events: f.handler.events,
-                                    options: RenderOptions(webhookURL: nil, webhookGrace: .seconds(20), pollInterval: .seconds(10)))
         let render = try await f.request("r1")
-        let jobID = try #require(render.jobId)
-        let job = try #require(try await f.q.queue.job(id: jobID))
-        let running = Task {
-            try await handler.run(ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: 1, attempt: 1, maxAttempts: 10,
-                                             payload: job.payload, createdAt: Date()),
-                                  context: JobContext(logger: testLogger, workerID: "test", queue: f.q.queue))
-        }
-        try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobId != nil }
-        let requestID = try #require(try await f.reload(render).providerJobId)
+        let (running, requestID) = try await runAwaitingTheCallback(f, render)
         try await Task.sleep(for: .milliseconds(300))  // the fake finished the job
         let body = f.fal!.webhookBody(requestID: requestID)
         #expect(try await f.store.recordProviderEvent(provider: "fal", requestID: requestID, payload: body))
@@ -360,18 +413,14 @@ struct RenderFixture {
         defer { Task { await f.fal?.stop() } }
         let render = try await f.request("r1")
         // r2's worker submitted to fal, kept the submission on the row, and died.
-        let orphan = try await f.request("r2")
-        // Started by a worker (its 300 ms deadline may already have passed on a loaded machine).
-        try await f.q.pool.query("UPDATE renders SET status = 'processing' WHERE id = $1", [orphan.id])
-        let fal = try f.handler.providers.provider(named: FashnProvider.name)
-        let person = TryOnImage(bytes: RenderFixture.bodyPhoto)
-        let submission = try await fal.submit(TryOnRequest(person: person, garment: person, category: .tops))
-        try await f.store.saveSubmission(id: orphan.id, submission: submission)
+        let submission = try await orphan(f, try await f.request("r2"))
         try await Task.sleep(for: .milliseconds(400))
         let sweeper = RenderTimeoutSweeper(store: f.store, providers: f.handler.providers, logger: testLogger)
         #expect(try await Set(sweeper.runOnce()) == ["r1", "r2"])
         #expect(try await sweeper.runOnce().isEmpty)
-        // The orphaned fal job is cancelled at fal, once; r1 never had one.
+        // The orphaned fal job is cancelled at fal (after the sweep returned), once; r1 never had one.
+        try await f.q.waitUntil(timeout: .seconds(10), "cancelled at fal") { !f.fal!.cancelledRequestIDs.isEmpty }
+        try await Task.sleep(for: .milliseconds(300))
         #expect(f.fal!.cancelledRequestIDs == [submission.jobID])
         let failed = try await f.reload(render)
         #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT")
@@ -380,6 +429,24 @@ struct RenderFixture {
         // The job, run late, finds the render ended and calls no provider.
         try await f.run(render)
         #expect(submits(f) == 1)
+    }
+}
+
+/// Google's predict is the submit and the result in one call: an answer to it that is not its
+/// documented JSON (an HTML page, a truncated body, wrong types) may hide a paid prediction, so
+/// it is never sent again and the render ends `RENDER_FAILED` at once, not at the deadline.
+@Suite struct GoogleRenderTests {
+    @Test(arguments: Garbage.allCases)
+    func garbageAnsweringThePredictEndsTheRenderAtOnce(_ garbage: Garbage) async throws {
+        let google = try await FakeGoogleVTO.start()
+        defer { Task { await google.stop() } }
+        google.update { $0.malformed = garbage }
+        let f = try await RenderFixture.make(provider: GoogleVirtualTryOnProvider.name, environment: [
+            "GOOGLE_CLOUD_PROJECT": google.project, "GOOGLE_VTO_ENDPOINT": google.baseURL, "GOOGLE_ACCESS_TOKEN": google.staticToken,
+        ])
+        try await f.grant("u1", credits: 2)
+        try await f.runExpectingAFastFailure(try await f.request("r1"))
+        #expect(google.predictRequests.count == 1)
     }
 }
 

@@ -15,9 +15,17 @@ public struct HTTPClientRequest: Sendable {
     public var timeout: Duration
     /// A response body larger than this ends the request with `responseTooLarge`.
     public var maxResponseBytes: Int
-    /// Whether sending it twice does no more than sending it once (GET, PUT, DELETE). A POST
-    /// is not: a provider's submit or prediction is paid once per request that reaches it.
-    public var isIdempotent: Bool { method != .post }
+    /// Whether sending it twice does no more than sending it once. By default a POST is not (a
+    /// provider's submit or prediction is paid once per request that reaches it) and GET, PUT and
+    /// DELETE are; set it when the method says otherwise. Once any of a non-idempotent request's
+    /// body went out, the transport never sends it again, only its caller may (`CurlHTTPClient`);
+    /// a GET may always be re-sent.
+    public var isIdempotent: Bool {
+        get { idempotence ?? (method != .post) }
+        set { idempotence = newValue }
+    }
+    /// Set by the caller; nil follows the method, whatever it is changed to.
+    private var idempotence: Bool?
 
     public init(
         method: Method = .get,

@@ -111,7 +111,9 @@ public struct RenderStore: Sendable {
                    ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED)
             """, expiredOnly: true), [limit, RenderErrorCode.renderTimeout.rawValue]).rows.map {
             Ended(id: try $0.string("id"), provider: try $0.string("provider"), charged: try $0.bool("charged"),
-                  submission: try $0["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) })
+                  // Unreadable (written by another version): the render is ended all the same,
+                  // its provider job left to run out rather than the batch's bookkeeping lost.
+                  submission: $0["submission"].flatMap { try? JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) })
         }
         await announceFinished(ended.map(\.id))
         return ended

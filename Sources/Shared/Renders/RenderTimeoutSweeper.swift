@@ -30,7 +30,9 @@ public struct RenderTimeoutSweeper: Sendable {
         if !ended.isEmpty {
             logger.warning("renders timed out", metadata: ["count": "\(ended.count)", "render_ids": "\(ended.prefix(20).map(\.id))"])
         }
-        await cancelAtProviders(ended)
+        // Not awaited: a provider slow to answer (up to the cancel's own timeout) must not hold
+        // up the next sweep of this schedule entry.
+        if ended.contains(where: { $0.submission != nil }) { Task { await cancelAtProviders(ended) } }
         return ended.map(\.id)
     }
 
