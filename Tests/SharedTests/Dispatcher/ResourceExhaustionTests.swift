@@ -1,0 +1,109 @@
+import DispatcherProtocol
+import FleetSupport
+import Foundation
+import Testing
+
+/// Clients that try to exhaust the dispatcher, measured: run alone by `scripts/test.sh` (the
+/// tests measure latency and the process's memory).
+@Suite(.serialized) struct ResourceExhaustionTests {
+    /// Clients that pipeline requests with large answers and do not read them: the dispatcher
+    /// stops running their requests while their answers wait, and closes a connection with more
+    /// than 8 MiB of answers waiting, so its memory stays bounded and others are served.
+    @Test func clientsThatNeverReadDoNotGrowTheDispatcher() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let blob = String(repeating: "x", count: 256 << 10)
+            let client = try await dispatcher.client()
+            let job = try await client.enqueue(kind: "drill.noop", payload: ["blob": .string(blob)])
+            let before = residentBytes()
+            let answered = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        // 2,000 `status` requests (500 MiB of answers) written at once, nothing read
+                        // for 3 s; then what did come, until the server closes.
+                        try await dispatcher.withRawConnection(.unix) { raw in
+                            try await raw.greeting()
+                            let requests = (0..<2_000).map { #"{"id":\#($0),"op":"status","args":{"jobId":\#(job.jobId)}}"# }
+                            try await raw.send(requests.joined(separator: "\n") + "\n")
+                            try await Task.sleep(for: .seconds(3))
+                            var count = 0
+                            // The server's close, with our requests unread, may arrive as a reset.
+                            while (try? await raw.next()) != nil { count += 1 }
+                            return count
+                        }
+                    }
+                }
+                var peak = 0
+                for _ in 0..<50 {
+                    try await Task.sleep(for: .milliseconds(50))
+                    peak = max(peak, residentBytes() - before)
+                }
+                // docs/protocol.md's bound per connection: 8 MiB of answers waiting, plus the 64
+                // requests that may be running, each holding its answer.
+                let perConnection = (8 << 20) + 64 * blob.utf8.count
+                print("non-reading clients: resident memory peak +\(peak >> 20) MiB with 4 clients (bound \(4 * perConnection >> 20) MiB)")
+                #expect(peak < 4 * perConnection, "peak +\(peak >> 20) MiB")
+                // The dispatcher still serves others meanwhile.
+                #expect(try await client.ping().serverTime.timeIntervalSinceNow < 5)
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            // Each connection was closed long before its 2,000 answers were made.
+            #expect(answered.allSatisfy { $0 < 200 }, "\(answered)")
+            await client.close()
+        }
+    }
+
+    /// The process's resident set, from /proc.
+    func residentBytes() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+    }
+
+    @Test func eightUnauthenticatedAttackersDoNotSlowAnAuthenticatedClient() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let client = try await dispatcher.client(.tcp)
+            _ = try await client.ping()
+            let attackFrames = [
+                // About 1 kB nested 510 deep: a second of CPU each before the one-pass parser.
+                #"{"id":1,"op":"auth","args":{"token":"# + HostileFrameTests.nested(510) + "}}\n",
+                // The whole frame limit of brackets.
+                String(repeating: "[", count: WireFormat.defaultMaxFrameBytes - 1) + "\n",
+                // Just under the pre-auth limit, as deep as allowed, repeated wide.
+                "[" + Array(repeating: HostileFrameTests.nested(60), count: 8).joined(separator: ",") + "]\n",
+            ]
+            let stop = ContinuousClock.now + .seconds(10)
+            let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+                for attacker in 0..<8 {
+                    group.addTask {
+                        while ContinuousClock.now < stop {
+                            try? await dispatcher.withRawConnection(.tcp) { raw in
+                                try await raw.greeting()
+                                while ContinuousClock.now < stop {
+                                    try await raw.send(attackFrames[attacker % attackFrames.count])
+                                    guard try await raw.next() != nil else { return }
+                                }
+                            }
+                        }
+                        return []
+                    }
+                }
+                group.addTask {
+                    var measured: [Duration] = []
+                    while ContinuousClock.now < stop {
+                        let started = ContinuousClock.now
+                        _ = try await client.ping()
+                        measured.append(ContinuousClock.now - started)
+                        try await Task.sleep(for: .milliseconds(5))
+                    }
+                    return measured
+                }
+                return try await group.reduce(into: []) { $0 += $1 }.sorted()
+            }
+            #expect(latencies.count > 100)
+            let p99 = latencies[latencies.count * 99 / 100]
+            print("pre-auth attack: ping p50 \(latencies[latencies.count / 2]), p99 \(p99) over \(latencies.count) pings")
+            #expect(p99 <= .milliseconds(50), "ping p99 \(p99) over \(latencies.count) pings")
+            await client.close()
+        }
+    }
+}
