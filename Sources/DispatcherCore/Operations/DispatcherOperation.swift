@@ -52,18 +52,23 @@ public struct OperationRegistry: Sendable {
 }
 
 /// Turns a request's `args` into its typed request, refusing fields it does not know: a
-/// misspelt option (`idempotency_key`) must not be silently ignored.
+/// misspelt option (`idempotency_key`) must not be silently ignored. Linear in the arguments:
+/// their `JSONValue` fields (payloads) are taken from the parsed tree, and the check reads the
+/// request's text with the one-pass parser.
 enum ArgumentDecoder {
     static func decode<Request: DispatcherRequest>(_ type: Request.Type, from arguments: JSONValue) throws -> Request {
         let encoder = WireFormat.makeEncoder()
+        let decoder = WireFormat.makeDecoder()
+        decoder.userInfo[JSONValue.parsedSource] = arguments
         let request: Request
         do {
-            request = try WireFormat.makeDecoder().decode(Request.self, from: try encoder.encode(arguments))
+            request = try decoder.decode(Request.self, from: try encoder.encode(arguments))
         } catch let error as DecodingError {
             throw DispatcherError(.badArgument, describe(error))
         }
         // What the request reads is what it writes back; any other non-null field was not understood.
-        let understood = try JSONDecoder().decode(JSONValue.self, from: try encoder.encode(request))
+        // (It is no deeper than the arguments, which the frame's depth limit bounds.)
+        let understood = try JSONValue(parsing: try encoder.encode(request), maxDepth: WireFormat.maxDepth)
         if let unknown = arguments.unknownFields(comparedWith: understood, path: "args").first {
             throw DispatcherError(.badArgument, "unknown field \(unknown)")
         }

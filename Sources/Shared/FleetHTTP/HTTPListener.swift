@@ -25,7 +25,8 @@ public protocol HTTPRoutes: Sendable {
 /// What one client may hold of the listener.
 public struct HTTPListenerLimits: Sendable, Equatable {
     /// A connection that sends nothing for this long is closed: idle between requests, or
-    /// stalled in the middle of one (half a header, part of a body).
+    /// stalled in the middle of one (half a header, part of a body). Hummingbird counts a header
+    /// only once it is whole, so one sent a byte at a time is cut off all the same.
     public var idleTimeout: Duration
     /// Connections served at once; one beyond it is closed as soon as it is accepted.
     public var maxConnections: Int

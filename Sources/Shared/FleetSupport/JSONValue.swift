@@ -9,7 +9,19 @@ public enum JSONValue: Codable, Hashable, Sendable {
     case array([JSONValue])
     case object([String: JSONValue])
 
+    /// A decoder's `userInfo` entry holding the value its text was encoded from (see
+    /// `init(from:)`).
+    public static let parsedSource = CodingUserInfoKey(rawValue: "FleetSupport.JSONValue.parsedSource")!
+
     public init(from decoder: any Decoder) throws {
+        // Decoding the text of a value already parsed (the dispatcher's arguments): the value is
+        // taken from that tree at the decoder's path. Rebuilding it below tries each case in turn
+        // at every level, and each refusal costs in proportion to the depth: 5 s of CPU for 64 KiB
+        // nested 60 deep.
+        if let source = decoder.userInfo[Self.parsedSource] as? JSONValue, let value = source.value(at: decoder.codingPath) {
+            self = value
+            return
+        }
         let container = try decoder.singleValueContainer()
         if container.decodeNil() { self = .null }
         else if let value = try? container.decode(Bool.self) { self = .bool(value) }
@@ -31,9 +43,9 @@ public enum JSONValue: Codable, Hashable, Sendable {
         }
     }
 
-    /// Parses JSON text.
-    public init(json: String) throws {
-        self = try JSONDecoder().decode(JSONValue.self, from: Data(json.utf8))
+    /// Parses JSON text in one pass, nested at most as deep as `JSONDecoder` allows.
+    public init(json: String) throws(JSONParseError) {
+        try self.init(parsing: json.utf8, maxDepth: 512)
     }
 
     /// Compact JSON text with sorted keys.
@@ -44,6 +56,24 @@ public enum JSONValue: Codable, Hashable, Sendable {
     }
 
     public var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
+
+    /// The value at a decoder's coding path: object fields by name, array items by index.
+    func value(at path: [any CodingKey]) -> JSONValue? {
+        var value = self
+        for key in path {
+            switch value {
+            case .object(let fields):
+                guard let field = fields[key.stringValue] else { return nil }
+                value = field
+            case .array(let items):
+                guard let index = key.intValue, items.indices.contains(index) else { return nil }
+                value = items[index]
+            default:
+                return nil
+            }
+        }
+        return value
+    }
 
     /// An object's field; nil for a missing field or a value that is not an object.
     public subscript(key: String) -> JSONValue? {
@@ -143,6 +173,11 @@ private struct JSONTextParser {
         index += 1  // the opening quote
         var text: [UInt8] = []
         while index < bytes.count {
+            // Bytes that stand for themselves are copied a run at a time: payloads carry long strings.
+            let run = index..<plainRunEnd()
+            text.append(contentsOf: bytes[run])
+            index = run.upperBound
+            guard index < bytes.count else { break }
             let byte = bytes[index]
             index += 1
             switch byte {
@@ -151,13 +186,24 @@ private struct JSONTextParser {
                 return string
             case UInt8(ascii: "\\"):
                 try escape(into: &text)
-            case 0..<0x20:
-                throw fail("a control character in a string")
             default:
-                text.append(byte)
+                throw fail("a control character in a string")
             }
         }
         throw fail("unterminated string")
+    }
+
+    /// Where the run of string bytes from `index` ends: at a quote, a backslash or a control character.
+    private func plainRunEnd() -> Int {
+        bytes.withUnsafeBufferPointer { buffer in
+            var end = index
+            while end < buffer.count {
+                let byte = buffer[end]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                end += 1
+            }
+            return end
+        }
     }
 
     private mutating func escape(into text: inout [UInt8]) throws(JSONParseError) {
@@ -239,7 +285,12 @@ private struct JSONTextParser {
     }
 
     private mutating func skipWhitespace() {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
     }
 
     private mutating func consume(_ byte: UInt8) -> Bool {

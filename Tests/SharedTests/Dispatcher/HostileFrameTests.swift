@@ -33,6 +33,29 @@ import Testing
         }
     }
 
+    /// A payload as deep as allowed, repeated wide: each value is read once, when its frame is
+    /// parsed, and once more when `status` reads it back. Rebuilding it through `Decodable`, which
+    /// tries each case in turn, took seconds of CPU per pass (5 s for 64 KiB nested 60 deep in a
+    /// release build), and the arguments' check and `status` each made a pass.
+    @Test func aWidePayloadNestedAsDeepAsAllowedCostsLinearTime() async throws {
+        try await TestDispatcher.run { dispatcher in
+            try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                // The frame is level 1, args 2, payload 3, `a` 4: 60 arrays inside reach the limit.
+                let value = "[" + Array(repeating: Self.nested(60), count: 300).joined(separator: ",") + "]"
+                let started = ContinuousClock.now
+                try await raw.send(#"{"id":1,"op":"enqueue","args":{"kind":"drill.noop","payload":{"a":\#(value)}}}"# + "\n")
+                let enqueued = try await raw.response()
+                guard case .number(let jobId)? = enqueued["result"]?["jobId"] else { throw TestFailure(String(enqueued.jsonText.prefix(300))) }
+                try await raw.send(#"{"id":2,"op":"status","args":{"jobId":\#(Int(jobId))}}"# + "\n")
+                let status = try await raw.response()
+                let elapsed = ContinuousClock.now - started
+                #expect(status["result"]?["payload"]?["a"] == (try JSONValue(json: value)))
+                #expect(elapsed < .seconds(3), "enqueue and status of \(value.utf8.count) bytes took \(elapsed)")
+            }
+        }
+    }
+
     @Test func idsGoUpToTwoToThe53rdAndLinesOfSpacesAreBlank() async throws {
         try await TestDispatcher.run { dispatcher in
             try await dispatcher.withRawConnection(.unix) { raw in

@@ -27,6 +27,26 @@ import Testing
         }
     }
 
+    /// Bytes of a header do not count as activity until the header is whole, so a client cannot
+    /// hold a connection by trickling one: it is cut off one idle timeout after it connected.
+    @Test func aHeaderSentAByteAtATimeIsCutOff() async throws {
+        let q = try await TestQueue.make()
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, limits: Self.limits) { http in
+            let trickle = try RawSocket(port: http.port)
+            let header = Array("GET /healthz HTTP/1.1\r\nHost: fleet\r\nX-Slow: " + String(repeating: "a", count: 100))
+            let started = ContinuousClock.now
+            var sent = 0
+            // A byte every 100 ms: 15 s for the whole header. A send fails once the server closed.
+            while sent < header.count, (try? trickle.send(String(header[sent]))) != nil {
+                sent += 1
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(sent < header.count && elapsed < .seconds(5), "\(sent) of \(header.count) bytes sent in \(elapsed)")
+            trickle.close()
+        }
+    }
+
     @Test func aConnectionBeyondTheCapIsClosedAndTheNextServedOnceOneCloses() async throws {
         let q = try await TestQueue.make()
         let limits = HTTPListenerLimits(idleTimeout: .seconds(20), maxConnections: 2)
