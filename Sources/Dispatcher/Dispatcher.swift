@@ -52,7 +52,7 @@ struct Run: AsyncParsableCommand {
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
                 perform: { try await tasks.run($0) }, logger: logger)
-            return [scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(pool: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)] + stack.services
+            return [scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)] + stack.services
         }
     }
 }

@@ -17,7 +17,7 @@ public struct DispatcherStack: Sendable {
         pool: PostgresPool, databaseURL: String, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
         liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, logger: Logger
     ) async throws -> DispatcherStack {
-        let queue = JobQueue(driver: PostgresQueueDriver(pool: pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
         let watcher = FinishWatcher(conninfo: databaseURL, logger: logger, recheckInterval: renderRecheck)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin)

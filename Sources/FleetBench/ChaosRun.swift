@@ -63,7 +63,7 @@ struct ChaosRun: AsyncParsableCommand {
 
     /// Drill jobs that wait 20 ms each, 16 at a time per process: capacity grows with processes.
     private func measureScaling(fleet: Fleet, database: BenchDatabase) async throws -> [(workers: Int, rate: Double)] {
-        let queue = JobQueue(driver: PostgresQueueDriver(pool: database.pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(driver: PostgresQueueDriver(executor: database.pool), knownKinds: FleetKinds.all)
         var rates: [(Int, Double)] = []
         for workers in [1, 2, 4] {
             let started = try (0..<workers).map { try fleet.start("fleet-drill", index: $0, environment: ["FLEET_CONCURRENCY": "drill.script=16"]) }
@@ -86,7 +86,7 @@ struct ChaosRun: AsyncParsableCommand {
 
     private func chaosPhase(fleet: Fleet, database: BenchDatabase, root: String) async throws -> ChaosOutcome {
         let pool = database.pool
-        let queue = JobQueue(driver: PostgresQueueDriver(pool: pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
         let storage = FileImageStorage(root: root)
         let user = try StorageID("chaos")
         let photo = try ImageNormalizer(maxWidth: 400).normalize(path: packageRoot.appendingPathComponent("scripts/demo/garment-on-plain-background.jpg").path).jpeg

@@ -85,7 +85,7 @@ protocol QueueSystem {
 struct FleetQueueBench: QueueSystem {
     let database: BenchDatabase
     let workerConcurrency: Int
-    var queue: JobQueue { JobQueue(driver: PostgresQueueDriver(pool: database.pool), knownKinds: FleetKinds.all) }
+    var queue: JobQueue { JobQueue(driver: PostgresQueueDriver(executor: database.pool), knownKinds: FleetKinds.all) }
 
     func enqueueRate(jobs: Int, batch: Int) async throws -> Double {
         try await reset()

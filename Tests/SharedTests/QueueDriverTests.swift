@@ -4,7 +4,8 @@ import FleetPostgres
 import Foundation
 import Testing
 
-/// The driver's contract, statement by statement, against a real PostgreSQL.
+/// The driver's contract, statement by statement, against a real PostgreSQL: each test on a pool
+/// and inside a caller's open transaction (`DriverExecutor`), but for the few that say why not.
 @Suite struct QueueDriverTests {
     let owner = "test-worker"
 
@@ -12,8 +13,8 @@ import Testing
         try await q.driver.jobClaim(ClaimRequest(owner: owner ?? self.owner, lease: lease, slots: slots))
     }
 
-    @Test func claimsInPriorityThenRunAtOrder() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func claimsInPriorityThenRunAtOrder(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let low = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 5))
         let high = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 0))
         let mid = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 2))
@@ -22,8 +23,8 @@ import Testing
         #expect(claimed.allSatisfy { $0.attempt == 1 })
     }
 
-    @Test func claimTakesNoMoreThanTheFreeSlots() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func claimTakesNoMoreThanTheFreeSlots(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillNoop) })
         _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillScript) })
         let claimed = try await claim(q, [.drillNoop: 3, .drillScript: 2])
@@ -31,14 +32,15 @@ import Testing
         #expect(claimed.filter { $0.kind == .drillScript }.count == 2)
     }
 
-    @Test func delayedJobWaitsForItsTime() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func delayedJobWaitsForItsTime(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         _ = try await q.queue.enqueue(NewJob(kind: .drillNoop, delay: .seconds(60)))
         #expect(try await claim(q, [.drillNoop: 1]).isEmpty)
         try await q.travelInTime(.seconds(61))
         #expect(try await claim(q, [.drillNoop: 1]).count == 1)
     }
 
+    /// On a pool only: concurrency is the point: one connection runs its statements one at a time.
     @Test func concurrentClaimsNeverShareAJob() async throws {
         let q = try await TestQueue.make()
         _ = try await q.queue.enqueue((0..<500).map { _ in NewJob(kind: .drillNoop) })
@@ -53,8 +55,8 @@ import Testing
         #expect(Set(all).count == 500)
     }
 
-    @Test func idempotencyKeyReturnsTheFirstJob() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func idempotencyKeyReturnsTheFirstJob(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let first = try await q.queue.enqueue(NewJob(kind: .drillNoop, idempotencyKey: "render-42"))
         let again = try await q.queue.enqueue(NewJob(kind: .drillNoop, payload: #"{"other":true}"#, idempotencyKey: "render-42"))
         #expect(first.isNew)
@@ -73,8 +75,8 @@ import Testing
         #expect(try await q.states()[.available] == 4)
     }
 
-    @Test func concurrentDuplicatesMakeOneJob() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func concurrentDuplicatesMakeOneJob(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let ids = try await withThrowingTaskGroup(of: EnqueuedJob.self) { group in
             for _ in 0..<20 {
                 group.addTask { try await q.queue.enqueue(NewJob(kind: .drillNoop, idempotencyKey: "same")) }
@@ -83,9 +85,10 @@ import Testing
         }
         #expect(Set(ids.map(\.id)).count == 1)
         #expect(ids.filter(\.isNew).count == 1)
-        #expect(try await q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == 1)
+        #expect(try await q.sql.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == 1)
     }
 
+    /// On a pool only: a refused statement aborts the caller's transaction, as PostgreSQL does.
     @Test func enqueueRefusesBadJobsWithClearErrors() async throws {
         let q = try await TestQueue.make()
         await #expect(throws: QueueError.unknownKind("image.resize")) { try await q.queue.enqueue(NewJob(kind: "image.resize")) }
@@ -105,8 +108,8 @@ import Testing
         #expect(try await q.states().isEmpty)
     }
 
-    @Test func finishIsACompareAndSetOnOwnerAndAttempt() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func finishIsACompareAndSetOnOwnerAndAttempt(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
         let claimed = try #require(try await claim(q, [.drillNoop: 1]).first)
         let stranger = try await q.driver.jobFinishMany(owner: "someone-else", outcomes: [
@@ -127,8 +130,8 @@ import Testing
         #expect(record.finishedAt != nil && record.leaseOwner == nil)
     }
 
-    @Test func retryWaitsThenDeadKeepsEveryError() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func retryWaitsThenDeadKeepsEveryError(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 2))
         let first = try #require(try await claim(q, [.drillNoop: 1]).first)
         _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [
@@ -149,8 +152,8 @@ import Testing
         #expect(record.errors[0].code == "E1" && record.errors[0].worker == owner)
     }
 
-    @Test func returnedJobDoesNotSpendAnAttempt() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func returnedJobDoesNotSpendAnAttempt(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
         _ = try await claim(q, [.drillNoop: 1])
         _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [JobOutcome(jobID: job.id, attempt: 1, kind: .returned)])
@@ -158,6 +161,7 @@ import Testing
         #expect(record.state == .available && record.attempt == 0 && record.errors.isEmpty)
     }
 
+    /// On a pool only: a notification leaves at commit, and this transaction never commits.
     @Test func cancelQueuedRunningAndFinishedJobs() async throws {
         let q = try await TestQueue.make()
         let queued = try await q.queue.enqueue(NewJob(kind: .drillScript))
@@ -179,8 +183,8 @@ import Testing
         #expect(renewal.kept == [running.id] && renewal.cancelRequested == [running.id])
     }
 
-    @Test func leasesRenewOnlyForTheirOwner() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func leasesRenewOnlyForTheirOwner(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
         _ = try await claim(q, [.drillNoop: 1], lease: .seconds(30))
         let mine = try await q.driver.jobExtendLeases(owner: owner, ids: [job.id], lease: .seconds(120))
@@ -191,8 +195,8 @@ import Testing
         #expect(try await q.driver.jobRescueExpired(limit: 10).isEmpty)
     }
 
-    @Test func rescuerPutsBackExpiredLeasesAndCountsTheAttempt() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func rescuerPutsBackExpiredLeasesAndCountsTheAttempt(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let retryable = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 3))
         let lastChance = try await q.queue.enqueue(NewJob(kind: .drillScript, maxAttempts: 1))
         _ = try await claim(q, [.drillNoop: 1, .drillScript: 1], lease: .seconds(30))
@@ -212,12 +216,12 @@ import Testing
         #expect(try await claim(q, [.drillNoop: 1]).first?.attempt == 2)
     }
 
-    @Test func prunerDeletesOnlyOldFinishedJobs() async throws {
-        let q = try await TestQueue.make()
+    @Test(arguments: DriverExecutor.allCases) func prunerDeletesOnlyOldFinishedJobs(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
         let jobs = try await q.queue.enqueue((0..<4).map { _ in NewJob(kind: .drillNoop) })
         _ = try await q.queue.cancel(id: jobs[0].id)
         _ = try await q.queue.cancel(id: jobs[1].id)
-        try await q.pool.query("UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id = $1", [jobs[0].id])
+        try await q.sql.query("UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id = $1", [jobs[0].id])
         let deleted = try await Pruner(driver: q.driver, logger: testLogger).runOnce()
         #expect(deleted == 1)
         #expect(try await q.queue.job(id: jobs[0].id) == nil)
@@ -225,9 +229,9 @@ import Testing
         #expect(try await q.states()[.available] == 2)
     }
 
-    @Test func unknownKindEndsDeadWithAClearError() async throws {
-        let q = try await TestQueue.make()
-        try await q.pool.query("INSERT INTO jobs (kind, created_at) VALUES ('image.resize', now() - interval '1 hour'), ('image.resize', now())")
+    @Test(arguments: DriverExecutor.allCases) func unknownKindEndsDeadWithAClearError(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.sql.query("INSERT INTO jobs (kind, created_at) VALUES ('image.resize', now() - interval '1 hour'), ('image.resize', now())")
         let sweeper = UnknownKindSweeper(driver: q.driver, knownKinds: FleetKinds.all, grace: .seconds(600), logger: testLogger)
         let killed = try await sweeper.runOnce()
         #expect(killed.count == 1)
@@ -238,14 +242,14 @@ import Testing
     }
 
     /// The claim must stay an index scan on the partial index as finished rows pile up.
-    @Test func claimReadsThePartialIndex() async throws {
-        let q = try await TestQueue.make()
-        try await q.pool.query("""
+    @Test(arguments: DriverExecutor.allCases) func claimReadsThePartialIndex(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.sql.query("""
             INSERT INTO jobs (kind, state, finished_at) SELECT 'drill.noop', 'completed', now() FROM generate_series(1, 20000);
             INSERT INTO jobs (kind) SELECT 'drill.noop' FROM generate_series(1, 50);
             ANALYZE jobs;
             """)
-        let plan = try await q.pool.query("""
+        let plan = try await q.sql.query("""
             EXPLAIN SELECT id FROM jobs WHERE state = 'available' AND kind = 'drill.noop' AND run_at <= now()
             ORDER BY priority, run_at, id LIMIT 10 FOR UPDATE SKIP LOCKED
             """).rows.compactMap { $0["QUERY PLAN"] }.joined(separator: "\n")
@@ -255,9 +259,9 @@ import Testing
     /// Outcomes and heartbeats must find their rows by primary key, even when the statistics
     /// still say no job is running (a backlog analysed before the workers started): walking
     /// the running-jobs index once per outcome made a 5,000-outcome batch take seconds.
-    @Test func finishAndHeartbeatFindRowsByPrimaryKeyWithStaleStatistics() async throws {
-        let q = try await TestQueue.make()
-        try await q.pool.withConnection { connection in
+    @Test(arguments: DriverExecutor.allCases) func finishAndHeartbeatFindRowsByPrimaryKeyWithStaleStatistics(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.sql.withConnection { connection in
             try await connection.query("INSERT INTO jobs (kind) SELECT 'drill.noop' FROM generate_series(1, 20000)")
             try await connection.query("ANALYZE jobs")
             try await connection.query("""
@@ -297,5 +301,30 @@ import Testing
                 #expect(!plan.contains("jobs_lease_idx") && !(plan.contains("Nested Loop") && plan.contains("Seq Scan on jobs")), "\(plan)")
             }
         }
+    }
+
+    /// The transaction executor joins the caller's unit of work: what it enqueues exists for
+    /// others only once the caller commits, and is gone if the caller rolls back.
+    @Test func jobsEnqueuedInACallersTransactionLiveAndDieWithIt() async throws {
+        let q = try await TestQueue.make()
+        let outsider = PostgresQueueDriver(executor: q.pool)
+        for commit in [false, true] {
+            let connection = try await PostgresConnection.connect(q.url)
+            try await connection.query("BEGIN")
+            let job = try await PostgresQueueDriver(executor: connection).jobInsertMany([NewJob(kind: .drillNoop)])[0]
+            #expect(try await outsider.jobGet(id: job.id) == nil, "visible before the commit")
+            try await connection.query(commit ? "COMMIT" : "ROLLBACK")
+            #expect(try await outsider.jobGet(id: job.id)?.state == (commit ? .available : nil))
+        }
+    }
+
+    /// The claim turns off the commit's wait for the disk for its own statement only; inside a
+    /// caller's transaction that would also cover the caller's writes, so it leaves it alone.
+    @Test func aClaimInACallersTransactionLeavesItsDurabilityAlone() async throws {
+        let q = try await TestQueue.make(executor: .transaction)
+        try await q.sql.query("SET LOCAL synchronous_commit = on")  // the test cluster runs without it
+        _ = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        #expect(try await claim(q, [.drillNoop: 1]).count == 1)
+        #expect(try await q.sql.query("SHOW synchronous_commit").rows[0]["synchronous_commit"] == "on")
     }
 }

@@ -14,7 +14,7 @@ public struct MaintenanceTasks: Sendable {
 
     /// `providers` cancel the provider jobs of renders swept for their deadline.
     public init(pool: PostgresPool, providers: ProviderCatalog, logger: Logger) {
-        let driver = PostgresQueueDriver(pool: pool)
+        let driver = PostgresQueueDriver(executor: pool)
         self.rescuer = Rescuer(driver: driver, logger: logger)
         self.sweeper = UnknownKindSweeper(driver: driver, knownKinds: FleetKinds.all, logger: logger)
         self.pruner = Pruner(driver: driver, logger: logger)

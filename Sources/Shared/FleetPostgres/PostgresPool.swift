@@ -30,13 +30,10 @@ public actor PostgresPool {
     }
 
     /// Like `withConnection`, but a transient failure (lost link, server restarting) runs
-    /// `body` again on a fresh connection until `patience` runs out. Only for idempotent work.
-    public nonisolated func withRetry<T: Sendable>(
-        patience: Duration = .seconds(60),
-        _ body: (PostgresConnection) async throws -> T
-    ) async throws -> T {
+    /// `body` again on a fresh connection for up to a minute. Only for idempotent work.
+    public nonisolated func withRetry<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let clock = ContinuousClock()
-        let deadline = clock.now + patience
+        let deadline = clock.now + .seconds(60)
         var delay = Duration.milliseconds(50)
         while true {
             do {
@@ -46,12 +43,6 @@ public actor PostgresPool {
                 delay = min(delay * 2, .seconds(2))
             }
         }
-    }
-
-    /// A single statement on a pooled connection.
-    @discardableResult
-    public nonisolated func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) async throws -> PostgresResult {
-        try await withConnection { try await $0.query(sql, parameters) }
     }
 
     /// Sends `payload` on `channel` in a transaction of its own whose commit does not wait for

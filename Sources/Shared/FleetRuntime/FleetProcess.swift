@@ -42,7 +42,7 @@ public enum FleetProcess {
         try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
             return [WorkerRuntime(
-                executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(pool: pool),
+                executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
                 conninfo: settings.databaseURL, handlers: handlers, logger: logger)]
         }
     }

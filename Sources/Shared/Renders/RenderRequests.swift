@@ -163,10 +163,10 @@ public struct RenderRequests: Sendable {
             """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
                   request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds]
         ).rows[0].bool("charged")
-        let job = try await PostgresQueueDriver.insertMany([
+        let job = try await PostgresQueueDriver(executor: connection).jobInsertMany([
             try NewJob(RenderRunPayload(renderId: request.renderId), priority: 1, maxAttempts: 10,
                        idempotencyKey: "render:\(request.renderId.value)"),
-        ], announce: false, on: connection)[0]
+        ], announce: false)[0]
         let render = try RenderStore.record(try await connection.query(
             "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderId.value, job.id]).rows[0])
         if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }

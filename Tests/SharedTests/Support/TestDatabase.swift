@@ -99,24 +99,42 @@ struct PostgresCluster: Sendable {
     }
 }
 
+/// Where the driver's statements run. The contract suite runs each test both ways, as River's
+/// `riverdrivertest` does: on a pool, and on one connection inside a transaction the test opens
+/// and never commits (a caller enqueueing within its own unit of work).
+enum DriverExecutor: String, CaseIterable, Sendable {
+    case pool, transaction
+}
+
 /// A migrated database on the shared cluster, with a pool and a queue over it.
 struct TestQueue: Sendable {
     let url: String
     let pool: PostgresPool
     let driver: PostgresQueueDriver
     let queue: JobQueue
+    /// Where the test's own statements run: the driver's executor, so that inside a
+    /// transaction they see its uncommitted rows.
+    var sql: any PostgresExecutor { driver.executor }
 
-    static func make(cluster: PostgresCluster = .shared) async throws -> TestQueue {
+    static func make(cluster: PostgresCluster = .shared, executor: DriverExecutor = .pool) async throws -> TestQueue {
         let url = try await cluster.makeDatabase()
         let pool = PostgresPool(conninfo: url, maxConnections: 10)
-        let driver = PostgresQueueDriver(pool: pool)
+        let driver: PostgresQueueDriver
+        switch executor {
+        case .pool:
+            driver = PostgresQueueDriver(executor: pool)
+        case .transaction:
+            let connection = try await PostgresConnection.connect(url)
+            try await connection.query("BEGIN")
+            driver = PostgresQueueDriver(executor: connection)
+        }
         return TestQueue(url: url, pool: pool, driver: driver, queue: JobQueue(driver: driver, knownKinds: FleetKinds.all))
     }
 
     /// Moves every job's clock back by `interval`, as if that much time had passed: delays,
     /// backoffs and leases run out without the test sleeping.
     func travelInTime(_ interval: Duration) async throws {
-        try await pool.query("""
+        try await sql.query("""
             UPDATE jobs SET run_at = run_at - make_interval(secs => $1),
                 lease_expires_at = lease_expires_at - make_interval(secs => $1)
             """, [interval.seconds])
@@ -125,7 +143,7 @@ struct TestQueue: Sendable {
     /// Counts of jobs per state.
     func states() async throws -> [JobState: Int] {
         var counts: [JobState: Int] = [:]
-        for row in try await pool.query("SELECT state::text, count(*) AS n FROM jobs GROUP BY state").rows {
+        for row in try await sql.query("SELECT state::text, count(*) AS n FROM jobs GROUP BY state").rows {
             counts[JobState(rawValue: try row.string("state"))!] = try row.int("n")
         }
         return counts

@@ -14,11 +14,13 @@ public enum QueueChannel {
     public static let finishedIDsPerNotification = 300
 }
 
-/// `QueueDriver` over libpq. Each method is one statement (two for a running job's cancel).
+/// `QueueDriver` over libpq. Each method is one statement (two for a running job's cancel), run
+/// by its executor: a pool, or a connection whose open transaction the statements join (a render
+/// request creates its job atomically with its own rows).
 public struct PostgresQueueDriver: QueueDriver {
-    public let pool: PostgresPool
+    public let executor: any PostgresExecutor
 
-    public init(pool: PostgresPool) { self.pool = pool }
+    public init(executor: any PostgresExecutor) { self.executor = executor }
 
     // The guard "lease_owner = me" compares with a column of the unnested input, not with a
     // constant or a one-row CTE: the planner estimates those from statistics, and statistics
@@ -73,15 +75,9 @@ public struct PostgresQueueDriver: QueueDriver {
         RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS cancel_requested
         """
 
-    public func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
-        guard !jobs.isEmpty else { return [] }
-        return try await pool.withConnection { try await Self.insertMany(jobs, on: $0) }
-    }
-
-    /// The enqueue statement on a given connection, so that a caller's transaction (a render
-    /// request) can create its job atomically with its own rows. Without `announce`, no
-    /// `fleet_jobs` notification: the caller sends it after its commit (`PostgresPool.notify`).
-    public static func insertMany(_ jobs: [NewJob], announce: Bool = true, on connection: PostgresConnection) async throws -> [EnqueuedJob] {
+    /// Without `announce`, no `fleet_jobs` notification: a caller whose transaction holds durable
+    /// writes sends it after its commit (`PostgresPool.notify` says why).
+    public func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
         // Keys repeated inside the batch would make ON CONFLICT touch a row twice: send each once.
         var unique: [NewJob] = []
@@ -100,7 +96,7 @@ public struct PostgresQueueDriver: QueueDriver {
             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
                     DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
             """ : ""
-        let rows = try await connection.query("""
+        let rows = try await executor.query("""
             WITH inserted AS (
                 INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key)
                 SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key
@@ -147,7 +143,7 @@ public struct PostgresQueueDriver: QueueDriver {
     public func jobClaim(_ request: ClaimRequest) async throws -> [ClaimedJob] {
         let wanted = request.slots.filter { $0.value > 0 }.sorted { $0.key < $1.key }
         guard !wanted.isEmpty else { return [] }
-        let rows = try await pool.query("""
+        let rows = try await executor.query("""
             WITH picked AS MATERIALIZED (
                 SELECT j.id
                 FROM unnest($1::text[], $2::integer[]) AS wanted(kind, slots)
@@ -164,13 +160,15 @@ public struct PostgresQueueDriver: QueueDriver {
                 lease_expires_at = now() + make_interval(secs => $4), started_at = now()
             -- The claim's commit need not wait for the disk: if a crash loses it, the job is simply
             -- claimed again, and the completion (which does wait) of the lost claim is refused.
-            FROM picked, (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
+            -- Inside a caller's transaction that setting would cover the caller's writes too.
+            FROM picked, (SELECT CASE WHEN $6::boolean THEN NULL
+                                      ELSE set_config('synchronous_commit', 'off', true) END) AS no_flush_wait
             WHERE jobs.id = picked.id
             RETURNING jobs.id, jobs.kind, jobs.queue, jobs.priority, jobs.attempt, jobs.max_attempts, jobs.payload,
                 extract(epoch FROM jobs.created_at) AS created_at
             """, [
                 PostgresArray(wanted.map(\.key.rawValue)), PostgresArray(wanted.map(\.value)),
-                request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) },
+                request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) }, executor.joinsCallerTransaction,
             ]).rows
         return try rows.map { row in
             ClaimedJob(
@@ -203,14 +201,14 @@ public struct PostgresQueueDriver: QueueDriver {
             PostgresArray(retryIn), PostgresArray(refunds),
         ]
         // Idempotent (compare-and-set), so a lost link is simply retried.
-        let rows = try await pool.withRetry { connection in
+        let rows = try await executor.withRetry { connection in
             try await connection.query(Self.finishManySQL, parameters).rows
         }
         return Set(try rows.map { try $0.int64("id") })
     }
 
     public func jobExtendLeases(owner: String, ids: [Int64], lease: Duration) async throws -> LeaseRenewal {
-        let rows = try await pool.withRetry { connection in
+        let rows = try await executor.withRetry { connection in
             try await connection.query(Self.extendLeasesSQL, [owner, lease.seconds, PostgresArray(ids)]).rows
         }
         var renewal = LeaseRenewal(kept: [], cancelRequested: [])
@@ -223,7 +221,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func jobCancel(id: Int64) async throws -> CancelResult {
-        try await pool.withConnection { connection in
+        try await executor.withConnection { connection in
             let rows = try await connection.query("""
                 WITH target AS (SELECT id, state AS previous FROM jobs WHERE id = $1 FOR UPDATE),
                 changed AS (
@@ -252,7 +250,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func jobGet(id: Int64) async throws -> JobRecord? {
-        guard let row = try await pool.query("""
+        guard let row = try await executor.query("""
             SELECT id, kind, queue, state, priority, attempt, max_attempts, payload, result, errors, idempotency_key,
                 lease_owner, cancel_requested_at IS NOT NULL AS cancel_requested,
                 extract(epoch FROM created_at) AS created_at, extract(epoch FROM run_at) AS run_at,
@@ -274,7 +272,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func jobRescueExpired(limit: Int) async throws -> [RescuedJob] {
-        let rows = try await pool.withRetry { connection in
+        let rows = try await executor.withRetry { connection in
             try await connection.query("""
                 WITH expired AS (
                     SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at < now()
@@ -308,7 +306,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func jobDeleteFinished(_ retention: Retention, limit: Int) async throws -> Int {
-        try await pool.query("""
+        try await executor.query("""
             DELETE FROM jobs WHERE id IN (
                 SELECT id FROM jobs
                 WHERE (state = 'completed' AND finished_at < now() - make_interval(secs => $1))
@@ -320,7 +318,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64] {
-        try await pool.query("""
+        try await executor.query("""
             WITH killed AS (
             UPDATE jobs SET state = 'dead', finished_at = now(),
                 errors = errors || jsonb_build_array(jsonb_build_object(
@@ -335,7 +333,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func jobStats(window: Duration) async throws -> [KindStats] {
-        let rows = try await pool.query("""
+        let rows = try await executor.query("""
             SELECT kind,
                 count(*) FILTER (WHERE state = 'available' AND run_at <= now()) AS due,
                 count(*) FILTER (WHERE state = 'available' AND run_at > now()) AS scheduled,
@@ -357,7 +355,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func workerRegister(_ worker: WorkerRecord) async throws {
-        try await pool.withRetry { connection in
+        try await executor.withRetry { connection in
             try await connection.query("""
                 INSERT INTO workers (id, host, pid, executable, kinds) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT (id) DO UPDATE SET last_heartbeat_at = now(), stopped_at = NULL
@@ -366,18 +364,18 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func workerStop(id: String) async throws {
-        try await pool.withRetry { connection in
+        try await executor.withRetry { connection in
             try await connection.query("UPDATE workers SET stopped_at = now() WHERE id = $1", [id])
         }
     }
 
     public func workerDeleteStale(olderThan age: Duration) async throws -> Int {
-        try await pool.query(
+        try await executor.query(
             "DELETE FROM workers WHERE last_heartbeat_at < now() - make_interval(secs => $1)", [age.seconds]).affectedRows
     }
 
     public func workerListLive(heartbeatWithin: Duration) async throws -> [LiveWorker] {
-        let rows = try await pool.query("""
+        let rows = try await executor.query("""
             SELECT w.id, w.host, w.pid, w.executable, array_to_json(w.kinds)::text AS kinds,
                 extract(epoch FROM w.started_at) AS started_at, extract(epoch FROM w.last_heartbeat_at) AS last_heartbeat_at,
                 coalesce(held.running, 0) AS running

@@ -5,7 +5,8 @@ import Foundation
 /// owner, still this attempt", so a worker that lost its lease cannot overwrite anything.
 public protocol QueueDriver: Sendable {
     /// Inserts jobs in one statement; an idempotency key already present returns the first job.
-    func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob]
+    /// `announce`: wake the workers of their kinds (`QueueChannel.jobs`) within the statement.
+    func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob]
     /// Leases up to `slots[kind]` due jobs of each kind, priority then run-at order.
     func jobClaim(_ request: ClaimRequest) async throws -> [ClaimedJob]
     /// Records outcomes of attempts `owner` still holds; returns the ids it applied.
@@ -28,6 +29,12 @@ public protocol QueueDriver: Sendable {
     func workerDeleteStale(olderThan: Duration) async throws -> Int
     /// Workers not stopped that heartbeated within `heartbeatWithin`, with the jobs each is running.
     func workerListLive(heartbeatWithin: Duration) async throws -> [LiveWorker]
+}
+
+extension QueueDriver {
+    public func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
+        try await jobInsertMany(jobs, announce: true)
+    }
 }
 
 /// One kind's line of the queue's statistics.

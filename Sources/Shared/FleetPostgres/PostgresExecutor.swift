@@ -1,0 +1,37 @@
+/// Where statements run: a pool (each call borrows a connection) or a connection a caller holds,
+/// usually inside its open transaction, so the statements join the caller's unit of work (River's
+/// driver executor: a pool or a transaction behind one interface).
+public protocol PostgresExecutor: Sendable {
+    /// Lends a connection to `body`.
+    func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T
+    /// For idempotent work: on a pool, a lost link runs `body` again on a fresh connection; on a
+    /// caller's connection nothing can be re-run (its transaction is gone with the link).
+    func withRetry<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T
+    /// True when the statements join a transaction the caller commits: settings local to a
+    /// transaction (`set_config(…, true)`) would then leak into the caller's other writes.
+    var joinsCallerTransaction: Bool { get }
+}
+
+extension PostgresExecutor {
+    /// A single statement.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) async throws -> PostgresResult {
+        try await withConnection { try await $0.query(sql, parameters) }
+    }
+}
+
+extension PostgresPool: PostgresExecutor {
+    public nonisolated var joinsCallerTransaction: Bool { false }
+}
+
+extension PostgresConnection: PostgresExecutor {
+    public func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await body(self)
+    }
+
+    public func withRetry<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await body(self)
+    }
+
+    public var joinsCallerTransaction: Bool { true }
+}
