@@ -21,11 +21,16 @@ public struct DispatcherStack: Sendable {
         let watcher = FinishWatcher(conninfo: databaseURL, logger: logger, recheckInterval: renderRecheck)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin)
+                + OperationRegistry.jobControlOperations(queue: queue)
                 + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings))
-        let server = try await DispatcherServer.bind(settings: settings, operations: operations, logger: logger)
-        return DispatcherStack(server: server, watcher: watcher)
+        let tokens = AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
+        try await tokens.load()
+        let server = try await DispatcherServer.bind(settings: settings, operations: operations, tokens: tokens, logger: logger)
+        return DispatcherStack(server: server, watcher: watcher, tokens: tokens)
     }
 
+    public let tokens: AccessTokens
+
     /// In start order; a service group shuts them down in reverse, the server first.
-    public var services: [any Service] { [watcher, server] }
+    public var services: [any Service] { [tokens, watcher, server] }
 }

@@ -3,6 +3,7 @@ import FleetQueue
 
 /// `cancel`: a queued job ends `cancelled`; a running one's worker is told to stop.
 public struct CancelOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     let queue: JobQueue
 
     public init(queue: JobQueue) { self.queue = queue }

@@ -10,21 +10,34 @@ import Renders
 /// result, shared with the clients) and one operation registered in `OperationRegistry`.
 public protocol DispatcherOperation: Sendable {
     associatedtype Request: DispatcherRequest
-    /// Whether a TCP connection must `auth` before using it.
-    var requiresAuthentication: Bool { get }
+    /// Who may use it (`docs/protocol.md`, "Access tokens and roles").
+    var access: OperationAccess { get }
     /// Throws `DispatcherError` for the answers it means; anything else is mapped by `DispatcherError.init(mapping:)`.
     func run(_ request: Request) async throws -> Request.Result
 }
 
-extension DispatcherOperation {
-    public var requiresAuthentication: Bool { true }
+/// Who may use an op.
+public enum OperationAccess: Sendable {
+    /// Anyone, before `auth` too (`ping`).
+    case beforeAuthentication
+    /// An authenticated connection whose token has one of these roles.
+    case roles(Set<AccessRole>)
+
+    /// What a backend does: enqueue, the image and render ops, cancel.
+    public static let submitters = roles([.submit, .operate])
+    /// Looking at one job or render a backend knows of: every role.
+    public static let everyRole = roles([.submit, .read, .operate])
+    /// Looking at the fleet: stats, lists, the audit trail.
+    public static let readers = roles([.read, .operate])
+    /// Changing what the queue does: job control.
+    public static let operators = roles([.operate])
 }
 
 /// The ops a server answers, by name.
 public struct OperationRegistry: Sendable {
     /// One op with its arguments' decoding erased, so the router can hold them all.
     struct Entry: Sendable {
-        let requiresAuthentication: Bool
+        let access: OperationAccess
         let run: @Sendable (_ arguments: JSONValue) async throws -> any Encodable & Sendable
     }
 
@@ -45,7 +58,7 @@ public struct OperationRegistry: Sendable {
     func entry(named name: String) -> Entry? { entries[name] }
 
     private static func entry<Operation: DispatcherOperation>(_ operation: Operation) -> (String, Entry) {
-        (Operation.Request.op, Entry(requiresAuthentication: operation.requiresAuthentication) { arguments in
+        (Operation.Request.op, Entry(access: operation.access) { arguments in
             try await operation.run(try ArgumentDecoder.decode(Operation.Request.self, from: arguments))
         })
     }

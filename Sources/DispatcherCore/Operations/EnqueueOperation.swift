@@ -3,6 +3,7 @@ import FleetQueue
 
 /// `enqueue`: any known job kind with its payload object.
 public struct EnqueueOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
     public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }

@@ -4,6 +4,7 @@ import Imaging
 
 /// `image.normalize`: an upload normalised into a body photo or a garment photo by the image worker.
 public struct NormalizeImageOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
     public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }

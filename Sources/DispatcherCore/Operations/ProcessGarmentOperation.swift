@@ -7,6 +7,7 @@ import Imaging
 /// job (keyed by the normalise job, so a retried normalise does not cut out twice). The
 /// answer is the normalise job; its result names the cutout job (`cutoutJobId`).
 public struct ProcessGarmentOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
     public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }

@@ -32,19 +32,59 @@ extension JobStatus.State {
 }
 
 extension QueueStats.Kind {
-    init(_ stats: KindStats) {
+    init(_ stats: KindStats, paused: Bool) {
         self.init(
             kind: stats.kind.rawValue, due: stats.due, scheduled: stats.scheduled, running: stats.running, retrying: stats.retrying,
-            completed: stats.completed, dead: stats.dead, cancelled: stats.cancelled, oldestDueSeconds: stats.oldestDueAge?.seconds)
+            completed: stats.completed, dead: stats.dead, cancelled: stats.cancelled, oldestDueSeconds: stats.oldestDueAge?.seconds,
+            paused: paused)
     }
 }
 
 extension QueueStats.Worker {
-    init(_ worker: LiveWorker) {
+    init(_ worker: LiveWorker, pausedKinds: Set<String>) {
         self.init(
             id: worker.record.id, host: worker.record.host, pid: Int(worker.record.pid), executable: worker.record.executable,
             kinds: worker.record.kinds.map(\.rawValue), startedAt: worker.startedAt, lastHeartbeatAt: worker.lastHeartbeatAt,
-            running: worker.running)
+            running: worker.running, pausedKinds: worker.record.kinds.map(\.rawValue).filter(pausedKinds.contains))
+    }
+}
+
+extension QueueStats.Pause {
+    init(_ pause: QueuePause) {
+        self.init(scope: pause.target.scope == .kind ? .kind : .queue, name: pause.target.name,
+                  pausedBy: pause.pausedBy, pausedAt: pause.pausedAt)
+    }
+}
+
+extension JobSummaryView {
+    init(_ job: JobSummary) {
+        self.init(
+            id: job.id, kind: job.kind.rawValue, queue: job.queue, state: JobStatus.State(job.state), priority: job.priority,
+            attempt: job.attempt, maxAttempts: job.maxAttempts,
+            lastError: job.lastError.map { JobStatus.AttemptError(attempt: $0.attempt, at: $0.at, error: $0.error, code: $0.code, worker: $0.worker) },
+            createdAt: job.createdAt, runAt: job.runAt, startedAt: job.startedAt, finishedAt: job.finishedAt)
+    }
+}
+
+extension JobFilter {
+    init(_ arguments: JobFilterArguments?) {
+        self.init(
+            states: arguments?.states?.map(JobState.init), kinds: arguments?.kinds?.map(JobKind.init(rawValue:)),
+            queues: arguments?.queues, errorCode: arguments?.errorCode,
+            createdAfter: arguments?.createdAfter, createdBefore: arguments?.createdBefore,
+            finishedAfter: arguments?.finishedAfter, finishedBefore: arguments?.finishedBefore)
+    }
+}
+
+extension JobState {
+    init(_ state: JobStatus.State) {
+        switch state {
+        case .available: self = .available
+        case .running: self = .running
+        case .completed: self = .completed
+        case .dead: self = .dead
+        case .cancelled: self = .cancelled
+        }
     }
 }
 

@@ -4,6 +4,7 @@ import Imaging
 
 /// `account.purge`: every file of one user deleted by the image worker.
 public struct PurgeAccountOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
     public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }

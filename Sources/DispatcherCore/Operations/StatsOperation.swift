@@ -4,6 +4,7 @@ import Foundation
 
 /// `stats`: depth, lag and failures per kind, and the live workers.
 public struct StatsOperation: DispatcherOperation {
+    public var access: OperationAccess { .readers }
     let queue: JobQueue
     /// A worker is live while its heartbeat is younger than this.
     let liveWithin: Duration
@@ -18,7 +19,11 @@ public struct StatsOperation: DispatcherOperation {
         guard (1...7 * 86_400).contains(window) else { throw DispatcherError(.badArgument, "windowSeconds must be between 1 and 604800") }
         async let kinds = queue.stats(window: .seconds(window))
         async let workers = queue.liveWorkers(heartbeatWithin: liveWithin)
-        return QueueStats(windowSeconds: window, kinds: try await kinds.map(QueueStats.Kind.init),
-                          workers: try await workers.map(QueueStats.Worker.init), serverTime: Date())
+        async let pauses = JobControl(driver: queue.driver).pauses()
+        let paused = try await pauses
+        let pausedKinds = Set(paused.filter { $0.target.scope == .kind }.map(\.target.name))
+        return QueueStats(windowSeconds: window, kinds: try await kinds.map { QueueStats.Kind($0, paused: pausedKinds.contains($0.kind.rawValue)) },
+                          workers: try await workers.map { QueueStats.Worker($0, pausedKinds: pausedKinds) },
+                          pauses: paused.map(QueueStats.Pause.init), serverTime: Date())
     }
 }

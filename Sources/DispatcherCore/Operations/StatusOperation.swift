@@ -3,6 +3,7 @@ import FleetQueue
 
 /// `status`: one job by id.
 public struct StatusOperation: DispatcherOperation {
+    public var access: OperationAccess { .everyRole }
     let queue: JobQueue
 
     public init(queue: JobQueue) { self.queue = queue }

@@ -4,6 +4,7 @@ import FleetQueue
 /// `wait`: answers once the job is terminal, woken by the queue's `fleet_jobs_finished`
 /// notifications (no polling), or when the timeout passes or the server shuts down.
 public struct WaitOperation: DispatcherOperation {
+    public var access: OperationAccess { .everyRole }
     let queue: JobQueue
     let watcher: FinishWatcher
 

@@ -48,7 +48,7 @@ struct Connection: Sendable {
                     group.addTask { try await watchIdle(activity) }
                     group.addTask {
                         try await withGracefulShutdownHandler {
-                            try await readFrames(inbound, writer, activity, Session(isAuthenticated: transport == .unix)) {
+                            try await readFrames(inbound, writer, activity, Session.start(on: transport)) {
                                 // Frames may be full size once the client is authenticated.
                                 let pipeline = channel.channel.pipeline
                                 channel.channel.eventLoop.execute {

@@ -34,7 +34,7 @@ public final class DispatcherServer: Service {
     }
 
     public static func bind(
-        settings: DispatcherSettings, operations: OperationRegistry, logger: Logger,
+        settings: DispatcherSettings, operations: OperationRegistry, tokens: AccessTokens, logger: Logger,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> DispatcherServer {
         try settings.validateForServer()
@@ -72,7 +72,7 @@ public final class DispatcherServer: Service {
             for listener in listeners { try? await listener.channel.channel.close() }
             throw error
         }
-        let router = RequestRouter(registry: operations, verifier: TokenVerifier(token: settings.token))
+        let router = RequestRouter(registry: operations, tokens: tokens)
         let ops = (operations.names + [AuthRequest.op]).sorted()
         let connection = Connection(
             router: router,

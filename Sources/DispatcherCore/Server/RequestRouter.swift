@@ -6,7 +6,17 @@ import NIOCore
 
 /// What one connection knows about its client.
 struct Session: Sendable {
-    var isAuthenticated: Bool
+    /// Who it is, once authenticated (from the start on the Unix socket).
+    var caller: Caller?
+    /// The digest of the token it authenticated with, checked again on each request so that a
+    /// revoked token stops working on open connections too; nil on the Unix socket.
+    var tokenDigest: [UInt8]?
+
+    var isAuthenticated: Bool { caller != nil }
+
+    static func start(on transport: Transport) -> Session {
+        Session(caller: transport == .unix ? .unixSocket : nil, tokenDigest: nil)
+    }
 }
 
 /// What to do with one frame.
@@ -23,7 +33,7 @@ enum Routing: Sendable {
 /// it is handled in order with the frames around it), or an operation to run.
 struct RequestRouter: Sendable {
     let registry: OperationRegistry
-    let verifier: TokenVerifier
+    let tokens: AccessTokens
 
     func route(_ frame: ByteBuffer, session: inout Session) -> Routing {
         let envelope: JSONValue
@@ -47,10 +57,20 @@ struct RequestRouter: Sendable {
         guard let entry = registry.entry(named: op) else {
             return .reply(.failure(id, .unknownOp, "unknown op '\(op.prefix(100))'; ops: \((registry.names + [AuthRequest.op]).sorted().joined(separator: ", "))"))
         }
-        guard session.isAuthenticated || !entry.requiresAuthentication else {
+        guard case .roles(let roles) = entry.access else {
+            return .run(id: id, op: op) { try await entry.run(arguments) }
+        }
+        if let digest = session.tokenDigest, tokens.caller(for: digest) == nil {
+            return .replyAndClose(.failure(id, .unauthenticated, "the access token was revoked"))
+        }
+        guard let caller = session.caller else {
             return .reply(.failure(id, .unauthenticated, "send auth with the token first"))
         }
-        return .run(id: id, op: op) { try await entry.run(arguments) }
+        guard roles.contains(caller.role) else {
+            let allowed = AccessRole.allCases.filter(roles.contains).map(\.rawValue).joined(separator: ", ")
+            return .reply(.failure(id, .forbidden, "\(op) needs a token with the role \(allowed); '\(caller.name)' is \(caller.role.rawValue)"))
+        }
+        return .run(id: id, op: op) { try await Caller.$current.withValue(caller) { try await entry.run(arguments) } }
     }
 
     private func authenticate(_ id: RequestID, _ arguments: JSONValue, _ session: inout Session) -> Routing {
@@ -60,12 +80,13 @@ struct RequestRouter: Sendable {
         } catch {
             return .reply(ServerResponse(id: id, outcome: .failure(DispatcherError(mapping: error))))
         }
-        guard verifier.verify(request.token) else {
+        guard let (caller, digest) = tokens.authenticate(request.token) else {
             // Closing makes guessing cost a connection per try.
             return .replyAndClose(.failure(id, .unauthenticated, "wrong token"))
         }
-        session.isAuthenticated = true
-        return .reply(ServerResponse(id: id, outcome: .success(AuthRequest.Result())))
+        session.caller = caller
+        session.tokenDigest = digest
+        return .reply(ServerResponse(id: id, outcome: .success(AuthRequest.Result(name: caller.name, role: caller.role))))
     }
 
     /// Integers and strings only: floats and objects would not echo back exactly.

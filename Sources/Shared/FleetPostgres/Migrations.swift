@@ -7,7 +7,7 @@ public struct Migration: Sendable {
 
 /// Every migration of the fleet, in order. `docs/schema.md` describes the result.
 public enum Migrations {
-    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots]
+    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
         CREATE TYPE job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
@@ -181,5 +181,44 @@ public enum Migrations {
         );
         -- Old slots are pruned by age, whatever their entry.
         CREATE INDEX schedule_slots_slot_at_idx ON schedule_slots (slot_at);
+        """)
+
+    /// Operators' job control and scoped access (`docs/schema.md`): pauses the claim honours,
+    /// the audit trail, named access tokens with roles, and the indexes `jobs.list` pages on.
+    static let jobControl = Migration(version: 4, name: "job control", sql: """
+        CREATE TABLE queue_pauses (
+            scope text NOT NULL CHECK (scope IN ('kind', 'queue')),
+            name text NOT NULL,
+            paused_by text NOT NULL,
+            paused_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (scope, name)
+        );
+
+        CREATE TABLE operator_audit (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            at timestamptz NOT NULL DEFAULT now(),
+            -- The access token's name, or unix-socket.
+            actor text NOT NULL,
+            action text NOT NULL,
+            -- The job id, the filter or the paused target.
+            target jsonb NOT NULL,
+            affected bigint NOT NULL
+        );
+
+        CREATE TABLE access_tokens (
+            name text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9._-]{1,64}$'),
+            role text NOT NULL CHECK (role IN ('submit', 'operate', 'read')),
+            -- BLAKE2b-256 of the token: the token itself is shown once, when created, and never stored.
+            token_hash bytea NOT NULL UNIQUE,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            revoked_at timestamptz
+        );
+
+        -- jobs.list pages by id, newest first, within a state (and a kind): dead jobs of a kind
+        -- are found without reading the completed ones.
+        CREATE INDEX jobs_state_kind_id_idx ON jobs (state, kind, id);
+        -- Dead jobs by their last error's code (bulk retry after a provider outage); only dead
+        -- rows are in it, so the queue's hot path never writes it.
+        CREATE INDEX jobs_dead_code_idx ON jobs ((errors -> -1 ->> 'code'), id) WHERE state = 'dead';
         """)
 }

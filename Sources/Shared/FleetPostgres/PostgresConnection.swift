@@ -86,11 +86,11 @@ public final class PostgresConnection: Sendable {
 
     /// Runs one parameterised statement (`$1`, `$2`…); values travel apart from the SQL.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) async throws -> PostgresResult {
+    public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = [], planning: StatementPlanning = .preparedOnce) async throws -> PostgresResult {
         let texts = parameters.map { $0?.postgresText }
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { try self.execute(sql, texts) })
+                continuation.resume(with: Result { try self.execute(sql, texts, planning: planning) })
             }
         }
     }
@@ -108,13 +108,17 @@ public final class PostgresConnection: Sendable {
         }
     }
 
-    private func execute(_ sql: String, _ parameters: [String?]) throws -> PostgresResult {
+    private func execute(_ sql: String, _ parameters: [String?], planning: StatementPlanning) throws -> PostgresResult {
         // Without parameters the simple protocol runs it, which also allows several statements.
         // With parameters the statement is prepared once per connection: parsing and planning
         // the hot statements (claim, finish) on every call would cost more than running them.
         let result: OpaquePointer?
         if parameters.isEmpty {
             result = PQexec(handle, sql)
+        } else if planning == .eachCall {
+            result = withOptionalCStringArray(parameters) { values in
+                PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0)
+            }
         } else {
             let name = try prepare(sql, parameterCount: parameters.count)
             result = withOptionalCStringArray(parameters) { values in
@@ -193,4 +197,14 @@ func withOptionalCStringArray<R>(_ strings: [String?], _ body: (UnsafePointer<Un
     var pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
     pointers.append(nil)
     return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+}
+
+/// How a parameterised statement is planned.
+public enum StatementPlanning: Sendable {
+    /// Prepared once per connection; PostgreSQL may settle on a generic plan after five calls.
+    /// For the hot statements, whose best plan does not depend on the values.
+    case preparedOnce
+    /// Planned on every call with the values at hand: for rare statements whose best plan does
+    /// (an operator's filter matching ten rows or a million).
+    case eachCall
 }

@@ -15,8 +15,8 @@ public protocol PostgresExecutor: Sendable {
 extension PostgresExecutor {
     /// A single statement.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) async throws -> PostgresResult {
-        try await withConnection { try await $0.query(sql, parameters) }
+    public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = [], planning: StatementPlanning = .preparedOnce) async throws -> PostgresResult {
+        try await withConnection { try await $0.query(sql, parameters, planning: planning) }
     }
 }
 

@@ -3,6 +3,7 @@ import Renders
 
 /// `account.link`: the onboarding token joins a new account, once (`EphemeralTokens.link`).
 public struct LinkAccountOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     let tokens: EphemeralTokens
     let freeCredits: Int
 

@@ -3,6 +3,7 @@ import Renders
 
 /// `renders.list`: a user's renders, newest first.
 public struct ListRendersOperation: DispatcherOperation {
+    public var access: OperationAccess { .everyRole }
     let store: RenderStore
 
     public func run(_ request: ListRendersRequest) async throws -> ListRendersRequest.Result {

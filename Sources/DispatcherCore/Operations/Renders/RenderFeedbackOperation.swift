@@ -4,6 +4,7 @@ import Renders
 /// `render.feedback`: thumbs up or down on a user's complete render; a thumbs-down gives the
 /// credit back once, however often it is sent (`RenderStore.feedback`).
 public struct RenderFeedbackOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     static let maxCategoryLength = 64
     let store: RenderStore
 

@@ -3,6 +3,7 @@ import Renders
 
 /// `render.status`: one render by id (the app polls it about every 2 s).
 public struct RenderStatusOperation: DispatcherOperation {
+    public var access: OperationAccess { .everyRole }
     let store: RenderStore
 
     public func run(_ request: RenderStatusRequest) async throws -> RenderView {

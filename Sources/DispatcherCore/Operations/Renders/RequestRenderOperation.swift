@@ -6,6 +6,7 @@ import Renders
 /// transaction; a refusal (`INVALID_CATEGORY`, `INSUFFICIENT_CREDITS`, `SUBSCRIPTION_EXPIRED`,
 /// `INVALID_TOKEN`, `TOKEN_ALREADY_USED`) costs nothing and calls no provider.
 public struct RequestRenderOperation: DispatcherOperation {
+    public var access: OperationAccess { .submitters }
     let requests: RenderRequests
     let store: RenderStore
 

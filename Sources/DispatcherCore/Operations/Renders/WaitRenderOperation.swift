@@ -5,6 +5,7 @@ import Renders
 /// `fleet_renders_finished` notification its ending statement sends (no polling), or when the
 /// timeout passes or the server shuts down.
 public struct WaitRenderOperation: DispatcherOperation {
+    public var access: OperationAccess { .everyRole }
     let store: RenderStore
     let watcher: FinishWatcher
 

@@ -23,7 +23,13 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     public static let unknownOp = Self(rawValue: "UNKNOWN_OP")
     /// `auth` first (TCP), or a wrong token (the connection is then closed).
     public static let unauthenticated = Self(rawValue: "UNAUTHENTICATED")
+    /// The connection's access token has a role that may not use this op; the connection stays open.
+    public static let forbidden = Self(rawValue: "FORBIDDEN")
     public static let badArgument = Self(rawValue: "BAD_ARGUMENT")
+    /// `job.retry` of a job that is not `dead` or `cancelled`.
+    public static let jobNotRetryable = Self(rawValue: "JOB_NOT_RETRYABLE")
+    /// `job.discard` of a job still queued or running.
+    public static let jobNotFinished = Self(rawValue: "JOB_NOT_FINISHED")
     public static let notFound = Self(rawValue: "NOT_FOUND")
     public static let unknownKind = Self(rawValue: "UNKNOWN_KIND")
     /// The server is at its connection limit; the connection is closed.

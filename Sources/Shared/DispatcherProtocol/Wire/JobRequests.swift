@@ -22,12 +22,26 @@ public struct PingRequest: DispatcherRequest {
     public init() {}
 }
 
-/// `auth`: the shared token (TCP). A wrong token closes the connection.
+/// What an access token may do. `submit`: what a backend needs (enqueue, the image and render
+/// ops, status, wait, cancel); `read`: look (status, wait, stats, lists, the audit trail);
+/// `operate`: everything, job control included.
+public enum AccessRole: String, Codable, Sendable, CaseIterable {
+    case submit, operate, read
+}
+
+/// `auth`: an access token (TCP). A wrong token closes the connection.
 public struct AuthRequest: DispatcherRequest {
     public static let op = "auth"
     public struct Result: Codable, Sendable {
         public let authenticated: Bool
-        public init() { authenticated = true }
+        /// The token's name (the audit trail's actor) and role.
+        public let name: String
+        public let role: AccessRole
+        public init(name: String, role: AccessRole) {
+            authenticated = true
+            self.name = name
+            self.role = role
+        }
     }
     public let token: String
     public init(token: String) { self.token = token }

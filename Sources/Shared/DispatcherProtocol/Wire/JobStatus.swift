@@ -91,11 +91,14 @@ public struct QueueStats: Codable, Sendable, Equatable {
         public let cancelled: Int
         /// How long the oldest due job has been waiting (the lag); null when none is due.
         @ExplicitNull public private(set) var oldestDueSeconds: Double?
+        /// No worker claims it (the kind is paused, `queue.pause`).
+        public let paused: Bool
 
         public init(
             kind: String, due: Int, scheduled: Int, running: Int, retrying: Int, completed: Int, dead: Int, cancelled: Int,
-            oldestDueSeconds: Double?
+            oldestDueSeconds: Double?, paused: Bool
         ) {
+            self.paused = paused
             self.kind = kind
             self.due = due
             self.scheduled = scheduled
@@ -118,10 +121,14 @@ public struct QueueStats: Codable, Sendable, Equatable {
         public let lastHeartbeatAt: Date
         /// Jobs it holds a lease on.
         public let running: Int
+        /// Those of its kinds it does not claim now (paused).
+        public let pausedKinds: [String]
 
         public init(
-            id: String, host: String, pid: Int, executable: String, kinds: [String], startedAt: Date, lastHeartbeatAt: Date, running: Int
+            id: String, host: String, pid: Int, executable: String, kinds: [String], startedAt: Date, lastHeartbeatAt: Date, running: Int,
+            pausedKinds: [String]
         ) {
+            self.pausedKinds = pausedKinds
             self.id = id
             self.host = host
             self.pid = pid
@@ -133,16 +140,34 @@ public struct QueueStats: Codable, Sendable, Equatable {
         }
     }
 
+    /// A pause in force (`queue.pause`): a kind's or a named queue's jobs are not claimed.
+    public struct Pause: Codable, Sendable, Equatable {
+        public enum Scope: String, Codable, Sendable { case kind, queue }
+        public let scope: Scope
+        public let name: String
+        /// The access token's name that paused it.
+        public let pausedBy: String
+        public let pausedAt: Date
+        public init(scope: Scope, name: String, pausedBy: String, pausedAt: Date) {
+            self.scope = scope
+            self.name = name
+            self.pausedBy = pausedBy
+            self.pausedAt = pausedAt
+        }
+    }
+
     public let windowSeconds: Int
     public let kinds: [Kind]
     /// Workers not stopped whose heartbeat is recent.
     public let workers: [Worker]
+    public let pauses: [Pause]
     public let serverTime: Date
 
-    public init(windowSeconds: Int, kinds: [Kind], workers: [Worker], serverTime: Date) {
+    public init(windowSeconds: Int, kinds: [Kind], workers: [Worker], pauses: [Pause], serverTime: Date) {
         self.windowSeconds = windowSeconds
         self.kinds = kinds
         self.workers = workers
+        self.pauses = pauses
         self.serverTime = serverTime
     }
 }

@@ -1,7 +1,7 @@
 /// The name of a kind of job; it picks the handler that runs it. The queue knows no kind: each
 /// module declares the kinds it handles with their payload types (`JobPayload`), and each
 /// process is given the kinds it knows (`KnownKinds`).
-public struct JobKind: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+public struct JobKind: RawRepresentable, Codable, Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
     public let rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }

@@ -151,10 +151,13 @@ public struct PostgresQueueDriver: QueueDriver {
                     SELECT id FROM jobs
                     WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
                       AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
+                      AND queue <> ALL (SELECT name FROM queue_pauses WHERE scope = 'queue')
                     ORDER BY priority, run_at, id
                     LIMIT wanted.slots
                     FOR UPDATE SKIP LOCKED
                 ) AS j
+                -- An operator's pause is a row: every claimer honours it from its next claim on.
+                WHERE NOT EXISTS (SELECT 1 FROM queue_pauses WHERE scope = 'kind' AND name = wanted.kind)
             )
             UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, lease_owner = $3,
                 lease_expires_at = now() + make_interval(secs => $4), started_at = now()

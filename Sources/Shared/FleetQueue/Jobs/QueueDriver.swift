@@ -24,6 +24,32 @@ public protocol QueueDriver: Sendable {
     func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64]
     /// Per kind: jobs due, scheduled, running, waiting for a retry, finished within `window`, and the oldest due job's age.
     func jobStats(window: Duration) async throws -> [KindStats]
+
+    // Job control (operators; `docs/queue.md`, "Job control").
+    /// Jobs matching `filter`, newest first, with ids below `before` (keyset pages), at most `limit`.
+    func jobList(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary]
+    /// How many jobs match `filter`, counting no further than `limit`.
+    func jobCount(_ filter: JobFilter, limit: Int) async throws -> Int
+    /// A `dead` or `cancelled` job back to `available` at `runAt` (now when nil), errors kept,
+    /// one more attempt allowed.
+    func jobRetry(id: Int64, runAt: Date?) async throws -> JobRetryResult
+    /// Retries up to `limit` of the `dead` and `cancelled` jobs matching `filter`, oldest first,
+    /// skipping rows others hold locked; returns how many. One short transaction per call.
+    func jobRetryBatch(_ filter: JobFilter, limit: Int) async throws -> Int
+    /// Deletes one finished job.
+    func jobDiscard(id: Int64) async throws -> JobDiscardResult
+    /// Deletes up to `limit` of the finished jobs matching `filter`; returns how many.
+    func jobDiscardBatch(_ filter: JobFilter, limit: Int) async throws -> Int
+    /// Pauses `target` (no claim takes its jobs); false if it already was.
+    func queuePause(_ target: PauseTarget, by actor: String) async throws -> Bool
+    /// Lifts the pause and wakes the workers; false if it was not paused.
+    func queueResume(_ target: PauseTarget) async throws -> Bool
+    func queuePauses() async throws -> [QueuePause]
+    /// Appends an operator action to the audit trail.
+    func auditRecord(actor: String, action: String, target: String, affected: Int) async throws
+    /// The trail, newest first, with ids below `before`.
+    func auditList(before: Int64?, limit: Int) async throws -> [AuditEntry]
+
     func workerRegister(_ worker: WorkerRecord) async throws
     func workerStop(id: String) async throws
     func workerDeleteStale(olderThan: Duration) async throws -> Int

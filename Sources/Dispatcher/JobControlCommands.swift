@@ -1,0 +1,195 @@
+import ArgumentParser
+import DispatcherCore
+import DispatcherProtocol
+import FleetPostgres
+import FleetRuntime
+import Foundation
+
+// Operators' commands: job control over the socket (a token with the `operate` role, or the Unix
+// socket), and the access tokens themselves, straight in the database.
+
+/// A look-back such as `90s`, `15m`, `1h`, `2d`.
+struct LookBack: ExpressibleByArgument {
+    let seconds: Double
+
+    init?(argument: String) {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        guard let unit = argument.last.flatMap({ units[$0] }), let count = Double(argument.dropLast()), count >= 0 else { return nil }
+        seconds = count * unit
+    }
+
+    var date: Date { Date().addingTimeInterval(-seconds) }
+}
+
+/// The `jobs.list` filter as options, shared by `jobs list`, `jobs retry` and `jobs discard`.
+struct JobFilterOptions: ParsableArguments {
+    @Option(help: "A state (available, running, completed, dead, cancelled); repeat for several.") var state: [JobStatus.State] = []
+    @Option(help: "A job kind; repeat for several.") var kind: [String] = []
+    @Option(help: "A named queue; repeat for several.") var queue: [String] = []
+    @Option(help: "The code of the job's latest error, e.g. PROVIDER_DOWN.") var code: String?
+    @Option(help: "Finished within this look-back (30m, 1h, 2d).") var since: LookBack?
+    @Option(help: "Finished before this look-back.") var until: LookBack?
+    @Option(help: "Created within this look-back.") var createdSince: LookBack?
+    @Option(help: "Created before this look-back.") var createdUntil: LookBack?
+
+    var filter: JobFilterArguments {
+        JobFilterArguments(
+            states: state.isEmpty ? nil : state, kinds: kind.isEmpty ? nil : kind, queues: queue.isEmpty ? nil : queue,
+            errorCode: code, createdAfter: createdSince?.date, createdBefore: createdUntil?.date,
+            finishedAfter: since?.date, finishedBefore: until?.date)
+    }
+}
+
+extension JobStatus.State: ExpressibleByArgument {}
+
+struct Jobs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List, retry or discard jobs by filter.",
+        subcommands: [List.self, RetryMany.self, DiscardMany.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Jobs matching a filter, newest first, one page.")
+        @OptionGroup var connection: ConnectionOptions
+        @OptionGroup var filter: JobFilterOptions
+        @Option(help: "Jobs per page (at most \(JobsListRequest.maxLimit)).") var limit = JobsListRequest.defaultLimit
+        @Option(help: "The nextCursor of the previous page.") var cursor: String?
+
+        func run() async throws {
+            try printJSON(try await connection.send(JobsListRequest(filter: filter.filter, limit: limit, cursor: cursor)))
+        }
+    }
+
+    struct RetryMany: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "retry", abstract: "Put dead and cancelled jobs matching a filter back in the queue.",
+            discussion: "Runs in batches that never stall the workers; recorded in the audit trail.")
+        @OptionGroup var connection: ConnectionOptions
+        @OptionGroup var filter: JobFilterOptions
+        @Option(help: "At most this many jobs.") var limit = 10_000
+        @Flag(help: "Only count them.") var dryRun = false
+
+        func run() async throws {
+            try printJSON(try await connection.send(JobsRetryRequest(filter: filter.filter, limit: limit, dryRun: dryRun)))
+        }
+    }
+
+    struct DiscardMany: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "discard", abstract: "Delete finished jobs matching a filter.", discussion: "Recorded in the audit trail.")
+        @OptionGroup var connection: ConnectionOptions
+        @OptionGroup var filter: JobFilterOptions
+        @Option(help: "At most this many jobs.") var limit = 10_000
+        @Flag(help: "Only count them.") var dryRun = false
+
+        func run() async throws {
+            try printJSON(try await connection.send(JobsDiscardRequest(filter: filter.filter, limit: limit, dryRun: dryRun)))
+        }
+    }
+}
+
+struct JobCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "job", abstract: "One job whole: payload, options, attempts, timings.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The job id.") var id: Int64
+
+    func run() async throws { try printJSON(try await connection.send(JobGetRequest(jobId: id))) }
+}
+
+struct Retry: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Put one dead or cancelled job back in the queue (errors kept, one more attempt).")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The job id.") var id: Int64
+    @Option(help: "Run it after this many seconds (default: now).") var delay: Double?
+
+    func run() async throws {
+        try printJSON(try await connection.send(JobRetryRequest(jobId: id, runAt: delay.map { Date().addingTimeInterval($0) })))
+    }
+}
+
+struct Discard: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete one finished job.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The job id.") var id: Int64
+
+    func run() async throws { try printJSON(try await connection.send(JobDiscardRequest(jobId: id))) }
+}
+
+/// A kind as the argument, or a named queue with --queue.
+struct PauseTargetOptions: ParsableArguments {
+    @Argument(help: "The job kind, e.g. garment.cutout.") var kind: String?
+    @Option(help: "A named queue instead of a kind.") var queue: String?
+
+    func validate() throws {
+        guard (kind == nil) != (queue == nil) else { throw ValidationError("give a kind or --queue, not both") }
+    }
+}
+
+struct Pause: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop every worker claiming a kind's (or a queue's) jobs; running jobs finish.",
+        discussion: "A row in the database: it holds across restarts until `dispatcher resume`.")
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var target: PauseTargetOptions
+
+    func run() async throws { try printJSON(try await connection.send(QueuePauseRequest(kind: target.kind, queue: target.queue))) }
+}
+
+struct Resume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Lift a pause; the workers claim again at once.")
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var target: PauseTargetOptions
+
+    func run() async throws { try printJSON(try await connection.send(QueueResumeRequest(kind: target.kind, queue: target.queue))) }
+}
+
+struct Audit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Operator actions, newest first: who, when, what, how many rows.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Entries per page (at most \(JobsListRequest.maxLimit)).") var limit = JobsListRequest.defaultLimit
+    @Option(help: "The nextCursor of the previous page.") var cursor: String?
+
+    func run() async throws { try printJSON(try await connection.send(AuditListRequest(limit: limit, cursor: cursor))) }
+}
+
+extension AccessRole: ExpressibleByArgument {}
+
+struct AccessTokenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "access-token", abstract: "Named access tokens with a role (submit, read, operate), in the database.",
+        discussion: """
+            Every dispatcher picks a change up within 2 seconds. Rotate without downtime: create the new token, \
+            move the clients, revoke the old one. Needs FLEET_DATABASE_URL.
+            """,
+        subcommands: [Create.self, List.self, Revoke.self])
+
+    static func store() throws -> AccessTokenStore {
+        let settings = try FleetProcess.bootstrap()
+        return AccessTokenStore(pool: PostgresPool(conninfo: settings.databaseURL, maxConnections: 1, applicationName: "dispatcher access-token"))
+    }
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a token and print it: the only time it is shown.")
+        @Option(help: "Its name, in the audit trail and the logs (A-Z a-z 0-9 . _ -).") var name: String
+        @Option(help: "submit, read or operate.") var role: AccessRole
+
+        func run() async throws { print(try await AccessTokenCommand.store().create(name: name, role: role)) }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Names, roles and dates (never the tokens).")
+
+        func run() async throws {
+            for token in try await AccessTokenCommand.store().list() {
+                let revoked = token.revokedAt.map { " revoked \($0.formatted(.iso8601))" } ?? ""
+                print("\(token.name)\t\(token.role.rawValue)\tcreated \(token.createdAt.formatted(.iso8601))\(revoked)")
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a token: refused from the next request on, open connections included.")
+        @Option(help: "The token's name.") var name: String
+
+        func run() async throws { try await AccessTokenCommand.store().revoke(name: name) }
+    }
+}

@@ -1,0 +1,178 @@
+import DispatcherProtocol
+import FleetQueue
+import FleetSupport
+import Foundation
+
+// The operators' ops (`docs/protocol.md`, "Job control"): look at jobs, put dead ones back,
+// delete finished ones, pause kinds and queues. Whatever changes something is in the audit trail
+// under the caller's token name.
+
+extension OperationRegistry {
+    public static func jobControlOperations(queue: JobQueue) -> [any DispatcherOperation] {
+        let control = JobControl(driver: queue.driver)
+        return [
+            JobGetOperation(queue: queue),
+            JobsListOperation(control: control),
+            JobRetryOperation(queue: queue, control: control),
+            JobsRetryOperation(control: control),
+            JobDiscardOperation(control: control),
+            JobsDiscardOperation(control: control),
+            QueuePauseOperation(control: control, knownKinds: queue.knownKinds),
+            QueueResumeOperation(control: control),
+            AuditListOperation(control: control),
+        ]
+    }
+}
+
+/// The token name an action is recorded under.
+private var actor: String { Caller.current?.name ?? "unknown" }
+
+/// A keyset cursor: the last id of the page, opaque to clients.
+enum PageCursor {
+    static func make(lastID: Int64?, pageFull: Bool) -> String? {
+        guard pageFull, let lastID else { return nil }
+        return String(lastID)
+    }
+
+    static func decode(_ cursor: String?) throws -> Int64? {
+        guard let cursor else { return nil }
+        guard let id = Int64(cursor), id > 0 else { throw DispatcherError(.badArgument, "args.cursor is not a cursor this server gave") }
+        return id
+    }
+
+    static func limit(_ limit: Int?, default defaultLimit: Int, max maxLimit: Int) throws -> Int {
+        let limit = limit ?? defaultLimit
+        guard (1...maxLimit).contains(limit) else { throw DispatcherError(.badArgument, "args.limit must be between 1 and \(maxLimit)") }
+        return limit
+    }
+}
+
+/// `job.get`
+public struct JobGetOperation: DispatcherOperation {
+    public var access: OperationAccess { .readers }
+    let queue: JobQueue
+
+    public func run(_ request: JobGetRequest) async throws -> JobStatus {
+        try await queue.status(of: request.jobId)
+    }
+}
+
+/// `jobs.list`
+public struct JobsListOperation: DispatcherOperation {
+    public var access: OperationAccess { .readers }
+    let control: JobControl
+
+    public func run(_ request: JobsListRequest) async throws -> JobsListRequest.Result {
+        let limit = try PageCursor.limit(request.limit, default: JobsListRequest.defaultLimit, max: JobsListRequest.maxLimit)
+        let jobs = try await control.list(JobFilter(request.filter), before: try PageCursor.decode(request.cursor), limit: limit)
+        return .init(jobs: jobs.map(JobSummaryView.init), nextCursor: PageCursor.make(lastID: jobs.last?.id, pageFull: jobs.count == limit))
+    }
+}
+
+/// `job.retry`
+public struct JobRetryOperation: DispatcherOperation {
+    public var access: OperationAccess { .operators }
+    let queue: JobQueue
+    let control: JobControl
+
+    public func run(_ request: JobRetryRequest) async throws -> JobStatus {
+        switch try await control.retry(id: request.jobId, runAt: request.runAt, actor: actor) {
+        case .retried: return try await queue.status(of: request.jobId)
+        case .notRetryable(let state):
+            throw DispatcherError(.jobNotRetryable, "job \(request.jobId) is \(state.rawValue); only dead and cancelled jobs are retried")
+        case .notFound: throw DispatcherError(.notFound, "no job \(request.jobId)")
+        }
+    }
+}
+
+/// `jobs.retry`
+public struct JobsRetryOperation: DispatcherOperation {
+    public var access: OperationAccess { .operators }
+    let control: JobControl
+
+    public func run(_ request: JobsRetryRequest) async throws -> BulkJobsResult {
+        let limit = try PageCursor.limit(request.limit, default: request.limit, max: JobsRetryRequest.maxLimit)
+        let dryRun = request.dryRun ?? false
+        return BulkJobsResult(count: try await control.retryMany(JobFilter(request.filter), limit: limit, dryRun: dryRun, actor: actor), dryRun: dryRun)
+    }
+}
+
+/// `job.discard`
+public struct JobDiscardOperation: DispatcherOperation {
+    public var access: OperationAccess { .operators }
+    let control: JobControl
+
+    public func run(_ request: JobDiscardRequest) async throws -> JobDiscardRequest.Result {
+        switch try await control.discard(id: request.jobId, actor: actor) {
+        case .discarded: return .init(jobId: request.jobId)
+        case .notFinished(let state):
+            throw DispatcherError(.jobNotFinished, "job \(request.jobId) is \(state.rawValue); only finished jobs are discarded (cancel it first)")
+        case .notFound: throw DispatcherError(.notFound, "no job \(request.jobId)")
+        }
+    }
+}
+
+/// `jobs.discard`
+public struct JobsDiscardOperation: DispatcherOperation {
+    public var access: OperationAccess { .operators }
+    let control: JobControl
+
+    public func run(_ request: JobsDiscardRequest) async throws -> BulkJobsResult {
+        let limit = try PageCursor.limit(request.limit, default: request.limit, max: JobsRetryRequest.maxLimit)
+        let dryRun = request.dryRun ?? false
+        return BulkJobsResult(count: try await control.discardMany(JobFilter(request.filter), limit: limit, dryRun: dryRun, actor: actor), dryRun: dryRun)
+    }
+}
+
+/// The one target of `queue.pause` / `queue.resume`.
+private func pauseTarget(kind: String?, queue: String?) throws -> PauseTarget {
+    switch (kind, queue) {
+    case (let kind?, nil) where !kind.isEmpty: return .kind(JobKind(rawValue: kind))
+    case (nil, let queue?) where !queue.isEmpty: return .queue(queue)
+    default: throw DispatcherError(.badArgument, "give exactly one of args.kind and args.queue")
+    }
+}
+
+/// `queue.pause`
+public struct QueuePauseOperation: DispatcherOperation {
+    public var access: OperationAccess { .operators }
+    let control: JobControl
+    let knownKinds: KnownKinds?
+
+    public func run(_ request: QueuePauseRequest) async throws -> QueuePausesResult {
+        let target = try pauseTarget(kind: request.kind, queue: request.queue)
+        if target.scope == .kind, let knownKinds, !knownKinds.contains(JobKind(rawValue: target.name)) {
+            throw DispatcherError(.unknownKind, "unknown job kind '\(target.name.prefix(100))'; known kinds: \(knownKinds.list)")
+        }
+        let changed = try await control.pause(target, actor: actor)
+        return QueuePausesResult(changed: changed, pauses: try await control.pauses().map(QueueStats.Pause.init))
+    }
+}
+
+/// `queue.resume`
+public struct QueueResumeOperation: DispatcherOperation {
+    public var access: OperationAccess { .operators }
+    let control: JobControl
+
+    public func run(_ request: QueueResumeRequest) async throws -> QueuePausesResult {
+        let changed = try await control.resume(try pauseTarget(kind: request.kind, queue: request.queue), actor: actor)
+        return QueuePausesResult(changed: changed, pauses: try await control.pauses().map(QueueStats.Pause.init))
+    }
+}
+
+/// `audit.list`
+public struct AuditListOperation: DispatcherOperation {
+    public var access: OperationAccess { .readers }
+    let control: JobControl
+
+    public func run(_ request: AuditListRequest) async throws -> AuditListRequest.Result {
+        let limit = try PageCursor.limit(request.limit, default: JobsListRequest.defaultLimit, max: JobsListRequest.maxLimit)
+        let entries = try await control.auditTrail(before: try PageCursor.decode(request.cursor), limit: limit)
+        return .init(
+            entries: entries.map {
+                AuditListRequest.Entry(id: $0.id, at: $0.at, actor: $0.actor, action: $0.action,
+                                       target: (try? JSONValue(json: $0.target)) ?? .null, affected: $0.affected)
+            },
+            nextCursor: PageCursor.make(lastID: entries.last?.id, pageFull: entries.count == limit))
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// What operators do to the queue (`jobs.list`, retries, discards, pauses), each action that
+/// changes something written to the audit trail with who asked. Bulk actions run in short
+/// batches, one statement and one transaction each, skipping rows others hold: they never hold
+/// locks long enough to stall the claim.
+public struct JobControl: Sendable {
+    public static let maxPageSize = 500
+    /// Rows per statement of a bulk action.
+    public static let batchSize = 1_000
+
+    let driver: any QueueDriver
+
+    public init(driver: any QueueDriver) { self.driver = driver }
+
+    public func list(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {
+        try await driver.jobList(filter, before: before, limit: min(max(limit, 1), Self.maxPageSize))
+    }
+
+    public func retry(id: Int64, runAt: Date?, actor: String) async throws -> JobRetryResult {
+        let result = try await driver.jobRetry(id: id, runAt: runAt)
+        if result == .retried { try await audit(actor, "job.retry", ["jobId": id], affected: 1) }
+        return result
+    }
+
+    public func discard(id: Int64, actor: String) async throws -> JobDiscardResult {
+        let result = try await driver.jobDiscard(id: id)
+        if result == .discarded { try await audit(actor, "job.discard", ["jobId": id], affected: 1) }
+        return result
+    }
+
+    /// Retries up to `limit` `dead` or `cancelled` jobs matching `filter` (a dry run counts them).
+    public func retryMany(_ filter: JobFilter, limit: Int, dryRun: Bool, actor: String) async throws -> Int {
+        try await inBatches("jobs.retry", filter.restricted(to: [.dead, .cancelled]), limit: limit, dryRun: dryRun, actor: actor) {
+            try await driver.jobRetryBatch($0, limit: $1)
+        }
+    }
+
+    /// Deletes up to `limit` finished jobs matching `filter` (a dry run counts them).
+    public func discardMany(_ filter: JobFilter, limit: Int, dryRun: Bool, actor: String) async throws -> Int {
+        try await inBatches("jobs.discard", filter.restricted(to: [.completed, .dead, .cancelled]), limit: limit, dryRun: dryRun, actor: actor) {
+            try await driver.jobDiscardBatch($0, limit: $1)
+        }
+    }
+
+    /// True if it was not paused yet.
+    public func pause(_ target: PauseTarget, actor: String) async throws -> Bool {
+        let changed = try await driver.queuePause(target, by: actor)
+        try await audit(actor, "queue.pause", target, affected: changed ? 1 : 0)
+        return changed
+    }
+
+    /// True if it was paused.
+    public func resume(_ target: PauseTarget, actor: String) async throws -> Bool {
+        let changed = try await driver.queueResume(target)
+        try await audit(actor, "queue.resume", target, affected: changed ? 1 : 0)
+        return changed
+    }
+
+    public func pauses() async throws -> [QueuePause] { try await driver.queuePauses() }
+
+    public func auditTrail(before: Int64?, limit: Int) async throws -> [AuditEntry] {
+        try await driver.auditList(before: before, limit: min(max(limit, 1), Self.maxPageSize))
+    }
+
+    private func inBatches(
+        _ action: String, _ filter: JobFilter, limit: Int, dryRun: Bool, actor: String,
+        _ batch: (JobFilter, Int) async throws -> Int
+    ) async throws -> Int {
+        guard !dryRun else { return try await driver.jobCount(filter, limit: limit) }
+        var done = 0
+        while done < limit {
+            let wanted = min(Self.batchSize, limit - done)
+            let changed = try await batch(filter, wanted)
+            done += changed
+            if changed < wanted { break }
+        }
+        try await audit(actor, action, AuditedFilter(filter: filter, limit: limit), affected: done)
+        return done
+    }
+
+    private func audit(_ actor: String, _ action: String, _ target: some Encodable, affected: Int) async throws {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = .sortedKeys
+        let text = String(decoding: try encoder.encode(target), as: UTF8.self)
+        try await driver.auditRecord(actor: actor, action: action, target: text, affected: affected)
+    }
+}
+
+/// A bulk action's target as the audit trail keeps it.
+private struct AuditedFilter: Encodable {
+    let filter: JobFilter
+    let limit: Int
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// One line of `jobs.list`: the job without its payload and result, with its latest error.
+public struct JobSummary: Sendable, Hashable {
+    public let id: Int64
+    public let kind: JobKind
+    public let queue: String
+    public let state: JobState
+    public let priority: Int
+    public let attempt: Int
+    public let maxAttempts: Int
+    public let lastError: JobAttemptError?
+    public let createdAt: Date
+    public let runAt: Date
+    public let startedAt: Date?
+    public let finishedAt: Date?
+}
+
+/// What `job.retry` did.
+public enum JobRetryResult: Sendable, Equatable {
+    /// It is `available` again (at its new run-at).
+    case retried
+    /// Only `dead` and `cancelled` jobs are retried; it is in this state.
+    case notRetryable(JobState)
+    case notFound
+}
+
+/// What `job.discard` did.
+public enum JobDiscardResult: Sendable, Equatable {
+    case discarded
+    /// Only finished jobs are deleted; it is in this state.
+    case notFinished(JobState)
+    case notFound
+}
+
+/// What an operator pauses: every job of a kind, or of a named queue.
+public struct PauseTarget: Sendable, Hashable, Codable {
+    public enum Scope: String, Sendable, Codable, CaseIterable { case kind, queue }
+    public let scope: Scope
+    public let name: String
+
+    public init(scope: Scope, name: String) {
+        self.scope = scope
+        self.name = name
+    }
+
+    public static func kind(_ kind: JobKind) -> PauseTarget { PauseTarget(scope: .kind, name: kind.rawValue) }
+    public static func queue(_ name: String) -> PauseTarget { PauseTarget(scope: .queue, name: name) }
+}
+
+/// A pause in force: no worker claims its jobs until it is resumed.
+public struct QueuePause: Sendable, Hashable {
+    public let target: PauseTarget
+    public let pausedBy: String
+    public let pausedAt: Date
+}
+
+/// One operator action as the audit trail keeps it.
+public struct AuditEntry: Sendable, Hashable {
+    public let id: Int64
+    public let at: Date
+    /// The access token's name (or `unix-socket`).
+    public let actor: String
+    /// The op, e.g. `jobs.retry`.
+    public let action: String
+    /// The job id, the filter or the paused target, as JSON.
+    public let target: String
+    /// Rows changed (or counted, for a dry run).
+    public let affected: Int
+}

@@ -1,0 +1,214 @@
+@testable import DispatcherCore
+import DispatcherProtocol
+import FleetPostgres
+@testable import FleetQueue
+import FleetSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Job control and scoped access over real sockets and a real PostgreSQL.
+@Suite struct JobControlTests {
+    /// Who may use each op: the protocol's contract (docs/protocol.md). A new op must be added here.
+    static let allowedRoles: [String: Set<AccessRole>] = {
+        let submitters: Set<AccessRole> = [.submit, .operate], everyone: Set<AccessRole> = [.submit, .read, .operate]
+        let readers: Set<AccessRole> = [.read, .operate], operators: Set<AccessRole> = [.operate]
+        return [
+            "enqueue": submitters, "image.normalize": submitters, "garment.process": submitters, "account.purge": submitters,
+            "cancel": submitters, "render.request": submitters, "render.feedback": submitters, "token.issue": submitters,
+            "account.link": submitters,
+            "status": everyone, "wait": everyone, "render.status": everyone, "render.wait": everyone, "renders.list": everyone,
+            "stats": readers, "job.get": readers, "jobs.list": readers, "audit.list": readers,
+            "job.retry": operators, "jobs.retry": operators, "job.discard": operators, "jobs.discard": operators,
+            "queue.pause": operators, "queue.resume": operators,
+        ]
+    }()
+
+    /// Every op × every role, over TCP: the role check comes before the arguments are read, so
+    /// an allowed op answers anything but `FORBIDDEN` (often `BAD_ARGUMENT` for the empty args),
+    /// a refused one `FORBIDDEN`, and the connection stays open either way.
+    @Test func everyOpIsAllowedExactlyToItsRoles() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let store = AccessTokenStore(pool: dispatcher.queue.pool)
+            var tokens: [AccessRole: String] = [:]
+            for role in AccessRole.allCases { tokens[role] = try await store.create(name: "t-\(role.rawValue)", role: role) }
+            let greeting = try await dispatcher.withRawConnection(.tcp) { try await $0.greeting() }
+            guard case .array(let advertised)? = greeting["ops"] else { throw TestFailure("no ops in the greeting") }
+            let ops = Set(advertised.compactMap { if case .string(let op) = $0 { op } else { nil } }).subtracting(["ping", "auth"])
+            #expect(ops == Set(Self.allowedRoles.keys), "ops without a row in the table, or rows for no op")
+            // Let the directory pick the new tokens up.
+            try await Task.sleep(for: .seconds(3))
+            for role in AccessRole.allCases {
+                try await dispatcher.withRawConnection(.tcp) { raw in
+                    try await raw.greeting()
+                    try await raw.send(#"{"id":0,"op":"auth","args":{"token":"\#(tokens[role]!)"}}"# + "\n")
+                    let auth = try await raw.response()
+                    #expect(auth["result"]?["role"] == .string(role.rawValue) && auth["result"]?["name"] == .string("t-\(role.rawValue)"))
+                    for (index, op) in ops.sorted().enumerated() {
+                        try await raw.send(#"{"id":\#(index + 1),"op":"\#(op)","args":{}}"# + "\n")
+                        let answer = try await raw.response()
+                        let forbidden = answer.errorCode == "FORBIDDEN"
+                        #expect(forbidden == !(Self.allowedRoles[op]!.contains(role)), "\(op) as \(role): \(answer.jsonText)")
+                    }
+                    #expect(try await raw.response(of: "ping")["result"]?["pong"] == .bool(true), "the connection stays open")
+                }
+            }
+        }
+    }
+
+    @Test func theEnvironmentTokenOperatesAndARevokedTokenStopsAtOnce() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let operatorClient = try await dispatcher.client(.tcp)
+            #expect(try await operatorClient.send(AuditListRequest()).entries.isEmpty)
+            let store = AccessTokenStore(pool: dispatcher.queue.pool)
+            let token = try await store.create(name: "dashboard", role: .read)
+            await #expect(throws: AccessTokenStore.StoreError.nameTaken("dashboard")) { try await store.create(name: "dashboard", role: .read) }
+            try await Task.sleep(for: .seconds(3))
+            let reader = try await dispatcher.client(.tcp, token: token)
+            _ = try await reader.send(StatsRequest())
+            await #expect(throws: DispatcherError.self) { _ = try await reader.send(QueuePauseRequest(kind: "drill.noop")) }
+            try await store.revoke(name: "dashboard")
+            try await Task.sleep(for: .seconds(3))
+            do {
+                _ = try await reader.send(StatsRequest())
+                Issue.record("a revoked token still works on its open connection")
+            } catch let error as DispatcherError {
+                #expect(error.code == .unauthenticated && error.message.contains("revoked"))
+            } catch {}
+            await #expect(throws: (any Error).self) { _ = try await dispatcher.client(.tcp, token: token) }
+            #expect(try await store.list().map(\.name) == ["dashboard"])
+            #expect(try await store.list()[0].revokedAt != nil)
+        }
+    }
+
+    @Test func operatorsListRetryAndDiscardJobsAndEachActionIsAudited() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let q = dispatcher.queue
+            let dead = try await Self.makeDead(q, count: 5, code: "PROVIDER_DOWN")
+            let otherDead = try await Self.makeDead(q, count: 2, code: "OTHER")
+            let queued = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+            let client = try await dispatcher.client(.tcp)
+
+            // Pages by cursor: every dead job once, newest first.
+            var seen: [Int64] = []
+            var cursor: String?
+            repeat {
+                let page = try await client.send(JobsListRequest(filter: JobFilterArguments(states: [.dead]), limit: 3, cursor: cursor))
+                seen += page.jobs.map(\.id)
+                cursor = page.nextCursor
+            } while cursor != nil
+            #expect(seen == (dead + otherDead).sorted(by: >))
+            let byCode = try await client.send(JobsListRequest(filter: JobFilterArguments(errorCode: "OTHER")))
+            #expect(byCode.jobs.map(\.id) == otherDead.sorted(by: >) && byCode.jobs[0].lastError?.code == "OTHER")
+            #expect(try await client.send(JobGetRequest(jobId: dead[0])).errors.count == 1)
+
+            // One job.
+            let retried = try await client.send(JobRetryRequest(jobId: dead[0]))
+            #expect(retried.state == .available && retried.errors.count == 1 && retried.maxAttempts == retried.attempt + 1)
+            await #expect(throws: DispatcherError(.jobNotRetryable, "job \(queued.id) is available; only dead and cancelled jobs are retried")) {
+                _ = try await client.send(JobRetryRequest(jobId: queued.id))
+            }
+            await #expect(throws: DispatcherError(.jobNotFinished, "job \(queued.id) is available; only finished jobs are discarded (cancel it first)")) {
+                _ = try await client.send(JobDiscardRequest(jobId: queued.id))
+            }
+            #expect(try await client.send(JobDiscardRequest(jobId: otherDead[0])).discarded)
+            await #expect(throws: DispatcherError(.notFound, "no job \(otherDead[0])")) { _ = try await client.send(JobGetRequest(jobId: otherDead[0])) }
+
+            // In bulk, by code: a dry run counts, the run retries, nothing else moves.
+            let filter = JobFilterArguments(errorCode: "PROVIDER_DOWN")
+            #expect(try await client.send(JobsRetryRequest(filter: filter, limit: 100, dryRun: true)) == BulkJobsResult(count: 4, dryRun: true))
+            #expect(try await q.states()[.dead] == 5)
+            #expect(try await client.send(JobsRetryRequest(filter: filter, limit: 3)) == BulkJobsResult(count: 3, dryRun: false))
+            #expect(try await client.send(JobsRetryRequest(filter: filter, limit: 100)) == BulkJobsResult(count: 1, dryRun: false))
+            #expect(try await q.states()[.dead] == 1)
+            #expect(try await client.send(JobsDiscardRequest(filter: JobFilterArguments(states: [.dead]), limit: 100)).count == 1)
+            #expect(try await q.states()[.dead] == nil)
+
+            let audit = try await client.send(AuditListRequest()).entries
+            #expect(audit.map(\.action) == ["jobs.discard", "jobs.retry", "jobs.retry", "job.discard", "job.retry"])
+            #expect(audit.allSatisfy { $0.actor == AccessTokens.defaultTokenName })
+            #expect(audit.map(\.affected) == [1, 1, 3, 1, 1])
+            #expect(audit[1].target["filter"]?["errorCode"] == .string("PROVIDER_DOWN"))
+        }
+    }
+
+    /// A pause is a row the claim itself reads: the next claim of any worker honours it.
+    @Test func aPausedKindOrQueueIsNotClaimedUntilResumed() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let q = dispatcher.queue
+            _ = try await q.queue.enqueue([NewJob(kind: .drillNoop), NewJob(kind: .drillScript, queue: "batch"), NewJob(kind: .drillScript)])
+            let client = try await dispatcher.unixClient()
+            let paused = try await client.send(QueuePauseRequest(kind: "drill.noop"))
+            #expect(paused.changed && paused.pauses.map(\.name) == ["drill.noop"] && paused.pauses[0].pausedBy == "unix-socket")
+            #expect(try await client.send(QueuePauseRequest(kind: "drill.noop")).changed == false)
+            _ = try await client.send(QueuePauseRequest(queue: "batch"))
+            await #expect(throws: DispatcherError.self) { _ = try await client.send(QueuePauseRequest(kind: "drill.nope")) }
+            let claim = ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 10, .drillScript: 10])
+            let first = try await q.driver.jobClaim(claim)
+            #expect(first.map(\.kind) == [.drillScript] && first[0].queue == "default")
+            let stats = try await client.stats()
+            #expect(stats.kinds.first { $0.kind == "drill.noop" }?.paused == true)
+            #expect(Set(stats.pauses.map(\.name)) == ["drill.noop", "batch"])
+            _ = try await client.send(QueueResumeRequest(kind: "drill.noop"))
+            _ = try await client.send(QueueResumeRequest(queue: "batch"))
+            #expect(try await q.driver.jobClaim(claim).count == 2)
+            #expect(try await client.send(QueueResumeRequest(queue: "batch")).changed == false)
+        }
+    }
+
+    /// Retrying 100,000 dead jobs runs in short batches: workers draining another kind meanwhile
+    /// never wait on it.
+    @Test func aBulkRetryDoesNotStallTheClaim() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let q = dispatcher.queue
+            try await q.pool.query("""
+                INSERT INTO jobs (kind, state, attempt, max_attempts, finished_at, errors)
+                SELECT 'drill.script', 'dead', 1, 1, now(), '[{"attempt":1,"at":"2026-01-01T00:00:00Z","error":"down","code":"PROVIDER_DOWN"}]'
+                FROM generate_series(1, 100000)
+                """)
+            let client = try await dispatcher.unixClient()
+            let clock = ContinuousClock()
+            let retryDone = Atomic(false)
+            async let retried = {
+                defer { retryDone.store(true, ordering: .releasing) }
+                return try await client.send(JobsRetryRequest(filter: JobFilterArguments(kinds: ["drill.script"]), limit: 100_000))
+            }()
+            // A worker draining another kind for as long as the retry runs.
+            var rounds = 0, slowest = Duration.zero
+            while !retryDone.load(ordering: .acquiring) {
+                let start = clock.now
+                _ = try await q.queue.enqueue((0..<20).map { _ in NewJob(kind: .drillNoop) })
+                let jobs = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 20]))
+                _ = try await q.driver.jobFinishMany(owner: "w", outcomes: jobs.map { JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .completed(result: nil)) })
+                slowest = max(slowest, clock.now - start)
+                rounds += 1
+            }
+            #expect(try await retried.count == 100_000)
+            print("bulk retry of 100,000 beside a drain: \(rounds) rounds of enqueue+claim+finish, slowest \(slowest)")
+            #expect(rounds >= 10, "the drain did not overlap the retry")
+            #expect(slowest < .seconds(2), "a claim waited \(slowest)")
+        }
+    }
+
+    /// Jobs of `drill.script` that ended `dead` with `code`, oldest first.
+    static func makeDead(_ q: TestQueue, count: Int, code: String) async throws -> [Int64] {
+        let jobs = try await q.queue.enqueue((0..<count).map { _ in NewJob(kind: .drillScript, maxAttempts: 1) })
+        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillScript: count]))
+        _ = try await q.driver.jobFinishMany(owner: "w", outcomes: claimed.map {
+            JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .dead(error: "failed", code: code))
+        })
+        return jobs.map(\.id)
+    }
+}
+
+extension RawConnection {
+    /// Sends `op` with no arguments and returns its answer.
+    func response(of op: String) async throws -> JSONValue {
+        try await send(#"{"id":"last","op":"\#(op)"}"# + "\n")
+        return try await response()
+    }
+}
+
+extension TestDispatcher {
+    func unixClient() async throws -> DispatcherClient { try await client(.unix) }
+}
