@@ -101,6 +101,8 @@ export interface KindStats {
   dead: number;
   cancelled: number;
   oldestDueSeconds: number | null;
+  /** No worker claims it (queue.pause). */
+  paused: boolean;
 }
 
 export interface WorkerStats {
@@ -112,13 +114,64 @@ export interface WorkerStats {
   startedAt: string;
   lastHeartbeatAt: string;
   running: number;
+  /** Those of its kinds it does not claim now (paused). */
+  pausedKinds: string[];
+}
+
+export interface QueuePause {
+  scope: 'kind' | 'queue';
+  name: string;
+  /** The access token's name that paused it. */
+  pausedBy: string;
+  pausedAt: string;
 }
 
 export interface QueueStats {
   windowSeconds: number;
   kinds: KindStats[];
   workers: WorkerStats[];
+  pauses: QueuePause[];
   serverTime: string;
+}
+
+export type AccessRole = 'submit' | 'read' | 'operate';
+
+/** Which jobs a job-control op means; fields combine with AND; dates are ISO 8601. */
+export interface JobFilter {
+  states?: JobState[];
+  kinds?: string[];
+  queues?: string[];
+  /** The code of the job's latest error. */
+  errorCode?: string;
+  createdAfter?: string;
+  createdBefore?: string;
+  finishedAfter?: string;
+  finishedBefore?: string;
+}
+
+export interface JobSummary {
+  id: number;
+  kind: string;
+  queue: string;
+  state: JobState;
+  priority: number;
+  attempt: number;
+  maxAttempts: number;
+  lastError: JobAttemptError | null;
+  createdAt: string;
+  runAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface AuditEntry {
+  id: number;
+  at: string;
+  /** The access token's name, or unix-socket. */
+  actor: string;
+  action: string;
+  target: JsonValue;
+  affected: number;
 }
 
 export type GarmentCategory = 'tops' | 'bottoms' | 'dresses' | 'shoes' | 'outerwear';
@@ -189,7 +242,7 @@ export declare class DispatcherClient {
   /** Any op by name; resolves with its result or rejects with a DispatcherError. */
   call<T = unknown>(op: string, args?: object): Promise<T>;
   ping(): Promise<{ pong: true; serverTime: string }>;
-  auth(token: string): Promise<{ authenticated: true }>;
+  auth(token: string): Promise<{ authenticated: true; name: string; role: AccessRole }>;
   enqueue(kind: string, payload?: { [key: string]: JsonValue }, options?: JobOptions): Promise<EnqueuedJob>;
   normalizeImage(image: { userId: string; uploadId: string; target: 'body' | 'garment'; imageId: string }, options?: JobOptions): Promise<EnqueuedJob>;
   processGarment(garment: { userId: string; uploadId: string; garmentId: string }, options?: JobOptions): Promise<EnqueuedJob>;
@@ -207,5 +260,18 @@ export declare class DispatcherClient {
   listRenders(userId: string, options?: { limit?: number }): Promise<{ renders: Render[] }>;
   issueToken(): Promise<OnboardingToken>;
   linkAccount(link: { ephemeralToken: string; userId: string }): Promise<{ userId: string; renderId: string | null; creditsGranted: number }>;
+  /** Job control: `read` or `operate` to look, `operate` to change; others reject with FORBIDDEN. */
+  getJob(jobId: number): Promise<JobStatus>;
+  /** Newest first; pass nextCursor back for the next page (null: no more). */
+  listJobs(filter?: JobFilter, options?: { limit?: number; cursor?: string }): Promise<{ jobs: JobSummary[]; nextCursor: string | null }>;
+  /** A dead or cancelled job back to available; JOB_NOT_RETRYABLE otherwise. */
+  retryJob(jobId: number, options?: { runAt?: string }): Promise<JobStatus>;
+  retryJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<{ count: number; dryRun: boolean }>;
+  /** Deletes a finished job; JOB_NOT_FINISHED otherwise. */
+  discardJob(jobId: number): Promise<{ jobId: number; discarded: true }>;
+  discardJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<{ count: number; dryRun: boolean }>;
+  pause(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
+  resume(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
+  listAudit(options?: { limit?: number; cursor?: string }): Promise<{ entries: AuditEntry[]; nextCursor: string | null }>;
   close(): void;
 }

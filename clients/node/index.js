@@ -100,6 +100,16 @@ class DispatcherClient {
   listRenders(userId, { limit } = {}) { return this.call('renders.list', { userId, limit }); }
   issueToken() { return this.call('token.issue'); }
   linkAccount({ ephemeralToken, userId }) { return this.call('account.link', { ephemeralToken, userId }); }
+  // Job control (a token with the read or operate role; docs/protocol.md).
+  getJob(jobId) { return this.call('job.get', { jobId }); }
+  listJobs(filter = undefined, { limit, cursor } = {}) { return this.call('jobs.list', { filter, limit, cursor }); }
+  retryJob(jobId, { runAt } = {}) { return this.call('job.retry', { jobId, runAt }); }
+  retryJobs(filter, { limit, dryRun } = {}) { return this.call('jobs.retry', { filter, limit, dryRun }); }
+  discardJob(jobId) { return this.call('job.discard', { jobId }); }
+  discardJobs(filter, { limit, dryRun } = {}) { return this.call('jobs.discard', { filter, limit, dryRun }); }
+  pause({ kind, queue }) { return this.call('queue.pause', { kind, queue }); }
+  resume({ kind, queue }) { return this.call('queue.resume', { kind, queue }); }
+  listAudit({ limit, cursor } = {}) { return this.call('audit.list', { limit, cursor }); }
 
   /** Closes the connection; requests still in flight reject with ConnectionClosedError. */
   close() {

@@ -16,7 +16,9 @@ import Testing
                 #expect(client.greeting.version == WireFormat.version)
                 #expect(Set(client.greeting.ops) == ["ping", "auth", "enqueue", "image.normalize", "garment.process", "account.purge",
                                                       "status", "wait", "cancel", "stats", "render.request", "render.status",
-                                                      "render.wait", "render.feedback", "renders.list", "token.issue", "account.link"])
+                                                      "render.wait", "render.feedback", "renders.list", "token.issue", "account.link",
+                                                      "job.get", "jobs.list", "job.retry", "jobs.retry", "job.discard", "jobs.discard",
+                                                      "queue.pause", "queue.resume", "audit.list"])
                 let pong = try await client.ping()
                 #expect(pong.pong && abs(pong.serverTime.timeIntervalSinceNow) < 60)
                 await client.close()

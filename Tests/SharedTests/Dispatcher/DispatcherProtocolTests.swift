@@ -32,7 +32,7 @@ import Testing
                 // auth is handled in order: the enqueue right behind it is accepted.
                 try await raw.send(#"{"id":3,"op":"auth","args":{"token":"\#(TestDispatcher.token)"}}"# + "\n"
                                    + #"{"id":4,"op":"enqueue","args":{"kind":"drill.noop"}}"# + "\n")
-                #expect(try await raw.response() == (try JSONValue(json: #"{"type":"response","id":3,"ok":true,"result":{"authenticated":true},"error":null}"#)))
+                #expect(try await raw.response() == (try JSONValue(json: #"{"type":"response","id":3,"ok":true,"result":{"authenticated":true,"name":"default","role":"operate"},"error":null}"#)))
                 #expect(try await raw.response()["ok"] == .bool(true))
             }
             try await dispatcher.withRawConnection(.tcp) { raw in

@@ -192,3 +192,31 @@ test('render ops: an onboarding token, its one render, linking, credits and busi
   await assert.rejects(client.renderStatus('no-such-render'), { code: 'NOT_FOUND' });
   client.close();
 });
+
+test('job control with scoped tokens: a read token made by the CLI looks but may not act; the operator pauses, lists and is audited', async () => {
+  const { execFileSync } = require('node:child_process');
+  const readToken = execFileSync(path.join(binDir, 'dispatcher'), ['access-token', 'create', '--name', `node-reader-${port}`, '--role', 'read'],
+    { env: environment() }).toString().trim();
+  assert.match(readToken, /^wbt_[0-9a-f]{64}$/);
+  await new Promise((resolve) => setTimeout(resolve, 3000)); // every dispatcher re-reads the tokens within 2 s
+  const reader = await tcp({ token: readToken });
+  assert.equal((await reader.stats()).windowSeconds, 3600);
+  await assert.rejects(reader.pause({ kind: 'drill.script' }), { code: 'FORBIDDEN' });
+  await assert.rejects(reader.enqueue('drill.noop'), { code: 'FORBIDDEN' });
+  assert.equal((await reader.ping()).pong, true); // still open
+
+  const operator = await tcp();
+  const job = await operator.enqueue('drill.script', {}, { queue: `paused-${port}`, delaySeconds: 3600 });
+  const paused = await operator.pause({ queue: `paused-${port}` });
+  assert.equal(paused.changed, true);
+  assert.ok(paused.pauses.some((pause) => pause.name === `paused-${port}` && pause.pausedBy === 'default'));
+  const page = await reader.listJobs({ queues: [`paused-${port}`] }, { limit: 10 });
+  assert.deepEqual(page.jobs.map((summary) => summary.id), [job.jobId]);
+  assert.equal(page.nextCursor, null);
+  await assert.rejects(operator.retryJob(job.jobId), { code: 'JOB_NOT_RETRYABLE' });
+  assert.equal((await operator.resume({ queue: `paused-${port}` })).changed, true);
+  const audit = await reader.listAudit({ limit: 5 });
+  assert.deepEqual(audit.entries.slice(0, 2).map((entry) => [entry.action, entry.actor]), [['queue.resume', 'default'], ['queue.pause', 'default']]);
+  reader.close();
+  operator.close();
+});

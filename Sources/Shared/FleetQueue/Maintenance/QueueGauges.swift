@@ -8,6 +8,7 @@ import ServiceLifecycle
 /// - `fleet_queue_retrying_jobs{kind}`: waiting for another attempt after a failure
 /// - `fleet_queue_oldest_due_seconds{kind}`: how long the oldest due job has waited (0: none)
 /// - `fleet_queue_dead_last_hour{kind}`: jobs ended `dead` in the last hour, by whoever ended them
+/// - `fleet_queue_paused{kind}`: 1 while the kind is paused (`queue.pause`), else 0
 ///
 /// The dispatcher refreshes them every `interval` instead of querying at scrape time: the
 /// statement scans the jobs table's live rows, so its cost stays one per interval however
@@ -37,8 +38,10 @@ public struct QueueGauges: Service {
     /// shows 0 rather than its last depth.
     func refresh() async {
         let stats: [KindStats]
+        let pausedKinds: Set<String>
         do {
             stats = try await queue.stats(window: .seconds(3600))
+            pausedKinds = Set(try await JobControl(driver: queue.driver).pauses().filter { $0.target.scope == .kind }.map(\.target.name))
         } catch {
             logger.warning("queue gauges not refreshed", metadata: ["error": "\(error)"])
             return
@@ -53,6 +56,7 @@ public struct QueueGauges: Service {
             Gauge(label: "fleet_queue_retrying_jobs", dimensions: dimensions).record(line?.retrying ?? 0)
             Gauge(label: "fleet_queue_oldest_due_seconds", dimensions: dimensions).record(line?.oldestDueAge?.seconds ?? 0)
             Gauge(label: "fleet_queue_dead_last_hour", dimensions: dimensions).record(line?.dead ?? 0)
+            Gauge(label: "fleet_queue_paused", dimensions: dimensions).record(pausedKinds.contains(kind.rawValue) ? 1 : 0)
         }
     }
 }
