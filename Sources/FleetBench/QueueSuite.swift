@@ -130,13 +130,13 @@ struct FleetQueueBench: QueueSystem {
         return (percentile(latencies, 0.50), percentile(latencies, 0.99))
     }
 
-    private func reset() async throws {
+    func reset() async throws {
         try await database.pool.query("TRUNCATE jobs, workers")
         try await database.pool.query("VACUUM ANALYZE jobs")
     }
 
     /// Starts drill workers and waits until each has registered and is listening.
-    private func startWorkers(_ count: Int) async throws -> [ChildProcess] {
+    func startWorkers(_ count: Int) async throws -> [ChildProcess] {
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = database.url
         environment["FLEET_LOG_LEVEL"] = "warning"
@@ -154,7 +154,7 @@ struct FleetQueueBench: QueueSystem {
         return processes
     }
 
-    private func stop(_ processes: [ChildProcess]) async throws {
+    func stop(_ processes: [ChildProcess]) async throws {
         processes.forEach { $0.signal(SIGTERM) }
         for process in processes { _ = await process.wait(timeout: .seconds(30)) }
     }

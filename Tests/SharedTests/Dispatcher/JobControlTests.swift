@@ -93,17 +93,17 @@ import Testing
             var seen: [Int64] = []
             var cursor: String?
             repeat {
-                let page = try await client.send(JobsListRequest(filter: JobFilterArguments(states: [.dead]), limit: 3, cursor: cursor))
+                let page = try await client.listJobs(JobFilterArguments(states: [.dead]), limit: 3, cursor: cursor)
                 seen += page.jobs.map(\.id)
                 cursor = page.nextCursor
             } while cursor != nil
             #expect(seen == (dead + otherDead).sorted(by: >))
             let byCode = try await client.send(JobsListRequest(filter: JobFilterArguments(errorCode: "OTHER")))
             #expect(byCode.jobs.map(\.id) == otherDead.sorted(by: >) && byCode.jobs[0].lastError?.code == "OTHER")
-            #expect(try await client.send(JobGetRequest(jobId: dead[0])).errors.count == 1)
+            #expect(try await client.job(id: dead[0]).errors.count == 1)
 
             // One job.
-            let retried = try await client.send(JobRetryRequest(jobId: dead[0]))
+            let retried = try await client.retryJob(id: dead[0])
             #expect(retried.state == .available && retried.errors.count == 1 && retried.maxAttempts == retried.attempt + 1)
             await #expect(throws: DispatcherError(.jobNotRetryable, "job \(queued.id) is available; only dead and cancelled jobs are retried")) {
                 _ = try await client.send(JobRetryRequest(jobId: queued.id))
@@ -111,20 +111,20 @@ import Testing
             await #expect(throws: DispatcherError(.jobNotFinished, "job \(queued.id) is available; only finished jobs are discarded (cancel it first)")) {
                 _ = try await client.send(JobDiscardRequest(jobId: queued.id))
             }
-            #expect(try await client.send(JobDiscardRequest(jobId: otherDead[0])).discarded)
+            #expect(try await client.discardJob(id: otherDead[0]).discarded)
             await #expect(throws: DispatcherError(.notFound, "no job \(otherDead[0])")) { _ = try await client.send(JobGetRequest(jobId: otherDead[0])) }
 
             // In bulk, by code: a dry run counts, the run retries, nothing else moves.
             let filter = JobFilterArguments(errorCode: "PROVIDER_DOWN")
             #expect(try await client.send(JobsRetryRequest(filter: filter, limit: 100, dryRun: true)) == BulkJobsResult(count: 4, dryRun: true))
             #expect(try await q.states()[.dead] == 5)
-            #expect(try await client.send(JobsRetryRequest(filter: filter, limit: 3)) == BulkJobsResult(count: 3, dryRun: false))
+            #expect(try await client.retryJobs(filter, limit: 3) == BulkJobsResult(count: 3, dryRun: false))
             #expect(try await client.send(JobsRetryRequest(filter: filter, limit: 100)) == BulkJobsResult(count: 1, dryRun: false))
             #expect(try await q.states()[.dead] == 1)
-            #expect(try await client.send(JobsDiscardRequest(filter: JobFilterArguments(states: [.dead]), limit: 100)).count == 1)
+            #expect(try await client.discardJobs(JobFilterArguments(states: [.dead]), limit: 100).count == 1)
             #expect(try await q.states()[.dead] == nil)
 
-            let audit = try await client.send(AuditListRequest()).entries
+            let audit = try await client.auditTrail().entries
             #expect(audit.map(\.action) == ["jobs.discard", "jobs.retry", "jobs.retry", "job.discard", "job.retry"])
             #expect(audit.allSatisfy { $0.actor == AccessTokens.defaultTokenName })
             #expect(audit.map(\.affected) == [1, 1, 3, 1, 1])
@@ -138,7 +138,7 @@ import Testing
             let q = dispatcher.queue
             _ = try await q.queue.enqueue([NewJob(kind: .drillNoop), NewJob(kind: .drillScript, queue: "batch"), NewJob(kind: .drillScript)])
             let client = try await dispatcher.unixClient()
-            let paused = try await client.send(QueuePauseRequest(kind: "drill.noop"))
+            let paused = try await client.pause(kind: "drill.noop")
             #expect(paused.changed && paused.pauses.map(\.name) == ["drill.noop"] && paused.pauses[0].pausedBy == "unix-socket")
             #expect(try await client.send(QueuePauseRequest(kind: "drill.noop")).changed == false)
             _ = try await client.send(QueuePauseRequest(queue: "batch"))
@@ -149,7 +149,7 @@ import Testing
             let stats = try await client.stats()
             #expect(stats.kinds.first { $0.kind == "drill.noop" }?.paused == true)
             #expect(Set(stats.pauses.map(\.name)) == ["drill.noop", "batch"])
-            _ = try await client.send(QueueResumeRequest(kind: "drill.noop"))
+            _ = try await client.resume(kind: "drill.noop")
             _ = try await client.send(QueueResumeRequest(queue: "batch"))
             #expect(try await q.driver.jobClaim(claim).count == 2)
             #expect(try await client.send(QueueResumeRequest(queue: "batch")).changed == false)

@@ -45,9 +45,18 @@ public struct JobFilter: Sendable, Equatable, Encodable {
             parameters.append(value)
             clauses.append(clause("$\(first + parameters.count - 1)"))
         }
-        if let states { add({ "state = ANY(\($0)::job_state[])" }, PostgresArray(states.map(\.rawValue))) }
-        if let kinds { add({ "kind = ANY(\($0)::text[])" }, PostgresArray(kinds.map(\.rawValue))) }
-        if let queues { add({ "queue = ANY(\($0)::text[])" }, PostgresArray(queues)) }
+        // One value is an equality, not `= ANY` of a one-element array: only then can an index
+        // on (state, kind, id) hand rows over in id order, with no sort.
+        func oneOf(_ column: String, _ type: String, _ values: [String]) {
+            if values.count == 1 {
+                add({ "\(column) = \($0)::\(type)" }, values[0])
+            } else {
+                add({ "\(column) = ANY(\($0)::\(type)[])" }, PostgresArray(values))
+            }
+        }
+        if let states { oneOf("state", "job_state", states.map(\.rawValue)) }
+        if let kinds { oneOf("kind", "text", kinds.map(\.rawValue)) }
+        if let queues { oneOf("queue", "text", queues) }
         if let errorCode { add({ "(errors -> -1 ->> 'code') = \($0)::text" }, errorCode) }
         if let createdAfter { add({ "created_at >= to_timestamp(\($0)::float8)" }, createdAfter.timeIntervalSince1970) }
         if let createdBefore { add({ "created_at < to_timestamp(\($0)::float8)" }, createdBefore.timeIntervalSince1970) }

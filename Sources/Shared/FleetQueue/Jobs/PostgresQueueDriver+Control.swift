@@ -23,13 +23,19 @@ extension PostgresQueueDriver {
         cancel_requested_at = NULL, max_attempts = greatest(jobs.max_attempts, jobs.attempt + 1)
         """
 
-    public func jobList(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {
+    /// `jobList`'s statement and its parameters (the plan test explains it).
+    static func listStatement(_ filter: JobFilter, before: Int64?, limit: Int) -> (sql: String, parameters: [(any PostgresEncodable)?]) {
         let (condition, parameters) = filter.condition(firstParameter: 3)
-        let rows = try await executor.query("""
-            SELECT \(Self.summaryColumns) FROM jobs
+        return ("""
+            SELECT \(summaryColumns) FROM jobs
             WHERE ($1::bigint IS NULL OR id < $1::bigint) AND \(condition)
             ORDER BY id DESC LIMIT $2
-            """, [before, limit] + parameters, planning: .eachCall).rows
+            """, [before, limit] + parameters)
+    }
+
+    public func jobList(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {
+        let (sql, parameters) = Self.listStatement(filter, before: before, limit: limit)
+        let rows = try await executor.query(sql, parameters, planning: .eachCall).rows
         let decoder = PostgresJSON.makeDecoder()
         return try rows.map { row in
             JobSummary(
