@@ -63,28 +63,30 @@ struct Jobs: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "retry", abstract: "Put dead and cancelled jobs matching a filter back in the queue.",
             discussion: "Runs in batches that never stall the workers; recorded in the audit trail.")
-        @OptionGroup var connection: ConnectionOptions
-        @OptionGroup var filter: JobFilterOptions
-        @Option(help: "At most this many jobs.") var limit = 10_000
-        @Flag(help: "Only count them.") var dryRun = false
+        @OptionGroup var bulk: BulkOptions
 
         func run() async throws {
-            try printJSON(try await connection.send(JobsRetryRequest(filter: filter.filter, limit: limit, dryRun: dryRun)))
+            try printJSON(try await bulk.connection.send(JobsRetryRequest(filter: bulk.filter.filter, limit: bulk.limit, dryRun: bulk.dryRun)))
         }
     }
 
     struct DiscardMany: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "discard", abstract: "Delete finished jobs matching a filter.", discussion: "Recorded in the audit trail.")
-        @OptionGroup var connection: ConnectionOptions
-        @OptionGroup var filter: JobFilterOptions
-        @Option(help: "At most this many jobs.") var limit = 10_000
-        @Flag(help: "Only count them.") var dryRun = false
+        @OptionGroup var bulk: BulkOptions
 
         func run() async throws {
-            try printJSON(try await connection.send(JobsDiscardRequest(filter: filter.filter, limit: limit, dryRun: dryRun)))
+            try printJSON(try await bulk.connection.send(JobsDiscardRequest(filter: bulk.filter.filter, limit: bulk.limit, dryRun: bulk.dryRun)))
         }
     }
+}
+
+/// What a bulk command takes: where, which jobs, how many, or only count them.
+struct BulkOptions: ParsableArguments {
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var filter: JobFilterOptions
+    @Option(help: "At most this many jobs.") var limit = 10_000
+    @Flag(help: "Only count them.") var dryRun = false
 }
 
 struct JobCommand: AsyncParsableCommand {

@@ -77,14 +77,10 @@ extension JobFilter {
 }
 
 extension JobState {
+    /// The two enums share their raw values: `JobStatus.State.init(_:)` above maps every queue
+    /// state by name, so a state added to the queue fails to compile there first.
     init(_ state: JobStatus.State) {
-        switch state {
-        case .available: self = .available
-        case .running: self = .running
-        case .completed: self = .completed
-        case .dead: self = .dead
-        case .cancelled: self = .cancelled
-        }
+        self.init(rawValue: state.rawValue)!
     }
 }
 
