@@ -21,7 +21,7 @@ public struct DispatcherStack: Sendable {
         let watcher = FinishWatcher(conninfo: databaseURL, logger: logger, recheckInterval: renderRecheck)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin)
-                + OperationRegistry.jobControlOperations(queue: queue)
+                + OperationRegistry.jobControlOperations(queue: queue, logger: logger)
                 + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings))
         let tokens = AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()

@@ -44,7 +44,7 @@ public struct RenderTimeoutSweeper: Sendable {
                 guard let submission = render.submission, case .falQueue = submission.state else { continue }
                 group.addTask {
                     do {
-                        await try providers.provider(named: render.provider).cancel(submission)
+                        try await providers.provider(named: render.provider).cancel(submission)
                         logger.info("provider job of a timed-out render cancelled",
                                     metadata: ["render_id": "\(render.id)", "provider_job_id": "\(submission.jobID)"])
                     } catch {

@@ -2,14 +2,15 @@ import DispatcherProtocol
 import FleetQueue
 import FleetSupport
 import Foundation
+import Logging
 
 // The operators' ops (`docs/protocol.md`, "Job control"): look at jobs, put dead ones back,
 // delete finished ones, pause kinds and queues. Whatever changes something is in the audit trail
 // under the caller's token name.
 
 extension OperationRegistry {
-    public static func jobControlOperations(queue: JobQueue) -> [any DispatcherOperation] {
-        let control = JobControl(driver: queue.driver)
+    public static func jobControlOperations(queue: JobQueue, logger: Logger) -> [any DispatcherOperation] {
+        let control = JobControl(driver: queue.driver, logger: logger)
         return [
             JobGetOperation(queue: queue),
             JobsListOperation(control: control),

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// What operators do to the queue (`jobs.list`, retries, discards, pauses), each action that
 /// changes something written to the audit trail with who asked. Bulk actions run in short
@@ -10,8 +11,13 @@ public struct JobControl: Sendable {
     public static let batchSize = 1_000
 
     let driver: any QueueDriver
+    /// Each audited action is also logged, with the actor's token name (never the token).
+    let logger: Logger?
 
-    public init(driver: any QueueDriver) { self.driver = driver }
+    public init(driver: any QueueDriver, logger: Logger? = nil) {
+        self.driver = driver
+        self.logger = logger
+    }
 
     public func list(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {
         try await driver.jobList(filter, before: before, limit: min(max(limit, 1), Self.maxPageSize))
@@ -85,6 +91,7 @@ public struct JobControl: Sendable {
         encoder.outputFormatting = .sortedKeys
         let text = String(decoding: try encoder.encode(target), as: UTF8.self)
         try await driver.auditRecord(actor: actor, action: action, target: text, affected: affected)
+        logger?.info("operator action", metadata: ["actor": "\(actor)", "action": "\(action)", "target": "\(text)", "affected": "\(affected)"])
     }
 }
 
