@@ -158,6 +158,8 @@ export interface JobSummary {
   attempt: number;
   maxAttempts: number;
   lastError: JobAttemptError | null;
+  /** The worker running it, while it runs. */
+  workerId: string | null;
   createdAt: string;
   runAt: string;
   startedAt: string | null;

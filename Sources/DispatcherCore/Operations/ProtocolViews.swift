@@ -62,7 +62,7 @@ extension JobSummaryView {
             id: job.id, kind: job.kind.rawValue, queue: job.queue, state: JobStatus.State(job.state), priority: job.priority,
             attempt: job.attempt, maxAttempts: job.maxAttempts,
             lastError: job.lastError.map { JobStatus.AttemptError(attempt: $0.attempt, at: $0.at, error: $0.error, code: $0.code, worker: $0.worker) },
-            createdAt: job.createdAt, runAt: job.runAt, startedAt: job.startedAt, finishedAt: job.finishedAt)
+            workerId: job.workerId, createdAt: job.createdAt, runAt: job.runAt, startedAt: job.startedAt, finishedAt: job.finishedAt)
     }
 }
 

@@ -146,6 +146,7 @@ import Testing
             let claim = ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 10, .drillScript: 10])
             let first = try await q.driver.jobClaim(claim)
             #expect(first.map(\.kind) == [.drillScript] && first[0].queue == "default")
+            #expect(try await client.listJobs(JobFilterArguments(states: [.running])).jobs.map(\.workerId) == ["w"])
             let stats = try await client.stats()
             #expect(stats.kinds.first { $0.kind == "drill.noop" }?.paused == true)
             #expect(Set(stats.pauses.map(\.name)) == ["drill.noop", "batch"])

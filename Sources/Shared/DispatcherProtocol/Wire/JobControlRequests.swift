@@ -46,6 +46,8 @@ public struct JobSummaryView: Codable, Sendable, Equatable {
     public let attempt: Int
     public let maxAttempts: Int
     @ExplicitNull public private(set) var lastError: JobStatus.AttemptError?
+    /// The worker running it, while it runs.
+    @ExplicitNull public private(set) var workerId: String?
     public let createdAt: Date
     public let runAt: Date
     @ExplicitNull public private(set) var startedAt: Date?
@@ -53,8 +55,9 @@ public struct JobSummaryView: Codable, Sendable, Equatable {
 
     public init(
         id: Int64, kind: String, queue: String, state: JobStatus.State, priority: Int, attempt: Int, maxAttempts: Int,
-        lastError: JobStatus.AttemptError?, createdAt: Date, runAt: Date, startedAt: Date?, finishedAt: Date?
+        lastError: JobStatus.AttemptError?, workerId: String?, createdAt: Date, runAt: Date, startedAt: Date?, finishedAt: Date?
     ) {
+        self.workerId = workerId
         self.id = id
         self.kind = kind
         self.queue = queue

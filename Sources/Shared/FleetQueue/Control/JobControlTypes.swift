@@ -10,6 +10,8 @@ public struct JobSummary: Sendable, Hashable {
     public let attempt: Int
     public let maxAttempts: Int
     public let lastError: JobAttemptError?
+    /// The worker running it, while it runs.
+    public let workerId: String?
     public let createdAt: Date
     public let runAt: Date
     public let startedAt: Date?

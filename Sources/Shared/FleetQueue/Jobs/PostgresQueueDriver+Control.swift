@@ -6,7 +6,7 @@ import Foundation
 extension PostgresQueueDriver {
     /// The columns of a `JobSummary`.
     private static let summaryColumns = """
-        id, kind, queue, state, priority, attempt, max_attempts, (errors -> -1)::text AS last_error,
+        id, kind, queue, state, priority, attempt, max_attempts, (errors -> -1)::text AS last_error, lease_owner,
         extract(epoch FROM created_at) AS created_at, extract(epoch FROM run_at) AS run_at,
         extract(epoch FROM started_at) AS started_at, extract(epoch FROM finished_at) AS finished_at
         """
@@ -43,6 +43,7 @@ extension PostgresQueueDriver {
                 state: try Self.state(row), priority: try row.int("priority"), attempt: try row.int("attempt"),
                 maxAttempts: try row.int("max_attempts"),
                 lastError: try row["last_error"].map { try decoder.decode(JobAttemptError.self, from: Data($0.utf8)) },
+                workerId: row["lease_owner"],
                 createdAt: try row.date("created_at"), runAt: try row.date("run_at"),
                 startedAt: try row.optionalDate("started_at"), finishedAt: try row.optionalDate("finished_at"))
         }
