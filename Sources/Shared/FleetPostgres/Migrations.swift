@@ -214,11 +214,13 @@ public enum Migrations {
             revoked_at timestamptz
         );
 
-        -- jobs.list pages by id, newest first, within a state (and a kind): dead jobs of a kind
-        -- are found without reading the completed ones.
-        CREATE INDEX jobs_state_kind_id_idx ON jobs (state, kind, id);
-        -- Dead jobs by their last error's code (bulk retry after a provider outage); only dead
-        -- rows are in it, so the queue's hot path never writes it.
+        -- jobs.list pages, newest first, over the jobs operators look for: the dead and cancelled
+        -- ones, by state, by state and kind, and dead ones by their last error's code. Partial
+        -- indexes that only a failure writes: enqueue, claim and completion never touch them.
+        -- (Queued, running and completed jobs are paged by walking the primary key backwards:
+        -- they are recent or dense.)
+        CREATE INDEX jobs_failed_idx ON jobs (state, id) WHERE state IN ('dead', 'cancelled');
+        CREATE INDEX jobs_failed_kind_idx ON jobs (state, kind, id) WHERE state IN ('dead', 'cancelled');
         CREATE INDEX jobs_dead_code_idx ON jobs ((errors -> -1 ->> 'code'), id) WHERE state = 'dead';
         """)
 }
