@@ -61,8 +61,9 @@ let package = Package(
         // Helpers every layer uses: JSON values, coded errors, settings from the environment,
         // blocking work off the cooperative pool, child processes.
         .target(name: "FleetSupport", path: "Sources/Shared/FleetSupport"),
-        // libpq: connections, the pool, LISTEN, migrations. Imports nothing of ours.
-        .target(name: "FleetPostgres", dependencies: ["CLibPQ", log], path: "Sources/Shared/FleetPostgres"),
+        // libpq: connections, the pool, the process's one LISTEN connection (Notifier), migrations.
+        // Imports nothing of ours.
+        .target(name: "FleetPostgres", dependencies: ["CLibPQ", log, serviceLifecycle], path: "Sources/Shared/FleetPostgres"),
         // The outbound HTTP client (libcurl's multi interface) every provider client uses.
         .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims"], path: "Sources/Shared/FleetHTTPClient"),
         // Where images live: storage keys and ids, the local store, atomic files.
@@ -116,7 +117,7 @@ let package = Package(
             ]
         ),
         // The workers' shared command line (run, migrate).
-        .target(name: "FleetCommands", dependencies: ["FleetQueue", "FleetRuntime", argumentParser, log]),
+        .target(name: "FleetCommands", dependencies: ["FleetPostgres", "FleetQueue", "FleetRuntime", argumentParser, log]),
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
@@ -134,8 +135,8 @@ let package = Package(
         .executableTarget(
             name: "ImageWorker",
             dependencies: [
-                "FleetSupport", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "FleetRuntime", "FleetCommands",
-                argumentParser, log,
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "FleetRuntime",
+                "FleetCommands", argumentParser, log,
             ]
         ),
         .executableTarget(name: "FleetDrill", dependencies: ["DrillKinds", argumentParser]),

@@ -45,15 +45,17 @@ struct Run: AsyncParsableCommand {
             routes: [WebhookRoutes(settings: webhooks, http: http, store: RenderStore(pool: pool), logger: logger)], logger: logger)
         try await FleetProcess.run(http: listener, logger: logger) {
             try await FleetProcess.migrate(settings, logger: logger)
+            let notifier = Notifier(conninfo: settings.databaseURL, logger: logger)
             let stack = try await DispatcherStack.bind(
-                pool: pool, databaseURL: settings.databaseURL, settings: socketSettings, renderSettings: renderSettings,
+                pool: pool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
                 liveWorkerWithin: settings.worker.lease * 3, logger: logger)
             logger.info("dispatcher started")
             let tasks = MaintenanceTasks(pool: pool, providers: ProviderCatalog(settings: providerSettings, http: http), logger: logger)
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
                 perform: { try await tasks.run($0) }, logger: logger)
-            return [scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)] + stack.services
+            // The notifier first: a group stops its services in reverse, so it outlives its subscribers.
+            return [notifier, scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)] + stack.services
         }
     }
 }

@@ -11,14 +11,16 @@ public struct DispatcherStack: Sendable {
     public let server: DispatcherServer
     public let watcher: FinishWatcher
 
-    /// `liveWorkerWithin`: how recent a worker's heartbeat must be for `stats` to count it live.
-    /// `renderRecheck`: how often `render.wait`s look again in case a notification was lost.
+    /// `notifier`: the process's LISTEN connection, which the caller runs (before these services,
+    /// so it stops after them). `liveWorkerWithin`: how recent a worker's heartbeat must be for
+    /// `stats` to count it live. `renderRecheck`: how often `render.wait`s look again in case a
+    /// notification was lost.
     public static func bind(
-        pool: PostgresPool, databaseURL: String, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
+        pool: PostgresPool, notifier: Notifier, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
         liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
-        let watcher = FinishWatcher(conninfo: databaseURL, logger: logger, recheckInterval: renderRecheck)
+        let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin)
                 + OperationRegistry.jobControlOperations(queue: queue, logger: logger)

@@ -76,6 +76,6 @@ public enum DrillWorker {
         let log = ExecutionLog(path: executionLog)
         try await FleetProcess.runWorker(
             executable: executable, settings: settings,
-            handlers: [NoopHandler(executions: log), ScriptHandler(executions: log)])
+            handlers: { _ in [NoopHandler(executions: log), ScriptHandler(executions: log)] })
     }
 }

@@ -133,7 +133,9 @@ actor ClosedLoop {
     let pool: PostgresPool
     let inFlight: Int
     let users: Int
-    private let listener: PostgresListener
+    /// The benchmark's own LISTEN connection, standing in for the backends' `render.wait`s.
+    private let notifier: Notifier
+    private var listening: Task<Void, Never>?
     /// Requested and not yet seen to end.
     private var open: Set<String> = []
     /// Seen to end since the last `takeEnded`.
@@ -147,15 +149,16 @@ actor ClosedLoop {
         self.pool = pool
         self.inFlight = inFlight
         self.users = max(1, users)
-        listener = PostgresListener(conninfo: conninfo, channels: [RenderChannel.finished], logger: logger)
+        notifier = Notifier(conninfo: conninfo, logger: logger)
     }
 
     /// Listens, then requests `inFlight` renders evenly over `duration`: all at once, they would
     /// stay one wave every latency, the fixed latency keeping them in step. From then on each
     /// render that ends is replaced at once.
     func ramp(over duration: Duration) async throws {
-        listener.start()
-        replacing = Task { await replaceEnded() }
+        let events = notifier.subscribe(to: [RenderChannel.finished]).events
+        listening = Task { [notifier] in await notifier.run() }
+        replacing = Task { await replaceEnded(events) }
         let start = ContinuousClock.now
         for n in 0..<inFlight {
             try await Task.sleep(until: start + duration * (Double(n) / Double(inFlight)))
@@ -165,14 +168,14 @@ actor ClosedLoop {
 
     func stop() {
         replacing?.cancel()
-        listener.stop()
+        listening?.cancel()
     }
 
-    private func replaceEnded() async {
-        for await event in listener.events {
+    private func replaceEnded(_ events: AsyncStream<NotifierEvent>) async {
+        for await event in events {
             if Task.isCancelled { return }
             switch event {
-            case .connected:
+            case .mightHaveMissed:
                 break
             case .notification(_, let id):
                 guard open.remove(id) != nil else { continue }

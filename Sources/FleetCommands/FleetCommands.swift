@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetPostgres
 import FleetQueue
 import FleetRuntime
 import Foundation
@@ -20,7 +21,8 @@ public struct MigrateCommand: AsyncParsableCommand {
 public protocol WorkerRunCommand: AsyncParsableCommand {
     static var executable: String { get }
     static var defaultConcurrency: [JobKind: Int] { get }
-    static func handlers(settings: FleetSettings) throws -> [any JobHandler]
+    /// The handlers, given the process's one LISTEN connection for those that wait on notifications.
+    static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler]
 }
 
 extension WorkerRunCommand {
@@ -30,7 +32,9 @@ extension WorkerRunCommand {
 
     public func run() async throws {
         let settings = try FleetProcess.bootstrap(defaultConcurrency: Self.defaultConcurrency)
-        try await FleetProcess.runWorker(executable: Self.executable, settings: settings, handlers: try Self.handlers(settings: settings))
+        try await FleetProcess.runWorker(executable: Self.executable, settings: settings) { notifier in
+            try Self.handlers(settings: settings, notifier: notifier)
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetHTTPClient
+import FleetPostgres
 import FleetQueue
 import FleetRuntime
 import FleetStorage
@@ -22,7 +23,7 @@ struct Run: WorkerRunCommand {
     static let executable = "image-worker"
     /// Cut-outs mostly wait on the network, so more of them run at once than CPU-bound normalises.
     static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2, .garmentCutout: 8, .accountPurge: 4]
-    static func handlers(settings: FleetSettings) throws -> [any JobHandler] {
+    static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler] {
         let storage = FileImageStorage(root: settings.storageRoot)
         try Vips.shareCores(among: settings.worker.concurrency[.imageNormalize] ?? 1)
         let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)

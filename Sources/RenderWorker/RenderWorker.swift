@@ -7,7 +7,6 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
-import Logging
 import FleetCommands
 import Renders
 
@@ -25,15 +24,14 @@ struct Run: WorkerRunCommand {
     static let executable = "render-worker"
     /// A render mostly waits on its provider: hundreds fit in one process.
     static let defaultConcurrency: [JobKind: Int] = [.renderRun: 200]
-    static func handlers(settings: FleetSettings) throws -> [any JobHandler] {
+    static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler] {
         let environment = ProcessInfo.processInfo.environment
         let reader = EnvironmentReader(environment: environment)
         let http = CurlHTTPClient(maxConnectionsPerHost: 256)
-        let logger = Logger(label: executable)
         // Hundreds of renders at once: each result's re-encode runs single-threaded.
         try Vips.shareCores(among: settings.worker.concurrency[.renderRun] ?? 1)
-        let events = RenderEvents(conninfo: settings.databaseURL, logger: logger)
-        _ = events.start()  // listens for the life of the process
+        let events = RenderEvents(notifier: notifier)
+        _ = events.start()  // subscribed for the life of the process
         let options = RenderOptions(
             webhookURL: environment["FLEET_RENDER_WEBHOOK_URL"].flatMap { $0.isEmpty ? nil : $0 },
             webhookGrace: try reader.duration("FLEET_RENDER_WEBHOOK_GRACE_MS", unit: .milliseconds(1), default: 8000, range: 0...60_000),

@@ -170,11 +170,10 @@ import Testing
         #expect(try await q.queue.cancel(id: queued.id) == .alreadyFinished(.cancelled))
         #expect(try await q.queue.cancel(id: 999_999) == .notFound)
 
-        let listener = PostgresListener(conninfo: q.url, channels: [QueueChannel.control], logger: testLogger)
-        listener.start()
-        defer { listener.stop() }
-        var events = listener.events.makeAsyncIterator()
-        #expect(await events.next() == .connected)
+        let listening = TestNotifier(url: q.url)
+        defer { listening.stop() }
+        var events = listening.events([QueueChannel.control])
+        #expect(await events.next() == .mightHaveMissed)
         let running = try await q.queue.enqueue(NewJob(kind: .drillScript))
         _ = try await claim(q, [.drillScript: 1])
         #expect(try await q.queue.cancel(id: running.id) == .requested(owner: owner))

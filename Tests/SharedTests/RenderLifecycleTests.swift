@@ -42,7 +42,8 @@ struct RenderFixture {
         let queueURL = falQueueURL ?? fal?.baseURL
         let falSettings = queueURL.map { ["FAL_KEY": fal?.key ?? "test-key", "FAL_QUEUE_URL": $0] } ?? [:]
         let settings = try ProviderSettings.load(from: falSettings.merging(environment) { $1 })
-        let events = RenderEvents(conninfo: q.url, logger: testLogger)
+        // Runs for the rest of the test process, as a render worker's does for its own.
+        let events = RenderEvents(notifier: TestNotifier(url: q.url).notifier)
         _ = events.start()
         let handler = RenderHandler(
             store: RenderStore(pool: q.pool), storage: storage, providers: ProviderCatalog(settings: settings, http: http),

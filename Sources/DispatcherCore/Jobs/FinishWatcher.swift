@@ -1,14 +1,13 @@
 import DispatcherProtocol
 import FleetPostgres
 import FleetQueue
-import Logging
 import Renders
 import ServiceLifecycle
 import Synchronization
 
 /// Tells waiters when jobs or renders end, from the queue's `fleet_jobs_finished` and the
-/// renders' `fleet_renders_finished` notifications on one LISTEN connection for the whole
-/// process. Notifications sent while that connection was down are lost, so every
+/// renders' `fleet_renders_finished` notifications: one subscription to the process's
+/// `Notifier`. Notifications sent while its connection was down are lost, so every
 /// (re)connection wakes every waiter to look again. A render's notification follows its ending
 /// commit (see `RenderStore.complete`) and is lost if its sender dies in between, so render
 /// waiters also look again every `recheckInterval`.
@@ -19,8 +18,7 @@ public final class FinishWatcher: Service, Sendable {
         case render(String)
     }
 
-    private let conninfo: String
-    private let logger: Logger
+    private let notifier: Notifier
     private let recheckInterval: Duration
     private let waiters = Mutex<[Watched: [Int: AsyncStream<Void>.Continuation]]>([:])
     private let nextKey = Atomic<Int>(0)
@@ -28,9 +26,8 @@ public final class FinishWatcher: Service, Sendable {
     /// How often render waiters look again (`docs/protocol.md`, `render.wait`).
     public static let defaultRecheckInterval = Duration.seconds(5)
 
-    public init(conninfo: String, logger: Logger, recheckInterval: Duration = FinishWatcher.defaultRecheckInterval) {
-        self.conninfo = conninfo
-        self.logger = logger
+    public init(notifier: Notifier, recheckInterval: Duration = FinishWatcher.defaultRecheckInterval) {
+        self.notifier = notifier
         self.recheckInterval = recheckInterval
     }
 
@@ -101,14 +98,13 @@ public final class FinishWatcher: Service, Sendable {
 
     /// Listens until cancelled or shut down.
     public func run() async {
-        let listener = PostgresListener(conninfo: conninfo, channels: [QueueChannel.finished, RenderChannel.finished], logger: logger)
-        listener.start()
-        defer { listener.stop() }
+        let subscription = notifier.subscribe(to: [QueueChannel.finished, RenderChannel.finished])
+        defer { subscription.unsubscribe() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.recheckRenders() }
-            for await event in listener.events.cancelOnGracefulShutdown() {
+            for await event in subscription.events.cancelOnGracefulShutdown() {
                 switch event {
-                case .connected:
+                case .mightHaveMissed:
                     wake { _ in true }
                 case .notification(QueueChannel.finished, let payload):
                     let ids = Set(payload.split(separator: ",").compactMap { Int64($0) }.map(Watched.job))

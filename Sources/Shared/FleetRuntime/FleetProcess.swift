@@ -33,17 +33,21 @@ public enum FleetProcess {
         }
     }
 
-    /// Runs a worker executable until SIGTERM/SIGINT, then drains it.
+    /// Runs a worker executable until SIGTERM/SIGINT, then drains it. `makeHandlers` gets the
+    /// process's one LISTEN connection, which the worker runtime subscribes to as well.
     public static func runWorker(
-        executable: String, settings: FleetSettings, handlers: [any JobHandler]
+        executable: String, settings: FleetSettings, handlers makeHandlers: (Notifier) throws -> [any JobHandler]
     ) async throws {
         let logger = Logger(label: executable)
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: executable)
+        let notifier = Notifier(conninfo: settings.databaseURL, logger: logger)
+        let handlers = try makeHandlers(notifier)
         try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
-            return [WorkerRuntime(
+            // The notifier first: a group stops its services in reverse, so it outlives the runtime's drain.
+            return [notifier, WorkerRuntime(
                 executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
-                conninfo: settings.databaseURL, handlers: handlers, logger: logger)]
+                notifier: notifier, handlers: handlers, logger: logger)]
         }
     }
 

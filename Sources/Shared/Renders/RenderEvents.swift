@@ -1,14 +1,13 @@
 import FleetPostgres
 import Foundation
-import Logging
 import Synchronization
 
-/// Wakes renders waiting for their provider's callback: one LISTEN connection per process on
-/// `fleet_render_events`, whose payload is the provider's request id. A reconnect wakes every
-/// waiter (notifications may have been missed); waiters always also poll, so a lost
+/// Wakes renders waiting for their provider's callback: a subscription to the process's
+/// `Notifier` on `fleet_render_events`, whose payload is the provider's request id. A reconnect
+/// wakes every waiter (notifications may have been missed); waiters always also poll, so a lost
 /// notification only delays a render.
 public final class RenderEvents: Sendable {
-    private let listener: PostgresListener
+    private let notifier: Notifier
     private let state = Mutex(State())
 
     private struct State {
@@ -18,24 +17,22 @@ public final class RenderEvents: Sendable {
         var early: Set<String> = []
     }
 
-    public init(conninfo: String, logger: Logger) {
-        listener = PostgresListener(conninfo: conninfo, channels: [RenderChannel.events], logger: logger)
+    public init(notifier: Notifier) {
+        self.notifier = notifier
     }
 
-    /// Starts listening; the returned task dispatches notifications until cancelled.
+    /// Subscribes; the returned task dispatches notifications until cancelled (which unsubscribes).
     public func start() -> Task<Void, Never> {
-        listener.start()
+        let events = notifier.subscribe(to: [RenderChannel.events]).events
         return Task { [self] in
-            for await event in listener.events {
+            for await event in events {
                 switch event {
-                case .connected: wakeAll()
+                case .mightHaveMissed: wakeAll()
                 case .notification(_, let requestID): wake(requestID)
                 }
             }
         }
     }
-
-    public func stop() { listener.stop() }
 
     /// Returns when a callback for `requestID` is announced, or after `timeout`.
     public func wait(for requestID: String, timeout: Duration) async {

@@ -1,4 +1,5 @@
 import DispatcherCore
+import FleetPostgres
 @testable import DispatcherProtocol
 import FleetSupport
 import Foundation
@@ -27,14 +28,15 @@ struct TestDispatcher: Sendable {
         settings.socketPath = temporaryPath("dispatcher") + ".sock"
         settings.token = token
         configure(&settings)
+        let notifier = Notifier(conninfo: queue.url, logger: testLogger)
         let stack = try await DispatcherStack.bind(
-            pool: queue.pool, databaseURL: queue.url, settings: settings, renderSettings: renderSettings,
+            pool: queue.pool, notifier: notifier, settings: settings, renderSettings: renderSettings,
             liveWorkerWithin: .seconds(90), renderRecheck: renderRecheck, logger: testLogger)
         let dispatcher = TestDispatcher(
             queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
             settings: settings)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for service in stack.services { group.addTask { try await service.run() } }
+            for service in [notifier] + stack.services { group.addTask { try await service.run() } }
             try await body(dispatcher)
             group.cancelAll()
         }

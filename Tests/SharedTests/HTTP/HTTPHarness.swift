@@ -73,14 +73,13 @@ extension HTTPClientResponse {
 
 /// Everything announced on `fleet_render_events` while it runs.
 final class RenderEventLog: Sendable {
-    private let listener: PostgresListener
+    private let listening: TestNotifier
     private let seen = Mutex((connected: false, payloads: [String]()))
     private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
 
     init(databaseURL: String) async throws {
-        listener = PostgresListener(conninfo: databaseURL, channels: [RenderChannel.events], logger: testLogger)
-        listener.start()
-        let events = listener.events
+        listening = TestNotifier(url: databaseURL)
+        let events = listening.notifier.subscribe(to: [RenderChannel.events]).events
         let collector = Task { [self] in
             for await event in events { record(event) }
         }
@@ -90,9 +89,9 @@ final class RenderEventLog: Sendable {
 
     var payloads: [String] { seen.withLock { $0.payloads } }
 
-    private func record(_ event: PostgresListener.Event) {
+    private func record(_ event: NotifierEvent) {
         switch event {
-        case .connected: seen.withLock { $0.connected = true }
+        case .mightHaveMissed: seen.withLock { $0.connected = true }
         case .notification(_, let payload): seen.withLock { $0.payloads.append(payload) }
         }
     }
@@ -107,7 +106,7 @@ final class RenderEventLog: Sendable {
     }
 
     func stop() {
-        listener.stop()
+        listening.stop()
         task.withLock { $0?.cancel() }
     }
 }

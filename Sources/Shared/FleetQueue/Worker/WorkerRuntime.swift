@@ -6,8 +6,8 @@ import ServiceLifecycle
 import Synchronization
 
 /// Runs registered handlers on jobs claimed from the queue: claims sized to free slots,
-/// leases renewed by heartbeat, outcomes written in batches, wake-ups by LISTEN/NOTIFY with
-/// a jittered poll as the guarantee, and expired leases rescued. On graceful shutdown it
+/// leases renewed by heartbeat, outcomes written in batches, wake-ups by LISTEN/NOTIFY (a
+/// subscription to the process's `Notifier`) with a jittered poll as the guarantee, and expired leases rescued. On graceful shutdown it
 /// stops claiming, lets running jobs finish within the grace period, then hands the rest
 /// back to the queue at once.
 public final class WorkerRuntime: Service, Sendable {
@@ -15,7 +15,7 @@ public final class WorkerRuntime: Service, Sendable {
     private let configuration: WorkerConfiguration
     private let driver: any QueueDriver
     private let handlers: [JobKind: any JobHandler]
-    private let listener: PostgresListener
+    private let notifier: Notifier
     private let logger: Logger
     private let executable: String
     private let recorder: OutcomeRecorder
@@ -46,7 +46,7 @@ public final class WorkerRuntime: Service, Sendable {
     }
 
     public init(
-        executable: String, configuration: WorkerConfiguration, driver: any QueueDriver, conninfo: String,
+        executable: String, configuration: WorkerConfiguration, driver: any QueueDriver, notifier: Notifier,
         handlers: [any JobHandler], logger: Logger
     ) {
         let host = ProcessInfo.processInfo.hostName
@@ -59,7 +59,7 @@ public final class WorkerRuntime: Service, Sendable {
         var logger = logger
         logger[metadataKey: "worker_id"] = "\(id)"
         self.logger = logger
-        self.listener = PostgresListener(conninfo: conninfo, channels: [QueueChannel.jobs, QueueChannel.control], logger: logger)
+        self.notifier = notifier
         self.recorder = OutcomeRecorder(driver: driver, owner: id, logger: logger)
         self.metrics = WorkerMetrics(kinds: Array(self.handlers.keys))
         let free = Dictionary(uniqueKeysWithValues: self.handlers.keys.map { ($0, max(1, configuration.concurrency[$0] ?? 1)) })
@@ -76,10 +76,10 @@ public final class WorkerRuntime: Service, Sendable {
             "kinds": "\(kinds.map(\.rawValue))",
             "concurrency": "\(state.withLock { $0.free.map { "\($0.key)=\($0.value)" }.sorted() })",
         ])
-        listener.start()
+        let subscription = notifier.subscribe(to: [QueueChannel.jobs, QueueChannel.control])
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.produce() }
-            group.addTask { await self.consumeNotifications() }
+            group.addTask { await self.consumeNotifications(subscription.events) }
             group.addTask { await repeatEvery(self.configuration.lease / 3) { await self.heartbeat() } }
             group.addTask { await repeatEvery(self.configuration.pollInterval) { self.wake() } }
             group.addTask {
@@ -91,7 +91,7 @@ public final class WorkerRuntime: Service, Sendable {
             // Returns when SIGTERM/SIGINT arrive (or the task is cancelled).
             try? await gracefulShutdown()
             await drain()
-            listener.stop()
+            subscription.unsubscribe()
             group.cancelAll()
         }
         try? await driver.workerStop(id: id)
@@ -250,10 +250,10 @@ public final class WorkerRuntime: Service, Sendable {
         }
     }
 
-    private func consumeNotifications() async {
-        for await event in listener.events {
+    private func consumeNotifications(_ events: AsyncStream<NotifierEvent>) async {
+        for await event in events {
             switch event {
-            case .connected:
+            case .mightHaveMissed:
                 wake(backlog: true)
             case .notification(let channel, let payload) where channel == QueueChannel.jobs:
                 if handlers[JobKind(rawValue: payload)] != nil { wake(backlog: true) }

@@ -1,0 +1,265 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// What a subscription receives.
+public enum NotifierEvent: Sendable, Equatable {
+    /// Every channel of the subscription is listened to from now on, and anything sent before may
+    /// have been missed: the subscription is new, or the LISTEN connection came back after it was
+    /// lost (a server restart). Look for work.
+    case mightHaveMissed
+    case notification(channel: String, payload: String)
+}
+
+/// One subscriber's stream of events. `unsubscribe()`, or cancelling the task that iterates
+/// `events`, ends it; the notifier UNLISTENs a channel once no subscription holds it.
+public struct NotifierSubscription: Sendable {
+    public let events: AsyncStream<NotifierEvent>
+    fileprivate let continuation: AsyncStream<NotifierEvent>.Continuation
+
+    public func unsubscribe() { continuation.finish() }
+}
+
+/// Thrown to a caller waiting on a notifier that stopped.
+public struct NotifierStopped: Error, Sendable {}
+
+/// The process's one LISTEN connection, shared by every subscriber (River's notifier): each
+/// subscribes to the channels it cares about, the connection LISTENs to a channel while at least
+/// one subscription holds it and UNLISTENs it after the last one goes. A dedicated thread owns
+/// the connection, waiting on its socket; it reconnects by itself, and since notifications sent
+/// while it was away are lost, every subscription then gets `.mightHaveMissed`. Notifications
+/// are hints: subscribers always keep a poll as the guarantee.
+///
+/// Create one per process, pass it to the subscribers and run it as a service (first in the
+/// group, so it stops after them). Subscriptions made before it runs start with it.
+public final class Notifier: Service, Sendable {
+    private let conninfo: String
+    private let applicationName: String
+    private let logger: Logger
+    private let state = Mutex(State())
+    /// Wakes the thread from its wait on the socket when the subscriptions change or it must stop.
+    private let wakeUp = WakePipe()
+
+    private struct Subscriber {
+        let channels: Set<String>
+        let continuation: AsyncStream<NotifierEvent>.Continuation
+        /// Told `.mightHaveMissed` since the connection last (re)started listening for it.
+        var told = false
+    }
+
+    private struct State {
+        var subscribers: [Int: Subscriber] = [:]
+        var nextID = 0
+        /// Counts subscription changes, so the thread reconciles its LISTENs only after one.
+        var changes = 0
+        var stopped = false
+        /// Callers of `listeningChannels()` waiting for the thread's answer.
+        var probes: [CheckedContinuation<[String], any Error>] = []
+    }
+
+    /// The subscribers' events buffered while they are busy; past it the oldest are dropped
+    /// (hints, with the pollers as the guarantee).
+    private static let bufferedEvents = 10_000
+
+    public init(conninfo: String, applicationName: String = "wearbloom-listener", logger: Logger) {
+        self.conninfo = conninfo
+        self.applicationName = applicationName
+        self.logger = logger
+    }
+
+    /// Subscribes to `channels`; the first event is `.mightHaveMissed` once they are all listened to.
+    public func subscribe(to channels: [String]) -> NotifierSubscription {
+        let (events, continuation) = AsyncStream.makeStream(of: NotifierEvent.self, bufferingPolicy: .bufferingNewest(Self.bufferedEvents))
+        let id: Int? = state.withLock { state in
+            guard !state.stopped else { return nil }
+            state.nextID += 1
+            state.subscribers[state.nextID] = Subscriber(channels: Set(channels), continuation: continuation)
+            state.changes += 1
+            return state.nextID
+        }
+        guard let id else {
+            continuation.finish()
+            return NotifierSubscription(events: events, continuation: continuation)
+        }
+        continuation.onTermination = { [weak self] _ in self?.remove(id) }
+        wakeUp.poke()
+        return NotifierSubscription(events: events, continuation: continuation)
+    }
+
+    private func remove(_ id: Int) {
+        state.withLock { state in
+            guard state.subscribers.removeValue(forKey: id) != nil else { return }
+            state.changes += 1
+        }
+        wakeUp.poke()
+    }
+
+    /// Listens until a graceful shutdown or cancellation, then closes the connection and ends
+    /// every subscription's events. Runs once.
+    public func run() async {
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                    let thread = Thread { [self] in
+                        listenUntilStopped()
+                        finished.resume()
+                    }
+                    thread.name = "postgres-notifier"
+                    thread.start()
+                }
+            } onCancel: {
+                self.stop()
+            }
+        } onGracefulShutdown: {
+            self.stop()
+        }
+    }
+
+    private func stop() {
+        let probes = state.withLock { state in
+            state.stopped = true
+            defer { state.probes = [] }
+            return state.probes
+        }
+        for probe in probes { probe.resume(throwing: NotifierStopped()) }
+        wakeUp.poke()
+    }
+
+    private var isStopped: Bool { state.withLock { $0.stopped } }
+
+    /// The channels the LISTEN connection's session listens to, as the server reports them
+    /// (`pg_listening_channels()`), once it has caught up with the subscriptions made before the
+    /// call. Waits for the connection when it is down.
+    package func listeningChannels() async throws -> [String] {
+        try await withCheckedThrowingContinuation { probe in
+            let queued = state.withLock { state in
+                guard !state.stopped else { return false }
+                state.probes.append(probe)
+                return true
+            }
+            guard queued else { return probe.resume(throwing: NotifierStopped()) }
+            wakeUp.poke()
+        }
+    }
+
+    // MARK: The thread
+
+    private func listenUntilStopped() {
+        var backoff = Duration.milliseconds(50)
+        while !isStopped {
+            let connection: ListenConnection
+            do {
+                connection = try ListenConnection(conninfo: conninfo, applicationName: applicationName)
+            } catch {
+                logger.debug("LISTEN connection failed", metadata: ["error": "\(error)"])
+                wakeUp.wait(for: backoff)
+                backoff = min(backoff * 2, .seconds(2))
+                continue
+            }
+            backoff = .milliseconds(50)
+            serve(connection)
+            if !isStopped { logger.warning("LISTEN connection lost; reconnecting") }
+        }
+        let subscribers = state.withLock { state in
+            defer { state.subscribers = [:] }
+            return state.subscribers.values
+        }
+        for subscriber in subscribers { subscriber.continuation.finish() }
+    }
+
+    /// Keeps `connection`'s LISTENs in step with the subscriptions and hands out what arrives,
+    /// until the link fails or the notifier stops.
+    private func serve(_ connection: ListenConnection) {
+        // A new session listens to nothing yet: every subscription will be told it may have missed some.
+        state.withLock { state in
+            for id in state.subscribers.keys { state.subscribers[id]?.told = false }
+        }
+        var listening: Set<String> = []
+        var reconciled: Int?
+        var lastHeard = ContinuousClock.now
+        while !isStopped {
+            let changes = state.withLock { $0.changes }
+            if changes != reconciled {
+                guard reconcile(connection, &listening) else { return }
+                reconciled = changes
+            }
+            guard answerProbes(connection) else { return }
+            // Statements run above may have read notifications into libpq's queue.
+            deliverQueued(connection)
+            guard connection.socket >= 0 else { return }
+            switch wakeUp.wait(for: .seconds(1), orReadable: connection.socket) {
+            case .failed:
+                return
+            case .readable:
+                lastHeard = .now
+                guard connection.consumeInput() else { return }
+                deliverQueued(connection)
+            case .woken:
+                break
+            case .timedOut:
+                // A silent link (no FIN, no RST) is only found by talking: check it every few seconds.
+                if ContinuousClock.now - lastHeard > .seconds(5) {
+                    guard connection.isHealthy() else { return }
+                    lastHeard = .now
+                }
+            }
+        }
+    }
+
+    /// LISTENs to the channels some subscription holds, UNLISTENs the rest, then tells every
+    /// subscription whose channels are all listened to now that it may have missed some. False
+    /// when the link failed.
+    private func reconcile(_ connection: ListenConnection, _ listening: inout Set<String>) -> Bool {
+        let wanted = state.withLock { Set($0.subscribers.values.flatMap(\.channels)) }
+        for channel in wanted.subtracting(listening) {
+            guard connection.execute("LISTEN", channel) else { return false }
+            listening.insert(channel)
+        }
+        for channel in listening.subtracting(wanted) {
+            guard connection.execute("UNLISTEN", channel) else { return false }
+            listening.remove(channel)
+        }
+        let listened = listening
+        let untold = state.withLock { state in
+            var untold: [AsyncStream<NotifierEvent>.Continuation] = []
+            for (id, subscriber) in state.subscribers where !subscriber.told && subscriber.channels.isSubset(of: listened) {
+                state.subscribers[id]?.told = true
+                untold.append(subscriber.continuation)
+            }
+            return untold
+        }
+        for continuation in untold { continuation.yield(.mightHaveMissed) }
+        return true
+    }
+
+    private func deliverQueued(_ connection: ListenConnection) {
+        while let (channel, payload) = connection.nextNotification() {
+            let recipients = state.withLock { state in
+                state.subscribers.values.filter { $0.channels.contains(channel) }.map(\.continuation)
+            }
+            for recipient in recipients { recipient.yield(.notification(channel: channel, payload: payload)) }
+        }
+    }
+
+    /// Answers the callers of `listeningChannels()`; false (their questions kept) when the link failed.
+    private func answerProbes(_ connection: ListenConnection) -> Bool {
+        let probes = state.withLock { state in
+            defer { state.probes = [] }
+            return state.probes
+        }
+        guard !probes.isEmpty else { return true }
+        guard let channels = connection.listeningChannels() else {
+            // Asked again on the next connection, unless the notifier stopped meanwhile.
+            let unanswerable = state.withLock { state in
+                if state.stopped { return probes }
+                state.probes += probes
+                return []
+            }
+            for probe in unanswerable { probe.resume(throwing: NotifierStopped()) }
+            return false
+        }
+        for probe in probes { probe.resume(returning: channels) }
+        return true
+    }
+}
