@@ -37,7 +37,7 @@ public struct ScriptHandler: JobHandler {
                 try await Task.sleep(for: .milliseconds(sleep))
             }
         }
-        if script.permanent == true { throw JobError.permanent(code: "DRILL_PERMANENT", message: "scripted permanent failure") }
+        if script.permanent == true { throw JobError.permanent(code: .drillPermanent, message: "scripted permanent failure") }
         if let fail = script.failAttempts, job.attempt <= fail {
             throw JobError.retryable("scripted failure on attempt \(job.attempt)")
         }
@@ -78,4 +78,9 @@ public enum DrillWorker {
             executable: executable, settings: settings,
             handlers: { _ in [NoopHandler(executions: log), ScriptHandler(executions: log)] })
     }
+}
+
+extension JobErrorCode {
+    /// A drill job scripted to fail for good.
+    static let drillPermanent = Self(rawValue: "DRILL_PERMANENT")
 }

@@ -18,7 +18,7 @@ struct CutoutHandler: JobHandler {
         do {
             photoPath = try await storage.fileForReading(.garment(user: payload.userId, garment: payload.garmentId))
         } catch let error as StorageError {
-            throw JobError.permanent(code: "IMAGE_NOT_FOUND", message: "\(error)")
+            throw JobError.permanent(code: .imageNotFound, message: "\(error)")
         }
         let photo = try Data(contentsOf: URL(fileURLWithPath: photoPath))
         let result: BackgroundRemovalChain.Result

@@ -15,13 +15,13 @@ struct NormalizeHandler: JobHandler {
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(NormalizeImagePayload.self)
         if payload.thenCutout == true && payload.target != .garment {
-            throw JobError.permanent(code: "BAD_PAYLOAD", message: "thenCutout applies to garments only")
+            throw JobError.permanent(code: .badPayload, message: "thenCutout applies to garments only")
         }
         let input: String
         do {
             input = try await storage.fileForReading(.upload(user: payload.userId, upload: payload.uploadId))
         } catch let error as StorageError {
-            throw JobError.permanent(code: "IMAGE_NOT_FOUND", message: "\(error)")
+            throw JobError.permanent(code: .imageNotFound, message: "\(error)")
         }
         let normalizer = self.normalizer
         let image: NormalizedImage

@@ -125,7 +125,7 @@ func pixel(_ encoded: Data, _ x: Int, _ y: Int, bands: Int = 4) throws -> [Doubl
         } throws: { error in
             guard case BackgroundRemovalError.rejected(let backend, let status, let reason) = error else { return false }
             return backend == "rembg" && status == 422 && reason.contains("unknown model")
-                && (error as? BackgroundRemovalError)?.code == "BACKGROUND_REMOVAL_REJECTED"
+                && (error as? BackgroundRemovalError)?.code == .backgroundRemovalRejected
         }
     }
 

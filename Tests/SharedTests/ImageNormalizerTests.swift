@@ -52,7 +52,7 @@ let corpus = packageRoot.appendingPathComponent("Tests/Fixtures/corpus")
             #expect {
                 _ = try ImageNormalizer().normalize(path: path)
             } throws: { error in
-                (error as? ImageError)?.code == code
+                (error as? ImageError)?.code.rawValue == code
             }
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == data, "\(name) was modified")
         }

@@ -67,7 +67,7 @@ import Testing
             _ = try await run(#"{"userId":"u1","uploadId":"up2","target":"body","imageId":"b1"}"#)
         } throws: { error in
             guard case JobError.permanent(let code, _) = error else { return false }
-            return code == "IMAGE_INVALID"
+            return code == .imageInvalid
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: "\(root)/u1/uploads/up2")) == text)
         #expect(!FileManager.default.fileExists(atPath: "\(root)/u1/body/b1.jpg"))
@@ -84,7 +84,7 @@ import Testing
             _ = try await run(payload)
         } throws: { error in
             guard case JobError.permanent(let code, _) = error else { return false }
-            return code == "MALFORMED_PAYLOAD"
+            return code == .malformedPayload
         }
     }
 
@@ -93,7 +93,7 @@ import Testing
             _ = try await run(#"{"userId":"u9","uploadId":"none","target":"body","imageId":"b1"}"#)
         } throws: { error in
             guard case JobError.permanent(let code, _) = error else { return false }
-            return code == "IMAGE_NOT_FOUND"
+            return code == .imageNotFound
         }
     }
 

@@ -135,7 +135,7 @@ import Testing
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 2))
         let first = try #require(try await claim(q, [.drillNoop: 1]).first)
         _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [
-            JobOutcome(jobID: job.id, attempt: first.attempt, kind: .retry(error: "boom 1", code: "E1", retryIn: .seconds(60)))])
+            JobOutcome(jobID: job.id, attempt: first.attempt, kind: .retry(error: "boom 1", code: JobErrorCode(rawValue: "E1"), retryIn: .seconds(60)))])
         var record = try #require(try await q.queue.job(id: job.id))
         #expect(record.state == .available)
         #expect(record.runAt > Date().addingTimeInterval(50))

@@ -187,7 +187,7 @@ struct RenderFixture {
         await #expect {
             _ = try await f.request("r2", category: .shoes)
         } throws: { error in
-            (error as? RenderRequestError)?.code == "INVALID_CATEGORY" && "\(error)".contains("fal-fashn")
+            if case RenderRequestError.invalidCategory = error { "\(error)".contains("fal-fashn") } else { false }
         }
         #expect(try await f.credits("u1") == (5, 0, 0))
         #expect(try await f.q.states().isEmpty)

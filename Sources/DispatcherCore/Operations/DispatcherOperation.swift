@@ -140,7 +140,7 @@ extension DispatcherError {
         switch error {
         case let error as DispatcherError: self = error
         case let error as RenderRequestError:
-            self.init(DispatcherErrorCode(rawValue: error.code), error.message)
+            self.init(Self.code(of: error), error.message)
         case QueueError.invalidJob(let field, let reason):
             self.init(.badArgument, "\(Self.argument(for: field)) \(reason)")
         case QueueError.unknownKind(let kind):
@@ -156,6 +156,18 @@ extension DispatcherError {
             self.init(.badArgument, message)
         default:
             self.init(.internal, "internal error")
+        }
+    }
+
+    /// The protocol's code for each refusal of a render request.
+    private static func code(of error: RenderRequestError) -> DispatcherErrorCode {
+        switch error {
+        case .invalidCategory: .invalidCategory
+        case .insufficientCredits: .insufficientCredits
+        case .subscriptionExpired: .subscriptionExpired
+        case .invalidToken: .invalidToken
+        case .tokenAlreadyUsed: .tokenAlreadyUsed
+        case .renderIdConflict: .renderIdConflict
         }
     }
 

@@ -1,3 +1,4 @@
+import FleetQueue
 import FleetSupport
 
 /// Why an upload was refused. Each carries the product's error code; none is retried.
@@ -9,11 +10,11 @@ public enum ImageError: CodedError, CustomStringConvertible, Sendable, Equatable
     /// An image, but not JPEG, PNG, WebP or HEIC.
     case unsupported(String)
 
-    public var code: String {
+    public var code: JobErrorCode {
         switch self {
-        case .tooLarge: "IMAGE_TOO_LARGE"
-        case .invalid: "IMAGE_INVALID"
-        case .unsupported: "IMAGE_UNSUPPORTED"
+        case .tooLarge: .imageTooLarge
+        case .invalid: .imageInvalid
+        case .unsupported: .imageUnsupported
         }
     }
 
@@ -22,4 +23,17 @@ public enum ImageError: CodedError, CustomStringConvertible, Sendable, Equatable
         case .tooLarge(let reason), .invalid(let reason), .unsupported(let reason): "\(code): \(reason)"
         }
     }
+}
+
+/// The image jobs' codes (`docs/images.md`).
+extension JobErrorCode {
+    public static let imageTooLarge = Self(rawValue: "IMAGE_TOO_LARGE")
+    public static let imageInvalid = Self(rawValue: "IMAGE_INVALID")
+    public static let imageUnsupported = Self(rawValue: "IMAGE_UNSUPPORTED")
+    /// The upload or the normalised image the job names is not in storage.
+    public static let imageNotFound = Self(rawValue: "IMAGE_NOT_FOUND")
+    /// A payload that decodes but asks for what the kind does not do.
+    public static let badPayload = Self(rawValue: "BAD_PAYLOAD")
+    public static let backgroundRemovalUnavailable = Self(rawValue: "BACKGROUND_REMOVAL_UNAVAILABLE")
+    public static let backgroundRemovalRejected = Self(rawValue: "BACKGROUND_REMOVAL_REJECTED")
 }

@@ -32,7 +32,7 @@ public struct RenderRequest: Sendable {
 }
 
 /// Why a render request was refused; nothing was charged and no provider was called.
-public enum RenderRequestError: CodedError, Equatable, CustomStringConvertible {
+public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
     case invalidCategory(String)
     case insufficientCredits
     case subscriptionExpired
@@ -42,17 +42,6 @@ public enum RenderRequestError: CodedError, Equatable, CustomStringConvertible {
     case tokenAlreadyUsed
     /// The render id is another requester's render: nothing of it is disclosed.
     case renderIdConflict
-
-    public var code: String {
-        switch self {
-        case .invalidCategory: RenderErrorCode.invalidCategory.rawValue
-        case .insufficientCredits: RenderErrorCode.insufficientCredits.rawValue
-        case .subscriptionExpired: RenderErrorCode.subscriptionExpired.rawValue
-        case .invalidToken: "INVALID_TOKEN"
-        case .tokenAlreadyUsed: "TOKEN_ALREADY_USED"
-        case .renderIdConflict: "RENDER_ID_CONFLICT"
-        }
-    }
 
     /// What went wrong, for people; the code travels beside it.
     public var message: String {
@@ -66,7 +55,7 @@ public enum RenderRequestError: CodedError, Equatable, CustomStringConvertible {
         }
     }
 
-    public var description: String { "\(code): \(message)" }
+    public var description: String { message }
 }
 
 /// Accepts render requests: gating, credit reservation, the render row and its job, in one

@@ -196,7 +196,7 @@ import Testing
         let jobs = try await q.queue.enqueue((0..<count).map { _ in NewJob(kind: .drillScript, maxAttempts: 1) })
         let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillScript: count]))
         _ = try await q.driver.jobFinishMany(owner: "w", outcomes: claimed.map {
-            JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .dead(error: "failed", code: code))
+            JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .dead(error: "failed", code: JobErrorCode(rawValue: code)))
         })
         return jobs.map(\.id)
     }

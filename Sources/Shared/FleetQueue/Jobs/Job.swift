@@ -77,7 +77,7 @@ public struct ClaimedJob: Sendable, Hashable {
         do {
             return try JSONDecoder().decode(type, from: Data(payload.utf8))
         } catch {
-            throw JobError.permanent(code: "MALFORMED_PAYLOAD", message: "malformed \(kind) payload: \(describe(error))")
+            throw JobError.permanent(code: .malformedPayload, message: "malformed \(kind) payload: \(describe(error))")
         }
     }
 }
@@ -118,9 +118,9 @@ public struct JobOutcome: Sendable, Hashable {
         /// Done; `result` is JSON text or nil.
         case completed(result: String?)
         /// Failed; runs again after `retryIn`.
-        case retry(error: String, code: String?, retryIn: Duration)
+        case retry(error: String, code: JobErrorCode?, retryIn: Duration)
         /// Failed for good: attempts exhausted or a permanent error.
-        case dead(error: String, code: String?)
+        case dead(error: String, code: JobErrorCode?)
         /// Stopped because someone cancelled it.
         case cancelled
         /// Not finished: handed back to the queue (shutdown), the attempt not counted.
@@ -143,7 +143,7 @@ public enum JobError: Error, CustomStringConvertible, Sendable {
     /// Worth another attempt (after backoff), if attempts remain.
     case retryable(String)
     /// Retrying cannot help: the job goes `dead` at once, with `code`.
-    case permanent(code: String, message: String)
+    case permanent(code: JobErrorCode, message: String)
 
     public var description: String {
         switch self {

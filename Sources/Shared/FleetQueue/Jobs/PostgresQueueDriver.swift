@@ -190,9 +190,9 @@ public struct PostgresQueueDriver: QueueDriver {
             var delay = 0.0, refund = false
             switch outcome.kind {
             case .completed(let value): state = "completed"; result = value
-            case .retry(let message, let errorCode, let wait): error = message; code = errorCode; delay = wait.seconds
-            case .dead(let message, let errorCode): state = "dead"; error = message; code = errorCode
-            case .cancelled: state = "cancelled"; error = "cancelled on request"; code = "CANCELLED"
+            case .retry(let message, let errorCode, let wait): error = message; code = errorCode?.rawValue; delay = wait.seconds
+            case .dead(let message, let errorCode): state = "dead"; error = message; code = errorCode?.rawValue
+            case .cancelled: state = "cancelled"; error = "cancelled on request"; code = JobErrorCode.cancelled.rawValue
             case .returned: refund = true
             }
             states.append(state); results.append(result); errors.append(error); codes.append(code)
@@ -290,7 +290,7 @@ public struct PostgresQueueDriver: QueueDriver {
                                        THEN NULL ELSE now() END,
                     run_at = now(),
                     errors = jobs.errors || jsonb_build_array(jsonb_build_object(
-                        'attempt', jobs.attempt, 'at', now(), 'code', 'LEASE_EXPIRED', 'worker', jobs.lease_owner,
+                        'attempt', jobs.attempt, 'at', now(), 'code', '\(JobErrorCode.leaseExpired)', 'worker', jobs.lease_owner,
                         'error', 'lease expired: worker ' || coalesce(jobs.lease_owner, '?') || ' stopped renewing it')),
                     lease_owner = NULL,
                     lease_expires_at = NULL
@@ -325,7 +325,7 @@ public struct PostgresQueueDriver: QueueDriver {
             WITH killed AS (
             UPDATE jobs SET state = 'dead', finished_at = now(),
                 errors = errors || jsonb_build_array(jsonb_build_object(
-                    'attempt', attempt, 'at', now(), 'code', 'UNKNOWN_KIND',
+                    'attempt', attempt, 'at', now(), 'code', '\(JobErrorCode.unknownKind)',
                     'error', 'unknown job kind ''' || kind || ''': no worker of this fleet handles it'))
             WHERE state = 'available' AND NOT (kind = ANY($1::text[])) AND created_at < now() - make_interval(secs => $2)
             RETURNING id, state

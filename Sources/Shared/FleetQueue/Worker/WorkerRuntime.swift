@@ -154,7 +154,7 @@ public final class WorkerRuntime: Service, Sendable {
         let started = ContinuousClock.now
         let result: Result<JSONValue?, any Error>
         do {
-            guard let handler = handlers[job.kind] else { throw JobError.permanent(code: "UNKNOWN_KIND", message: "no handler for \(job.kind)") }
+            guard let handler = handlers[job.kind] else { throw JobError.permanent(code: .unknownKind, message: "no handler for \(job.kind)") }
             result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver, knownKinds: nil))))
         } catch {
             result = .failure(error)
@@ -220,7 +220,7 @@ public final class WorkerRuntime: Service, Sendable {
         case .retry(let error, _, let wait):
             label = .retry; logger.warning("job failed; will retry", metadata: ["error": "\(error)", "retry_in_s": "\(wait.seconds)"])
         case .dead(let error, let code):
-            label = .dead; logger.error("job dead", metadata: ["error": "\(error)", "code": "\(code ?? "-")"])
+            label = .dead; logger.error("job dead", metadata: ["error": "\(error)", "code": "\(code?.rawValue ?? "-")"])
         case .cancelled: label = .cancelled; logger.info("job cancelled")
         case .returned: label = .returned; logger.info("job handed back to the queue")
         }

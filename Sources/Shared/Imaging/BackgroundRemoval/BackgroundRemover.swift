@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetQueue
 import FleetSupport
 import Foundation
 
@@ -21,10 +22,10 @@ public enum BackgroundRemovalError: CodedError, CustomStringConvertible, Sendabl
     /// Every backend failed transiently; the job is retried later.
     case unavailable(reasons: [String])
 
-    public var code: String {
+    public var code: JobErrorCode {
         switch self {
-        case .transient, .unavailable: "BACKGROUND_REMOVAL_UNAVAILABLE"
-        case .rejected: "BACKGROUND_REMOVAL_REJECTED"
+        case .transient, .unavailable: .backgroundRemovalUnavailable
+        case .rejected: .backgroundRemovalRejected
         }
     }
 

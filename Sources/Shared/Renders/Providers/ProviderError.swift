@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetQueue
 import FleetSupport
 import Foundation
 
@@ -29,9 +30,13 @@ public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
         if case .malformedResponse = self { true } else { false }
     }
 
-    /// The product error code a render failing with this error ends with.
-    public var code: String {
-        if case .unsupportedCategory = self { "INVALID_CATEGORY" } else { "RENDER_FAILED" }
+    /// The product error code a render failing with this error ends with, as its job records it.
+    public var code: JobErrorCode {
+        JobErrorCode(rawValue: (isUnsupportedCategory ? RenderErrorCode.invalidCategory : .renderFailed).rawValue)
+    }
+
+    private var isUnsupportedCategory: Bool {
+        if case .unsupportedCategory = self { true } else { false }
     }
 
     public var description: String {
