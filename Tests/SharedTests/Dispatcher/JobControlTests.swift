@@ -191,6 +191,35 @@ import Testing
         }
     }
 
+    /// The operator commands as an operator types them, against a dispatcher's Unix socket.
+    @Test func theCommandLineListsRetriesPausesAndShowsTheAuditTrail() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let dead = try await Self.makeDead(dispatcher.queue, count: 3, code: "PROVIDER_DOWN")
+            let socket = dispatcher.settings.socketPath!
+            func dispatcherCommand(_ arguments: String...) async throws -> JSONValue {
+                let output = temporaryPath("cli") + ".out"
+                let status = try await ChildProcess.run(builtExecutable("dispatcher"), arguments + ["--dispatcher", socket], outputPath: output)
+                let text = try String(contentsOfFile: output, encoding: .utf8)
+                guard status == 0 else { throw TestFailure("dispatcher \(arguments.joined(separator: " ")) exited \(status): \(text)") }
+                return try JSONValue(json: text)
+            }
+            let page = try await dispatcherCommand("jobs", "list", "--state", "dead", "--code", "PROVIDER_DOWN", "--since", "1h", "--limit", "2")
+            guard case .array(let jobs)? = page["jobs"] else { throw TestFailure("no jobs in \(page.jsonText)") }
+            #expect(jobs.map { $0["id"] } == dead.suffix(2).reversed().map { .number(Double($0)) })
+            #expect(page["nextCursor"] != .null)
+            #expect(try await dispatcherCommand("jobs", "retry", "--code", "PROVIDER_DOWN", "--since", "1h", "--dry-run")["count"] == .number(3))
+            #expect(try await dispatcherCommand("retry", "\(dead[0])")["state"] == .string("available"))
+            guard case .array(let errors)? = try await dispatcherCommand("job", "\(dead[0])")["errors"] else { throw TestFailure("no errors") }
+            #expect(errors.map { $0["code"] } == [.string("PROVIDER_DOWN")])
+            #expect(try await dispatcherCommand("pause", "drill.noop")["changed"] == .bool(true))
+            #expect(try await dispatcherCommand("resume", "drill.noop")["changed"] == .bool(true))
+            let audit = try await dispatcherCommand("audit")
+            guard case .array(let entries)? = audit["entries"] else { throw TestFailure("no entries in \(audit.jsonText)") }
+            #expect(entries.map { $0["action"] } == [.string("queue.resume"), .string("queue.pause"), .string("job.retry")])
+            #expect(entries.allSatisfy { $0["actor"] == .string("unix-socket") })
+        }
+    }
+
     /// Jobs of `drill.script` that ended `dead` with `code`, oldest first.
     static func makeDead(_ q: TestQueue, count: Int, code: String) async throws -> [Int64] {
         let jobs = try await q.queue.enqueue((0..<count).map { _ in NewJob(kind: .drillScript, maxAttempts: 1) })
