@@ -20,6 +20,7 @@ let metrics = Target.Dependency.product(name: "Metrics", package: "swift-metrics
 let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
 let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
+let nioSSL = Target.Dependency.product(name: "NIOSSL", package: "swift-nio-ssl")
 let hummingbird = Target.Dependency.product(name: "Hummingbird", package: "hummingbird")
 let prometheus = Target.Dependency.product(name: "Prometheus", package: "swift-prometheus")
 let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
@@ -45,6 +46,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -99,7 +101,7 @@ let package = Package(
             path: "Sources/Shared/Renders"
         ),
         // The dispatcher's socket protocol: wire types, frames, settings, the Swift client.
-        .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix], path: "Sources/Shared/DispatcherProtocol"),
+        .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix, nioSSL], path: "Sources/Shared/DispatcherProtocol"),
         // What every executable does at start: settings, JSON logs, the HTTP listener with probes
         // and metrics, migrations, the worker's run loop under a ServiceGroup.
         .target(
@@ -113,7 +115,7 @@ let package = Package(
             name: "DispatcherCore",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
-                "DispatcherProtocol", "CSodium", hummingbird, nioCore, nioPosix, log, serviceLifecycle,
+                "DispatcherProtocol", "CSodium", hummingbird, nioCore, nioPosix, nioSSL, log, serviceLifecycle,
             ]
         ),
         // The workers' shared command line (run, migrate).

@@ -22,7 +22,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         let client: DispatcherClient
         do {
-            client = try await DispatcherClient.connect(to: target, token: settings.token)
+            client = try await DispatcherClient.connect(to: target, token: settings.token, tls: settings.clientTLS)
         } catch let error as DispatcherError {
             throw error
         } catch {

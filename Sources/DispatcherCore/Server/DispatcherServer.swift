@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import ServiceLifecycle
 import Synchronization
 
@@ -44,11 +45,14 @@ public final class DispatcherServer: Service {
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+        let tlsContext = try settings.serverTLS?.makeContext()
         // TCP clients must authenticate: until they do, a frame is at most an `auth`'s size.
         func initialize(_ transport: Transport) -> @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> {
             let untilAuthenticated = transport == .tcp ? WireFormat.maxUnauthenticatedFrameBytes : nil
+            let tls = transport == .tcp ? tlsContext : nil
             return { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.addHandler(
                         FrameReader(maxFrameBytes: maxFrameBytes, untilAuthenticated: untilAuthenticated, frameTimeout: frameTimeout))
                     return try NIOAsyncChannel(wrappingChannelSynchronously: channel)
@@ -81,8 +85,15 @@ public final class DispatcherServer: Service {
         let server = DispatcherServer(listeners: listeners, connection: connection, maxConnections: settings.maxConnections,
                                       socketPath: settings.socketPath, logger: logger)
         var listening: Logger.Metadata = ["socket": "\(settings.socketPath ?? "off")", "tcp": "off"]
-        if case .tcp(let host, _)? = settings.tcp, let port = server.tcpPort { listening["tcp"] = "\(DispatcherAddress.tcp(host: host, port: port))" }
+        if case .tcp(let host, _)? = settings.tcp, let port = server.tcpPort {
+            listening["tcp"] = "\(DispatcherAddress.tcp(host: host, port: port))"
+            listening["tls"] = settings.serverTLS == nil ? "off" : settings.serverTLS?.clientCAPath == nil ? "on" : "mutual"
+        }
         logger.info("dispatcher listening", metadata: listening)
+        if let tcp = settings.tcp, !tcp.isLoopback, settings.serverTLS == nil {
+            logger.warning("the TCP listener is not on loopback and has no TLS: tokens and payloads cross the network in clear text; set FLEET_DISPATCHER_TLS_CERT and FLEET_DISPATCHER_TLS_KEY",
+                           metadata: ["tcp": "\(tcp)"])
+        }
         return server
     }
 

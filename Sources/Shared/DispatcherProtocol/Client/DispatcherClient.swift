@@ -2,6 +2,7 @@ import FleetSupport
 import Foundation
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// Failures of the client itself, as opposed to errors the dispatcher answers with (`DispatcherError`).
@@ -36,13 +37,19 @@ public final class DispatcherClient: Sendable {
 
     /// Connects, reads the greeting, and authenticates with `token` when the server requires it.
     public static func connect(
-        to address: DispatcherAddress, token: String? = nil, maxFrameBytes: Int = 64 << 20,
+        to address: DispatcherAddress, token: String? = nil, tls: DispatcherTLS.Client? = nil, maxFrameBytes: Int = 64 << 20,
         connectTimeout: Duration = .seconds(5), group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> DispatcherClient {
         let bootstrap = ClientBootstrap(group: group).connectTimeout(.nanoseconds(Int64(connectTimeout.seconds * 1e9)))
+        // TLS over TCP only: the Unix socket's file permissions are its access control.
+        let tlsContext = try tls.flatMap { tls in address.isTCP ? try tls.makeContext() : nil }
         let initialize: @Sendable (any Channel) -> EventLoopFuture<(any Channel, EventLoopFuture<ByteBuffer>)> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 let greeting = channel.eventLoop.makePromise(of: ByteBuffer.self)
+                if let tlsContext, case .tcp(let host, _) = address {
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: tlsContext, serverHostname: DispatcherTLS.Client.serverName(host)))
+                }
                 try channel.pipeline.syncOperations.addHandlers(
                     FrameReader(maxFrameBytes: maxFrameBytes), ResponseRouter(greeting: greeting))
                 return (channel, greeting.futureResult)

@@ -19,6 +19,10 @@ public struct DispatcherSettings: Sendable {
     public var maxConnections: Int
     /// Requests of one connection running at once; reading pauses beyond that.
     public var maxInFlight: Int
+    /// TLS on the TCP listener (the server's side); nil: plain TCP.
+    public var serverTLS: DispatcherTLS.Server?
+    /// TLS for a client connecting over TCP (the CLI's side); nil: plain TCP.
+    public var clientTLS: DispatcherTLS.Client?
 
     public static let defaultTCP = DispatcherAddress.tcp(host: "127.0.0.1", port: 7420)
     public static let defaultSocketPath = ".data/dispatcher.sock"
@@ -36,7 +40,9 @@ public struct DispatcherSettings: Sendable {
             frameTimeout: try reader.duration("FLEET_DISPATCHER_FRAME_TIMEOUT_MS", unit: .milliseconds(1), default: 10_000, range: 10...600_000),
             idleTimeout: try reader.duration("FLEET_DISPATCHER_IDLE_TIMEOUT_SECONDS", unit: .seconds(1), default: 300, range: 1...86_400),
             maxConnections: try reader.integer("FLEET_DISPATCHER_MAX_CONNECTIONS", default: 1024, range: 1...100_000),
-            maxInFlight: try reader.integer("FLEET_DISPATCHER_MAX_IN_FLIGHT", default: 64, range: 1...10_000))
+            maxInFlight: try reader.integer("FLEET_DISPATCHER_MAX_IN_FLIGHT", default: 64, range: 1...10_000),
+            serverTLS: try DispatcherTLS.server(environment),
+            clientTLS: try DispatcherTLS.client(environment))
     }
 
     /// What a server needs beyond `load`: a token strong enough to guard the TCP listener.
