@@ -5,12 +5,16 @@ public protocol PostgresEncodable: Sendable {
     var postgresText: String { get }
 }
 
-extension String: PostgresEncodable { public var postgresText: String { self } }
-extension Int: PostgresEncodable { public var postgresText: String { String(self) } }
-extension Int32: PostgresEncodable { public var postgresText: String { String(self) } }
-extension Int64: PostgresEncodable { public var postgresText: String { String(self) } }
-extension Double: PostgresEncodable { public var postgresText: String { String(self) } }
-extension Bool: PostgresEncodable { public var postgresText: String { self ? "t" : "f" } }
+// The encoders and `PostgresArray`'s generic initialisers are `@inlinable`: a batched enqueue
+// (`FleetQueue`) encodes seven arrays of thousands of values through them, and called across
+// the module boundary unspecialised, each value went through a key path projection and generic
+// metadata lookups (0.80 of the enqueue rate, docs/benchmarks.md).
+extension String: PostgresEncodable { @inlinable public var postgresText: String { self } }
+extension Int: PostgresEncodable { @inlinable public var postgresText: String { String(self) } }
+extension Int32: PostgresEncodable { @inlinable public var postgresText: String { String(self) } }
+extension Int64: PostgresEncodable { @inlinable public var postgresText: String { String(self) } }
+extension Double: PostgresEncodable { @inlinable public var postgresText: String { String(self) } }
+extension Bool: PostgresEncodable { @inlinable public var postgresText: String { self ? "t" : "f" } }
 
 /// A one-dimensional array parameter (`text[]`, `bigint[]`, `jsonb[]`…) in array-literal form,
 /// so a whole batch travels as one parameter of one statement.
@@ -18,8 +22,16 @@ public struct PostgresArray: PostgresEncodable {
     public let elements: [String?]
 
     public init(_ elements: [String?]) { self.elements = elements }
-    public init<T: PostgresEncodable>(_ values: [T]) { self.elements = values.map(\.postgresText) }
-    public init<T: PostgresEncodable>(_ values: [T?]) { self.elements = values.map { $0?.postgresText } }
+    // Typed `[String?]`: an `[String]` would call the generic initialiser again, forever.
+    @inlinable public init<T: PostgresEncodable>(_ values: [T]) {
+        let texts: [String?] = values.map { $0.postgresText }
+        self.init(texts)
+    }
+
+    @inlinable public init<T: PostgresEncodable>(_ values: [T?]) {
+        let texts: [String?] = values.map { $0?.postgresText }
+        self.init(texts)
+    }
 
     public var postgresText: String {
         // Byte by byte: batches of thousands of elements are encoded on the enqueue hot path.
