@@ -146,6 +146,9 @@ struct RenderAttempt: Sendable {
         self.provider = provider
         self.handler = handler
         self.logger = logger
+        // Cancelled at the provider like a fresh one should this attempt's deadline pass, even
+        // before `run` starts (a deadline already past when the job was taken over).
+        submitted.value = earlier
     }
 
     func run() async throws -> Outcome {
@@ -157,8 +160,6 @@ struct RenderAttempt: Sendable {
         var lookNow: Bool
         if let earlier {
             submission = earlier
-            // Cancelled at the provider like a fresh one should this attempt's deadline pass.
-            submitted.value = earlier
             lookNow = true
             logger.info("resuming the provider job of an earlier attempt", metadata: ["provider_job_id": "\(earlier.jobID)"])
         } else {

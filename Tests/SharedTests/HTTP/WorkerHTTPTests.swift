@@ -51,7 +51,11 @@ import Testing
         func get(_ path: String) async throws -> HTTPClientResponse {
             try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)", timeout: .seconds(5)))
         }
-        try await q.waitUntil("alive") { (try? await get("/healthz"))?.status == 200 }
+        try await q.waitUntil("alive") {
+            // Ended (its port taken between freePort and its bind, on a busy machine): say why.
+            if let status = worker.child.exitStatus { throw TestFailure("the worker exited \(status): \(worker.log.suffix(1500))") }
+            return (try? await get("/healthz"))?.status == 200
+        }
         let starting = try await get("/readyz")
         #expect(starting.status == 503 && starting.text.contains("starting"), "\(starting.text)")
         _ = try await q.queue.enqueue([NewJob(kind: .drillNoop)])

@@ -7,91 +7,111 @@ import Synchronization
 
 /// Failures of the client itself, as opposed to errors the dispatcher answers with (`DispatcherError`).
 public enum DispatcherClientError: Error, Equatable, CustomStringConvertible {
+    /// Closed by `close()`, or ended with reconnection turned off.
     case connectionClosed
     case unexpectedFrame(String)
     case incompatibleServer(String)
+    /// The connection broke after this request was sent and before its answer came, and the
+    /// request is not one that may be sent twice: the dispatcher may or may not have applied it.
+    case connectionLost(op: String)
+    /// No connection could be opened again within the reconnect policy's timeout.
+    case notConnected(seconds: Int, lastError: String)
+
+    /// The same codes as the Node client's errors.
+    public var code: String {
+        switch self {
+        case .connectionClosed: "CONNECTION_CLOSED"
+        case .unexpectedFrame: "UNEXPECTED_FRAME"
+        case .incompatibleServer: "INCOMPATIBLE_SERVER"
+        case .connectionLost: "CONNECTION_LOST"
+        case .notConnected: "NOT_CONNECTED"
+        }
+    }
 
     public var description: String {
         switch self {
-        case .connectionClosed: "the dispatcher closed the connection"
+        case .connectionClosed: "the dispatcher connection is closed"
         case .unexpectedFrame(let text): "unexpected frame from the dispatcher: \(text)"
         case .incompatibleServer(let reason): "incompatible dispatcher: \(reason)"
+        case .connectionLost(let op):
+            "CONNECTION_LOST: the connection to the dispatcher broke after `\(op)` was sent; it may or may not have been applied"
+        case .notConnected(let seconds, let lastError):
+            "NOT_CONNECTED: no connection to the dispatcher within \(seconds) s (last attempt: \(lastError))"
         }
     }
 }
 
-/// One connection to the dispatcher. Any number of tasks may call `send` at once: requests are
-/// pipelined on the connection and each response finds its caller by request id, whatever
-/// order they come back in.
+/// A client of the dispatcher over one or more connections. Any number of tasks may call `send`
+/// at once: requests are pipelined, spread over the pool's connections in turn, and each
+/// response finds its caller by request id, whatever order they come back in.
+///
+/// A connection that ends (an idle close, a dispatcher restart, a network break) is opened again
+/// on the next request, by `ReconnectPolicy`. Requests in flight when it ended are sent again
+/// when `isSafeToRepeat` (RequestSafety.swift) and fail with `connectionLost` otherwise.
 public final class DispatcherClient: Sendable {
-    public let greeting: Greeting
-    private let channel: any Channel
+    private let connections: [DispatcherConnection]
+    private let reconnect: ReconnectPolicy
     private let nextID = Atomic<Int64>(0)
+    private let nextConnection = Atomic<Int>(0)
     private let encoder = WireFormat.makeEncoder()
     private let decoder = WireFormat.makeDecoder()
 
-    private init(channel: any Channel, greeting: Greeting) {
-        self.channel = channel
-        self.greeting = greeting
+    private init(connections: [DispatcherConnection], reconnect: ReconnectPolicy) {
+        self.connections = connections
+        self.reconnect = reconnect
     }
 
-    /// Connects, reads the greeting, and authenticates with `token` when the server requires it.
+    /// The greeting of the latest connection (of the first, in a pool).
+    public var greeting: Greeting { connections[0].greeting }
+
+    /// Opens `poolSize` connections, each greeted and authenticated with `token` when the server
+    /// requires it. These first connections are not retried: a wrong address or token fails here.
     public static func connect(
         to address: DispatcherAddress, token: String? = nil, tls: DispatcherTLS.Client? = nil, maxFrameBytes: Int = 64 << 20,
-        connectTimeout: Duration = .seconds(5), group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        connectTimeout: Duration = .seconds(5), poolSize: Int = 1, reconnect: ReconnectPolicy = .default,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> DispatcherClient {
-        let bootstrap = ClientBootstrap(group: group).connectTimeout(.nanoseconds(Int64(connectTimeout.seconds * 1e9)))
+        precondition(poolSize >= 1, "a pool of at least one connection")
         // TLS over TCP only: the Unix socket's file permissions are its access control.
-        let tlsContext = try tls.flatMap { tls in address.isTCP ? try tls.makeContext() : nil }
-        let initialize: @Sendable (any Channel) -> EventLoopFuture<(any Channel, EventLoopFuture<ByteBuffer>)> = { channel in
-            channel.eventLoop.makeCompletedFuture {
-                let greeting = channel.eventLoop.makePromise(of: ByteBuffer.self)
-                if let tlsContext, case .tcp(let host, _) = address {
-                    try channel.pipeline.syncOperations.addHandler(
-                        try NIOSSLClientHandler(context: tlsContext, serverHostname: DispatcherTLS.Client.serverName(host)))
-                }
-                try channel.pipeline.syncOperations.addHandlers(
-                    FrameReader(maxFrameBytes: maxFrameBytes), ResponseRouter(greeting: greeting))
-                return (channel, greeting.futureResult)
-            }
-        }
-        let (channel, greetingFrame) = switch address {
-        case .tcp(let host, let port): try await bootstrap.connect(host: host, port: port, channelInitializer: initialize)
-        case .unix(let path): try await bootstrap.connect(unixDomainSocketPath: path, channelInitializer: initialize)
-        }
+        let settings = ConnectionSettings(
+            address: address, token: token, tlsContext: try tls.flatMap { tls in address.isTCP ? try tls.makeContext() : nil },
+            maxFrameBytes: maxFrameBytes, connectTimeout: connectTimeout, reconnect: reconnect, group: group)
+        var connections: [DispatcherConnection] = []
         do {
-            let frame = Data(try await greetingFrame.get().readableBytesView)
-            let decoder = WireFormat.makeDecoder()
-            // A server at its connection limit answers with an error instead of a greeting.
-            if let refusal = try? decoder.decode(ResponseHeader.self, from: frame), let error = refusal.error { throw error }
-            let greeting = try decoder.decode(Greeting.self, from: frame)
-            guard greeting.protocol == WireFormat.name, greeting.version == WireFormat.version else {
-                throw DispatcherClientError.incompatibleServer("\(greeting.protocol) version \(greeting.version)")
-            }
-            let client = DispatcherClient(channel: channel, greeting: greeting)
-            if greeting.authRequired, let token { _ = try await client.send(AuthRequest(token: token)) }
-            return client
+            for _ in 0..<poolSize { connections.append(try await DispatcherConnection.open(settings)) }
         } catch {
-            try? await channel.close()
+            for connection in connections { await connection.close() }
             throw error
         }
+        return DispatcherClient(connections: connections, reconnect: reconnect)
     }
 
-    /// Sends one request and returns its result; throws `DispatcherError` when the dispatcher refuses it.
+    /// Sends one request and returns its result; throws `DispatcherError` when the dispatcher
+    /// refuses it, `DispatcherClientError` when the connection fails it.
     public func send<Request: DispatcherRequest>(_ request: Request) async throws -> Request.Result {
-        let id = nextID.add(1, ordering: .relaxed).newValue
-        let frame = try WireFormat.frame(RequestFrame(id: .number(id), args: request), encoder: encoder)
-        let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
-        // A write that never reaches the router (channel already closed) must still end the wait.
-        channel.writeAndFlush(PendingRequest(id: id, frame: frame, promise: promise)).whenFailure { promise.fail($0) }
-        let response = Data(try await promise.futureResult.get().readableBytesView)
-        let header = try decoder.decode(ResponseHeader.self, from: response)
-        if let error = header.error { throw error }
-        return try decoder.decode(ResponseResult<Request.Result>.self, from: response).result
+        let connection = connections[nextConnection.add(1, ordering: .relaxed).newValue % connections.count]
+        var resends = 0
+        while true {
+            let live = try await connection.live()
+            let id = nextID.add(1, ordering: .relaxed).newValue
+            do {
+                return try await ChannelExchange.send(request, id: id, on: live.channel, encoder: encoder, decoder: decoder)
+            } catch let ended as ConnectionEnded {
+                if ended.sent {
+                    guard reconnect.enabled else { throw DispatcherClientError.connectionClosed }
+                    guard request.isSafeToRepeat, resends < reconnect.maxResends else {
+                        throw DispatcherClientError.connectionLost(op: Request.op)
+                    }
+                    resends += 1
+                }
+                // Never written, or safe to write again: on the next connection, once this one is gone.
+                try? await live.channel.closeFuture.get()
+            }
+        }
     }
 
     public func close() async {
-        try? await channel.close()
+        for connection in connections { await connection.close() }
     }
 }
 

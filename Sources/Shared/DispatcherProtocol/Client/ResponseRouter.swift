@@ -8,6 +8,32 @@ struct PendingRequest: Sendable {
     let promise: EventLoopPromise<ByteBuffer>
 }
 
+/// The connection ended before a request's answer came. `sent`: its frame had been written
+/// whole, so the dispatcher may have applied it; otherwise it certainly did not (a frame cut
+/// short has no newline, and the server applies only whole frames).
+struct ConnectionEnded: Error {
+    let sent: Bool
+    let cause: any Error
+}
+
+/// One request and its answer on one channel.
+enum ChannelExchange {
+    static func send<Request: DispatcherRequest>(
+        _ request: Request, id: Int64, on channel: any Channel, encoder: JSONEncoder, decoder: JSONDecoder
+    ) async throws -> Request.Result {
+        let frame = try WireFormat.frame(RequestFrame(id: .number(id), args: request), encoder: encoder)
+        let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
+        // A write that never reaches the router (channel already closed) must still end the wait.
+        channel.writeAndFlush(PendingRequest(id: id, frame: frame, promise: promise)).whenFailure {
+            promise.fail(ConnectionEnded(sent: false, cause: $0))
+        }
+        let response = Data(try await promise.futureResult.get().readableBytesView)
+        let header = try decoder.decode(ResponseHeader.self, from: response)
+        if let error = header.error { throw error }
+        return try decoder.decode(ResponseResult<Request.Result>.self, from: response).result
+    }
+}
+
 /// The client's end of the pipeline: writes requests, and hands each response frame to the
 /// request with its id, in whatever order they come. Lives on the channel's event loop.
 final class ResponseRouter: ChannelDuplexHandler {
@@ -29,14 +55,14 @@ final class ResponseRouter: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let request = unwrapOutboundIn(data)
         if let closedBecause {
-            request.promise.fail(closedBecause)
+            request.promise.fail(ConnectionEnded(sent: false, cause: closedBecause))
             promise?.fail(closedBecause)
             return
         }
         pending[request.id] = request.promise
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.assumeIsolated().whenFailure { [self] error in
-            pending.removeValue(forKey: request.id)?.fail(error)
+            pending.removeValue(forKey: request.id)?.fail(ConnectionEnded(sent: false, cause: error))
         }
         written.futureResult.cascade(to: promise)
         context.write(wrapOutboundOut(request.frame), promise: written)
@@ -79,9 +105,7 @@ final class ResponseRouter: ChannelDuplexHandler {
             greeted = true
             greeting.fail(closedBecause ?? DispatcherClientError.connectionClosed)
         }
-        let failed = pending
-        pending = [:]
-        for promise in failed.values { promise.fail(closedBecause ?? DispatcherClientError.connectionClosed) }
+        failPending(closedBecause ?? DispatcherClientError.connectionClosed)
     }
 
     private func failAll(_ context: ChannelHandlerContext, _ error: any Error) {
@@ -90,9 +114,17 @@ final class ResponseRouter: ChannelDuplexHandler {
             greeted = true
             greeting.fail(error)
         }
+        failPending(error)
+        context.close(promise: nil)
+    }
+
+    /// The server's own error about the connection (FRAME_TOO_LARGE...) is the answer of every
+    /// request in flight: sending them again would meet it again. Anything else ended the
+    /// connection under them.
+    private func failPending(_ error: any Error) {
         let failed = pending
         pending = [:]
-        for promise in failed.values { promise.fail(error) }
-        context.close(promise: nil)
+        let answer: any Error = error is DispatcherError ? error : ConnectionEnded(sent: true, cause: error)
+        for promise in failed.values { promise.fail(answer) }
     }
 }

@@ -6,6 +6,9 @@ import Foundation
 public protocol DispatcherRequest: Codable, Sendable {
     associatedtype Result: Codable, Sendable
     static var op: String { get }
+    /// Whether sending this request a second time, after a connection broke with it in flight,
+    /// cannot do anything the first one did not (RequestSafety.swift says which are).
+    var isSafeToRepeat: Bool { get }
 }
 
 /// `ping`: allowed before `auth`.
