@@ -19,13 +19,14 @@ cd "$(dirname "$0")/.."
 ROOT=${CHECK_SIGNALS_ROOT:-.}
 mode=${1:-check}
 
+status=0
 if [ "$mode" = check ]; then
   command -v promtool >/dev/null 2>&1 || { echo "check-signals: FAIL: promtool not found (apt-get install prometheus; scripts/install-deps.sh)" >&2; exit 1; }
-  promtool check rules "$ROOT/deploy/prometheus/fleet-alerts.yml"
-  (cd "$ROOT/deploy/prometheus" && promtool test rules fleet-alerts.test.yml)
+  promtool check rules "$ROOT/deploy/prometheus/fleet-alerts.yml" || { status=1; echo "check-signals: FAIL: promtool check rules" >&2; }
+  (cd "$ROOT/deploy/prometheus" && promtool test rules fleet-alerts.test.yml) || { status=1; echo "check-signals: FAIL: promtool test rules" >&2; }
 fi
 
-python3 - "$ROOT" "$mode" <<'PY'
+python3 - "$ROOT" "$mode" <<'PY' || status=1
 import glob, json, os, re, sys
 import yaml
 
@@ -243,3 +244,4 @@ if errors:
 print(f"check-signals: OK: {len(alerts)} alerts, {len(queries)} queries naming {len(used)} metrics, "
       f"all among the {len(exported)} exported names (+ {len(recorded)} recorded); runbooks in docs/operations.md")
 PY
+exit $status
