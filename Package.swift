@@ -115,7 +115,7 @@ let package = Package(
             name: "DispatcherCore",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
-                "DispatcherProtocol", "CSodium", hummingbird, nioCore, nioPosix, nioSSL, log, serviceLifecycle,
+                "DispatcherProtocol", "CSodium", hummingbird, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle,
             ]
         ),
         // The workers' shared command line (run, migrate).

@@ -3,7 +3,8 @@
 # starts a throwaway PostgreSQL (fsync off) under .data/test-postgres on port
 # FLEET_TEST_PG_PORT (default: the first free port from 15330), builds, runs `swift test`, then the Node client's tests
 # (node --test) against the built dispatcher, the short multi-host chaos run
-# (scripts/chaos.sh --short), and stops the database.
+# (scripts/chaos.sh --short), and stops the database. Before the build: deploy/ (check-deploy.sh),
+# the alert rules and dashboard (check-signals.sh), a standalone clone, the architecture graph.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -13,6 +14,7 @@ trap 'scripts/pg.sh stop --dir "$dir" --port "$port"' EXIT
 scripts/pg.sh start --dir "$dir" --port "$port" --fast >/dev/null
 export FLEET_TEST_PG_PORT=$port FLEET_TEST_PG_STARTED=1
 bash scripts/check-deploy.sh   # deploy/ manifests, offline, under a second
+bash scripts/check-signals.sh  # alert rules (promtool check/test), runbooks, dashboard queries vs exported metrics
 bash scripts/check-standalone.sh   # a fresh clone needs nothing beside it (fixtures, a 0700 folder)
 bash scripts/check-architecture.sh # docs/architecture.md's graph is Package.swift's
 swift build --build-tests

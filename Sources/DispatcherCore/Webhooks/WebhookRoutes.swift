@@ -3,6 +3,7 @@ import FleetHTTPClient
 import Foundation
 import Hummingbird
 import Logging
+import Metrics
 import NIOCore
 import Renders
 
@@ -10,7 +11,8 @@ import Renders
 /// `maxBodyBytes`), authenticate it, store it once and announce it (`RenderStore.recordProviderEvent`).
 /// 200 for a new or repeated delivery, 4xx for a request that must not come again, 5xx for
 /// one the provider should deliver again. Logs name the provider, status and reason only:
-/// never headers (signatures) or bodies.
+/// never headers (signatures) or bodies. Each refusal counts in
+/// `fleet_webhooks_refused_total{provider,status}` (401: a bad or missing signature).
 public struct WebhookRoutes: HTTPRoutes {
     let sources: [any WebhookSource]
     let store: RenderStore
@@ -63,6 +65,7 @@ public struct WebhookRoutes: HTTPRoutes {
     }
 
     private func refuse(_ source: any WebhookSource, _ rejection: WebhookRejection) -> Response {
+        Counter(label: "fleet_webhooks_refused_total", dimensions: [("provider", source.provider), ("status", "\(rejection.status)")]).increment()
         logger.log(level: rejection.status >= 500 ? .error : .warning, "webhook refused", metadata: [
             "provider": "\(source.provider)", "status": "\(rejection.status)", "reason": "\(rejection.reason)",
         ])

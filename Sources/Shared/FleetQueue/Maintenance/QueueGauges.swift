@@ -1,4 +1,5 @@
 import FleetSupport
+import Foundation
 import Logging
 import Metrics
 import ServiceLifecycle
@@ -9,6 +10,8 @@ import ServiceLifecycle
 /// - `fleet_queue_oldest_due_seconds{kind}`: how long the oldest due job has waited (0: none)
 /// - `fleet_queue_dead_last_hour{kind}`: jobs ended `dead` in the last hour, by whoever ended them
 /// - `fleet_queue_paused{kind}`: 1 while the kind is paused (`queue.pause`), else 0
+/// - `fleet_queue_stats_timestamp_seconds`: Unix time of the last refresh whose queries answered
+///   (falls behind while the database does not answer)
 ///
 /// The dispatcher refreshes them every `interval` instead of querying at scrape time: the
 /// statement scans the jobs table's live rows, so its cost stays one per interval however
@@ -58,5 +61,6 @@ public struct QueueGauges: Service {
             Gauge(label: "fleet_queue_dead_last_hour", dimensions: dimensions).record(line?.dead ?? 0)
             Gauge(label: "fleet_queue_paused", dimensions: dimensions).record(pausedKinds.contains(kind.rawValue) ? 1 : 0)
         }
+        Gauge(label: "fleet_queue_stats_timestamp_seconds").record(Date().timeIntervalSince1970)
     }
 }

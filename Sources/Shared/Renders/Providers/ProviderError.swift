@@ -2,6 +2,7 @@ import FleetHTTPClient
 import FleetQueue
 import FleetSupport
 import Foundation
+import Metrics
 
 /// Why a provider call produced no usable answer. Messages name the provider and what went wrong,
 /// never a key, a token or an image.
@@ -53,8 +54,10 @@ public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
 
 extension ProviderError {
     /// Classifies a non-2xx answer. `retryable` is the provider's own verdict when it sends one
-    /// (fal's `X-Fal-Retryable`); it overrides the status class.
+    /// (fal's `X-Fal-Retryable`); it overrides the status class. Counted in
+    /// `fleet_render_provider_http_errors_total{provider,status}` (429: the provider's rate limit).
     static func from(status: Int, message: String, retryable: Bool? = nil, provider: String) -> ProviderError {
+        Counter(label: "fleet_render_provider_http_errors_total", dimensions: [("provider", provider), ("status", "\(status)")]).increment()
         let message = ProviderText.bounded(message)
         if retryable ?? HTTPStatus.isTransient(status) {
             return .transient(provider: provider, reason: "HTTP \(status): \(message)")
