@@ -10,7 +10,7 @@ import Testing
     let owner = "test-worker"
 
     func claim(_ q: TestQueue, _ slots: [JobKind: Int], owner: String? = nil, lease: Duration = .seconds(30)) async throws -> [ClaimedJob] {
-        try await q.driver.jobClaim(ClaimRequest(owner: owner ?? self.owner, lease: lease, slots: slots))
+        try await q.driver.jobClaim(ClaimRequest(owner: owner ?? self.owner, lease: lease, slots: slots)).jobs
     }
 
     @Test(arguments: DriverExecutor.allCases) func claimsInPriorityThenRunAtOrder(_ executor: DriverExecutor) async throws {

@@ -94,7 +94,7 @@ import Testing
         // (Token trees are named by the token's id: `EphemeralTokens.tokenID(of:)`.)
         #expect(try Set(purges.map { try $0.string("id") }) == ["anon-old", "anon-open", "eph-old", "eph-open", "eph-stray", "eph-upload"])
         // The image worker runs them.
-        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "test-image-worker", lease: .seconds(30), slots: [.accountPurge: 10]))
+        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "test-image-worker", lease: .seconds(30), slots: [.accountPurge: 10])).jobs
         #expect(claimed.count == 6)
         let purge = PurgeHandler(storage: FileImageStorage(root: root))
         let context = JobContext(logger: testLogger, workerID: "test-image-worker", queue: q.queue)

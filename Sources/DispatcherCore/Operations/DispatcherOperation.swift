@@ -180,6 +180,7 @@ extension DispatcherError {
         case .delay: "args.options.delaySeconds"
         case .maxAttempts: "args.options.maxAttempts"
         case .idempotencyKey: "args.options.idempotencyKey"
+        case .limitKeys: "args.options.limitKeys"
         }
     }
 }

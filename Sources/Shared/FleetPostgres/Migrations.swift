@@ -7,7 +7,7 @@ public struct Migration: Sendable {
 
 /// Every migration of the fleet, in order. `docs/schema.md` describes the result.
 public enum Migrations {
-    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl]
+    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
         CREATE TYPE job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
@@ -222,5 +222,35 @@ public enum Migrations {
         CREATE INDEX jobs_failed_idx ON jobs (state, id) WHERE state IN ('dead', 'cancelled');
         CREATE INDEX jobs_failed_kind_idx ON jobs (state, kind, id) WHERE state IN ('dead', 'cancelled');
         CREATE INDEX jobs_dead_code_idx ON jobs ((errors -> -1 ->> 'code'), id) WHERE state = 'dead';
+        """)
+
+    /// Fleet-wide limits on jobs that carry limit keys (`docs/queue.md`, "Limits"): at most so many
+    /// running at once and/or so many starts per window, per key, enforced by the claim.
+    static let concurrencyLimits = Migration(version: 5, name: "concurrency limits", sql: """
+        -- NULL for jobs without keys (no rewrite of the table: a column without a default).
+        ALTER TABLE jobs ADD COLUMN limit_keys text[];
+
+        -- The running jobs that count against a limit: what the limited claim counts.
+        CREATE INDEX jobs_running_limited_idx ON jobs (limit_keys) WHERE state = 'running' AND limit_keys IS NOT NULL;
+
+        -- One rule per key (`provider:fal-fashn`), or per key prefix ending in `*` (`user:*`: each
+        -- key under it has the limit on its own). Rows, so operators change them at run time.
+        CREATE TABLE queue_limits (
+            key text PRIMARY KEY CHECK (key ~ '^[A-Za-z0-9._:-]{1,100}[*]?$'),
+            max_running integer CHECK (max_running >= 0),
+            rate integer CHECK (rate >= 0),
+            rate_window_seconds double precision NOT NULL DEFAULT 60 CHECK (rate_window_seconds > 0 AND rate_window_seconds <= 3600),
+            updated_by text NOT NULL DEFAULT 'fleet',
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            CHECK (max_running IS NOT NULL OR rate IS NOT NULL)
+        );
+
+        -- Starts of jobs whose keys have a rate, for a sliding window; the claim deletes what
+        -- no window can see any more.
+        CREATE TABLE limit_starts (
+            key text NOT NULL,
+            started_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX limit_starts_key_idx ON limit_starts (key, started_at);
         """)
 }

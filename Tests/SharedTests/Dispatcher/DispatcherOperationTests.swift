@@ -113,7 +113,7 @@ import Testing
             #expect(try await client.cancel(jobId: queued.jobId) == .init(outcome: .alreadyFinished, state: .cancelled, workerId: nil))
 
             let running = try await client.enqueue(kind: "drill.script")
-            _ = try await dispatcher.queue.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillScript: 1]))
+            _ = try await dispatcher.queue.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillScript: 1])).jobs
             let status = try await client.status(jobId: running.jobId)
             #expect(status.state == .running && status.workerId == "w1" && status.attempt == 1 && status.startedAt != nil)
             #expect(try await client.cancel(jobId: running.jobId) == .init(outcome: .requested, state: .running, workerId: "w1"))
@@ -133,7 +133,7 @@ import Testing
             try await q.driver.workerRegister(WorkerRecord(id: "w1", host: "h", pid: 7, executable: "fleet-drill", kinds: [.drillScript]))
             try await q.driver.workerRegister(WorkerRecord(id: "gone", host: "h", pid: 8, executable: "fleet-drill", kinds: [.drillNoop]))
             try await q.driver.workerStop(id: "gone")
-            _ = try await q.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillScript: 1]))
+            _ = try await q.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillScript: 1])).jobs
             let stats1 = try await client.stats()
             #expect(stats1.workers.map(\.id) == ["w1"])
             #expect(stats1.workers[0].running == 1 && stats1.workers[0].kinds == ["drill.script"] && stats1.workers[0].pid == 7)
@@ -159,7 +159,7 @@ import Testing
             let started = ContinuousClock.now
             async let waited = client.wait(jobId: job.jobId, timeoutMs: 60_000)
             try await Task.sleep(for: .milliseconds(300))
-            let claimed = try await dispatcher.queue.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillNoop: 1]))
+            let claimed = try await dispatcher.queue.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillNoop: 1])).jobs
             #expect(claimed.map(\.id) == [job.jobId])
             _ = try await dispatcher.queue.driver.jobFinishMany(owner: "w1", outcomes: [
                 JobOutcome(jobID: job.jobId, attempt: 1, kind: .completed(result: #"{"done":true}"#))])
@@ -183,7 +183,7 @@ import Testing
 
             // A lease that runs out on the last attempt: the rescuer makes it dead.
             let rescued = try await client.enqueue(kind: "drill.noop", options: JobOptions(maxAttempts: 1))
-            _ = try await dispatcher.queue.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillNoop: 1]))
+            _ = try await dispatcher.queue.driver.jobClaim(ClaimRequest(owner: "w1", lease: .seconds(30), slots: [.drillNoop: 1])).jobs
             async let waitedDead = client.wait(jobId: rescued.jobId, timeoutMs: 60_000)
             try await Task.sleep(for: .milliseconds(200))
             try await dispatcher.queue.travelInTime(.seconds(31))
@@ -211,7 +211,7 @@ import Testing
         #expect(await events.next() == .mightHaveMissed)
 
         _ = try await q.queue.enqueue((0..<1000).map { _ in NewJob(kind: .drillNoop) })
-        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 1000]))
+        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 1000])).jobs
         var outcomes = claimed.map { JobOutcome(jobID: $0.id, attempt: 1, kind: .completed(result: nil)) }
         // A retry is not terminal: it must not be announced.
         outcomes[0] = JobOutcome(jobID: claimed[0].id, attempt: 1, kind: .retry(error: "again", code: nil, retryIn: .seconds(60)))

@@ -144,7 +144,7 @@ import Testing
             _ = try await client.send(QueuePauseRequest(queue: "batch"))
             await #expect(throws: DispatcherError.self) { _ = try await client.send(QueuePauseRequest(kind: "drill.nope")) }
             let claim = ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 10, .drillScript: 10])
-            let first = try await q.driver.jobClaim(claim)
+            let first = try await q.driver.jobClaim(claim).jobs
             #expect(first.map(\.kind) == [.drillScript] && first[0].queue == "default")
             #expect(try await client.listJobs(JobFilterArguments(states: [.running])).jobs.map(\.workerId) == ["w"])
             let stats = try await client.stats()
@@ -152,7 +152,7 @@ import Testing
             #expect(Set(stats.pauses.map(\.name)) == ["drill.noop", "batch"])
             _ = try await client.resume(kind: "drill.noop")
             _ = try await client.send(QueueResumeRequest(queue: "batch"))
-            #expect(try await q.driver.jobClaim(claim).count == 2)
+            #expect(try await q.driver.jobClaim(claim).jobs.count == 2)
             #expect(try await client.send(QueueResumeRequest(queue: "batch")).changed == false)
         }
     }
@@ -179,7 +179,7 @@ import Testing
             while !retryDone.load(ordering: .acquiring) {
                 let start = clock.now
                 _ = try await q.queue.enqueue((0..<20).map { _ in NewJob(kind: .drillNoop) })
-                let jobs = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 20]))
+                let jobs = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 20])).jobs
                 _ = try await q.driver.jobFinishMany(owner: "w", outcomes: jobs.map { JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .completed(result: nil)) })
                 slowest = max(slowest, clock.now - start)
                 rounds += 1
@@ -223,7 +223,7 @@ import Testing
     /// Jobs of `drill.script` that ended `dead` with `code`, oldest first.
     static func makeDead(_ q: TestQueue, count: Int, code: String) async throws -> [Int64] {
         let jobs = try await q.queue.enqueue((0..<count).map { _ in NewJob(kind: .drillScript, maxAttempts: 1) })
-        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillScript: count]))
+        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillScript: count])).jobs
         _ = try await q.driver.jobFinishMany(owner: "w", outcomes: claimed.map {
             JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .dead(error: "failed", code: JobErrorCode(rawValue: code)))
         })

@@ -20,16 +20,20 @@ public struct NewJob: Sendable, Hashable {
     public var maxAttempts: Int
     /// Enqueueing the same key again returns the first job instead of a second one.
     public var idempotencyKey: String?
+    /// Keys the fleet-wide limits count this job under (`ConcurrencyLimit`), e.g. its provider
+    /// and its user. Only kinds whose handler says `usesLimits` are claimed under limits.
+    public var limitKeys: [String] = []
 
     /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
     public enum Field: String, Sendable {
-        case payload, queue, priority, delay, maxAttempts, idempotencyKey
+        case payload, queue, priority, delay, maxAttempts, idempotencyKey, limitKeys
     }
 
     public init(
         kind: JobKind, payload: String = "{}", queue: String = "default", priority: Int = 2,
-        delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil
+        delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil, limitKeys: [String] = []
     ) {
+        self.limitKeys = limitKeys
         self.kind = kind
         self.payload = payload
         self.queue = queue
@@ -41,9 +45,11 @@ public struct NewJob: Sendable, Hashable {
 
     /// A job of its payload's own kind.
     public init<Payload: JobPayload>(_ payload: Payload, queue: String = "default", priority: Int = 2,
-                                     delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil) throws {
+                                     delay: Duration = .zero, maxAttempts: Int = 5, idempotencyKey: String? = nil,
+                                     limitKeys: [String] = []) throws {
         try self.init(kind: Payload.kind, encoding: payload, queue: queue, priority: priority, delay: delay,
                       maxAttempts: maxAttempts, idempotencyKey: idempotencyKey)
+        self.limitKeys = limitKeys
     }
 
     /// A job of a kind named at run time (the dispatcher's `enqueue`, the schedule).

@@ -48,6 +48,7 @@ public struct JobQueue: Sendable {
         if let key = job.idempotencyKey, key.isEmpty || key.utf8.count > 255 {
             throw QueueError.invalidJob(field: .idempotencyKey, reason: "must be 1 to 255 bytes")
         }
+        if !job.limitKeys.isEmpty { try ConcurrencyLimit.validate(jobKeys: job.limitKeys) }
         // An object starts with "{"; the server checks the rest of the syntax.
         guard job.payload.utf8.first(where: { !isJSONWhitespace($0) }) == UInt8(ascii: "{") else {
             throw QueueError.invalidJob(field: .payload, reason: "must be a JSON object")

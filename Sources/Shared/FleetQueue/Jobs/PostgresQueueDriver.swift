@@ -96,12 +96,25 @@ public struct PostgresQueueDriver: QueueDriver {
             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
                     DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
             """ : ""
+        // Likewise only batches with limit keys name the column: one more array otherwise for nothing.
+        // Keys are joined by spaces (they cannot hold one): unnest would flatten an array of arrays.
+        let limited = unique.contains { !$0.limitKeys.isEmpty }
+        let (keysColumn, keysValue, keysInput) = limited
+            ? (", limit_keys", ", string_to_array(nullif(limit_keys, ''), ' ')", ", $8::text[]")
+            : ("", "", "")
+        var parameters: [(any PostgresEncodable)?] = [
+            PostgresArray(unique.map(\.kind.rawValue)), PostgresArray(unique.map(\.queue)),
+            PostgresArray(unique.map(\.priority)), PostgresArray(unique.map(\.maxAttempts)),
+            PostgresArray(unique.map(\.delay.seconds)), PostgresArray(unique.map(\.payload)),
+            PostgresArray(unique.map(\.idempotencyKey)),
+        ]
+        if limited { parameters.append(PostgresArray(unique.map { $0.limitKeys.joined(separator: " ") })) }
         let rows = try await executor.query("""
             WITH inserted AS (
-                INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key)
-                SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key
-                FROM unnest($1::text[], $2::text[], $3::smallint[], $4::integer[], $5::float8[], $6::jsonb[], $7::text[])
-                    AS input(kind, queue, priority, max_attempts, delay, payload, idempotency_key)
+                INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key\(keysColumn))
+                SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key\(keysValue)
+                FROM unnest($1::text[], $2::text[], $3::smallint[], $4::integer[], $5::float8[], $6::jsonb[], $7::text[]\(keysInput))
+                    AS input(kind, queue, priority, max_attempts, delay, payload, idempotency_key\(limited ? ", limit_keys" : ""))
                 \(onConflict)
                 RETURNING id, idempotency_key, kind, (xmax = 0) AS is_new
             ), notified AS (
@@ -110,12 +123,7 @@ public struct PostgresQueueDriver: QueueDriver {
                 ) AS n
             )
             SELECT id, idempotency_key, is_new FROM inserted, notified WHERE notified.kinds >= 0
-            """, [
-                PostgresArray(unique.map(\.kind.rawValue)), PostgresArray(unique.map(\.queue)),
-                PostgresArray(unique.map(\.priority)), PostgresArray(unique.map(\.maxAttempts)),
-                PostgresArray(unique.map(\.delay.seconds)), PostgresArray(unique.map(\.payload)),
-                PostgresArray(unique.map(\.idempotencyKey)),
-            ]).rows
+            """, parameters).rows
         // Keyed rows match by key; new unkeyed rows got ascending ids in input order.
         var byKey: [String: EnqueuedJob] = [:]
         var unkeyed: [EnqueuedJob] = []
@@ -140,9 +148,23 @@ public struct PostgresQueueDriver: QueueDriver {
         return results
     }
 
-    public func jobClaim(_ request: ClaimRequest) async throws -> [ClaimedJob] {
-        let wanted = request.slots.filter { $0.value > 0 }.sorted { $0.key < $1.key }
-        guard !wanted.isEmpty else { return [] }
+    public func jobClaim(_ request: ClaimRequest) async throws -> ClaimResult {
+        let wanted = request.slots.filter { $0.value > 0 }
+        let plain = wanted.filter { !request.limitedKinds.contains($0.key) }
+        let limited = wanted.filter { request.limitedKinds.contains($0.key) }
+        var result = ClaimResult(jobs: plain.isEmpty ? [] : try await claim(plain, request, on: executor))
+        if !limited.isEmpty {
+            let underLimits = try await claimWithinLimits(limited, request)
+            result.jobs += underLimits.jobs
+            result.heldBack = underLimits.heldBack
+        }
+        result.jobs.sort { ($0.priority, $0.id) < ($1.priority, $1.id) }
+        return result
+    }
+
+    /// The claim of kinds without limits: one statement.
+    func claim(_ slots: [JobKind: Int], _ request: ClaimRequest, on executor: any PostgresExecutor) async throws -> [ClaimedJob] {
+        let wanted = slots.sorted { $0.key < $1.key }
         let rows = try await executor.query("""
             WITH picked AS MATERIALIZED (
                 SELECT j.id
@@ -173,12 +195,7 @@ public struct PostgresQueueDriver: QueueDriver {
                 PostgresArray(wanted.map(\.key.rawValue)), PostgresArray(wanted.map(\.value)),
                 request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) }, executor.joinsCallerTransaction,
             ]).rows
-        return try rows.map { row in
-            ClaimedJob(
-                id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), queue: try row.string("queue"),
-                priority: try row.int("priority"), attempt: try row.int("attempt"), maxAttempts: try row.int("max_attempts"),
-                payload: try row.string("payload"), createdAt: try row.date("created_at"))
-        }.sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }
+        return try rows.map(ClaimedJob.init(row:))
     }
 
     public func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64> {
@@ -405,10 +422,13 @@ public enum QueueError: Error, CustomStringConvertible, Sendable, Equatable {
     /// A `NewJob` field out of its range; `reason` says what it must be.
     case invalidJob(field: NewJob.Field, reason: String)
     case internalMismatch(String)
+    /// A `ConcurrencyLimit` that cannot be stored; the text says why.
+    case invalidLimit(String)
 
     public var description: String {
         switch self {
         case .unknownKind(let kind): "unknown job kind '\(kind)'"
+        case .invalidLimit(let reason): "invalid limit: \(reason)"
         case .invalidJob(let field, let reason): "invalid job: \(field.rawValue) \(reason)"
         case .internalMismatch(let reason): "queue driver mismatch: \(reason)"
         }

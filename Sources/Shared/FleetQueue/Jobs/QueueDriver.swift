@@ -7,8 +7,9 @@ public protocol QueueDriver: Sendable {
     /// Inserts jobs in one statement; an idempotency key already present returns the first job.
     /// `announce`: wake the workers of their kinds (`QueueChannel.jobs`) within the statement.
     func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob]
-    /// Leases up to `slots[kind]` due jobs of each kind, priority then run-at order.
-    func jobClaim(_ request: ClaimRequest) async throws -> [ClaimedJob]
+    /// Leases up to `slots[kind]` due jobs of each kind, priority then run-at order; the kinds in
+    /// `request.limitedKinds` within the fleet-wide limits (`ConcurrencyLimit`).
+    func jobClaim(_ request: ClaimRequest) async throws -> ClaimResult
     /// Records outcomes of attempts `owner` still holds; returns the ids it applied.
     func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64>
     /// Renews the leases `owner` still holds among `ids` and heartbeats the worker row.
@@ -49,6 +50,15 @@ public protocol QueueDriver: Sendable {
     func auditRecord(actor: String, action: String, target: String, affected: Int) async throws
     /// The trail, newest first, with ids below `before`.
     func auditList(before: Int64?, limit: Int) async throws -> [AuditEntry]
+
+    // Limits (`docs/queue.md`, "Limits").
+    /// Creates or replaces the rule for `limit.key`.
+    func limitSet(_ limit: ConcurrencyLimit, by actor: String) async throws
+    /// Removes a rule; false if there was none.
+    func limitRemove(key: String) async throws -> Bool
+    func limitList() async throws -> [ConcurrencyLimit]
+    /// Per rule: running jobs and starts within its window, per key it limits (prefix rules: keys in use).
+    func limitUsage() async throws -> [LimitUsage]
 
     func workerRegister(_ worker: WorkerRecord) async throws
     func workerStop(id: String) async throws
@@ -95,13 +105,39 @@ public struct ClaimRequest: Sendable {
     public var slots: [JobKind: Int]
     /// nil: any queue.
     public var queues: [String]?
+    /// Kinds whose jobs may carry limit keys: claimed under the limits' lock, the others by the
+    /// one-statement claim that pays nothing for limits.
+    public var limitedKinds: Set<JobKind>
 
-    public init(owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil) {
+    public init(owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil, limitedKinds: Set<JobKind> = []) {
         self.owner = owner
         self.lease = lease
         self.slots = slots
         self.queues = queues
+        self.limitedKinds = limitedKinds
     }
+}
+
+/// What a claim took, and which limited kinds a limit held back (due jobs left waiting for a
+/// slot): their workers claim again when a slot may have freed instead of waiting for new jobs.
+public struct ClaimResult: Sendable {
+    public var jobs: [ClaimedJob]
+    public var heldBack: Set<JobKind>
+
+    public init(jobs: [ClaimedJob], heldBack: Set<JobKind> = []) {
+        self.jobs = jobs
+        self.heldBack = heldBack
+    }
+}
+
+/// One limited key's use: `running` jobs carry it, `startedInWindow` started within the rule's window.
+public struct LimitUsage: Sendable, Equatable {
+    public let rule: String
+    public let key: String
+    public let running: Int
+    public let startedInWindow: Int
+    /// Due jobs carrying the key (exact rules only; 0 for keys under a prefix rule).
+    public let waiting: Int
 }
 
 public struct LeaseRenewal: Sendable, Equatable {

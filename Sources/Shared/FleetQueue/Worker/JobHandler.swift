@@ -6,8 +6,15 @@ import Logging
 /// Cancellation (a cancel request, a lost lease, shutdown) arrives as Task cancellation.
 public protocol JobHandler: Sendable {
     var kind: JobKind { get }
+    /// Its jobs carry limit keys (`NewJob.limitKeys`): the worker claims them within the
+    /// fleet-wide limits. False for kinds that never do, whose claim pays nothing for limits.
+    var usesLimits: Bool { get }
     /// Returns the job's result (kept in `jobs.result`), or nil.
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue?
+}
+
+extension JobHandler {
+    public var usesLimits: Bool { false }
 }
 
 /// What a handler gets besides its job.

@@ -14,12 +14,16 @@ public struct WorkerConfiguration: Sendable {
     public var retry: RetryPolicy
     /// The most jobs one claim statement takes.
     public var maxClaimBatch: Int
+    /// While a fleet-wide limit holds due jobs back, how often to look for a freed slot besides
+    /// the wake-up a finished job's notification gives.
+    public var heldBackPollInterval: Duration
 
     public init(
         concurrency: [JobKind: Int], queues: [String]? = nil, lease: Duration = .seconds(30),
         pollInterval: Duration = .seconds(1), shutdownGrace: Duration = .seconds(25),
-        retry: RetryPolicy = RetryPolicy(), maxClaimBatch: Int = 1_000
+        retry: RetryPolicy = RetryPolicy(), maxClaimBatch: Int = 1_000, heldBackPollInterval: Duration = .milliseconds(100)
     ) {
+        self.heldBackPollInterval = heldBackPollInterval
         self.concurrency = concurrency
         self.queues = queues
         self.lease = lease

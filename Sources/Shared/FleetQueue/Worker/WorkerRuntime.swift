@@ -29,6 +29,8 @@ public final class WorkerRuntime: Service, Sendable {
         var running: [Int64: RunningJob] = [:]
         /// More due jobs are likely waiting: a freed slot should trigger a claim.
         var backlog = true
+        /// A fleet-wide limit left due jobs waiting: a slot freed anywhere should trigger a claim.
+        var heldBack = false
         var stopping = false
     }
 
@@ -69,6 +71,8 @@ public final class WorkerRuntime: Service, Sendable {
 
     public var kinds: [JobKind] { handlers.keys.sorted() }
 
+    private var limitedKinds: Set<JobKind> { Set(handlers.values.filter(\.usesLimits).map(\.kind)) }
+
     public func run() async throws {
         try await driver.workerRegister(WorkerRecord(
             id: id, host: ProcessInfo.processInfo.hostName, pid: getpid(), executable: executable, kinds: kinds))
@@ -76,12 +80,21 @@ public final class WorkerRuntime: Service, Sendable {
             "kinds": "\(kinds.map(\.rawValue))",
             "concurrency": "\(state.withLock { $0.free.map { "\($0.key)=\($0.value)" }.sorted() })",
         ])
-        let subscription = notifier.subscribe(to: [QueueChannel.jobs, QueueChannel.control])
+        // A limited kind's slots free up when jobs finish anywhere in the fleet.
+        let limited = !limitedKinds.isEmpty
+        let subscription = notifier.subscribe(to: [QueueChannel.jobs, QueueChannel.control] + (limited ? [QueueChannel.finished] : []))
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.produce() }
             group.addTask { await self.consumeNotifications(subscription.events) }
             group.addTask { await repeatEvery(self.configuration.lease / 3) { await self.heartbeat() } }
             group.addTask { await repeatEvery(self.configuration.pollInterval) { self.wake() } }
+            if limited {
+                group.addTask {
+                    await repeatEvery(self.configuration.heldBackPollInterval) {
+                        if self.state.withLock({ $0.heldBack }) { self.wake() }
+                    }
+                }
+            }
             group.addTask {
                 let rescuer = Rescuer(driver: self.driver, logger: self.logger)
                 await repeatEvery(max(self.configuration.lease / 2, .seconds(1))) {
@@ -116,11 +129,15 @@ public final class WorkerRuntime: Service, Sendable {
             }
             guard !slots.isEmpty else { continue }
             do {
-                let jobs = try await driver.jobClaim(ClaimRequest(
-                    owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues))
+                let claimed = try await driver.jobClaim(ClaimRequest(
+                    owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues,
+                    limitedKinds: limitedKinds))
                 failureDelay = .milliseconds(100)
-                logger.trace("claimed", metadata: ["count": "\(jobs.count)", "requested": "\(slots.values.reduce(0, +))"])
-                start(jobs, requested: slots)
+                logger.trace("claimed", metadata: [
+                    "count": "\(claimed.jobs.count)", "requested": "\(slots.values.reduce(0, +))", "held_back": "\(claimed.heldBack.map(\.rawValue))",
+                ])
+                state.withLock { $0.heldBack = !claimed.heldBack.isEmpty }
+                start(claimed.jobs, requested: slots)
             } catch {
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: failureDelay)
@@ -257,6 +274,10 @@ public final class WorkerRuntime: Service, Sendable {
                 wake(backlog: true)
             case .notification(let channel, let payload) where channel == QueueChannel.jobs:
                 if handlers[JobKind(rawValue: payload)] != nil { wake(backlog: true) }
+            case .notification(let channel, _) where channel == QueueChannel.finished:
+                if state.withLock({ $0.heldBack }) { wake() }
+            case .notification(_, "limits"):
+                wake(backlog: true)
             case .notification(_, let payload):
                 let words = payload.split(separator: " ")
                 if words.count == 3, words[0] == "cancel", words[2] == id, let jobID = Int64(words[1]) {

@@ -1,0 +1,187 @@
+import FleetPostgres
+import Foundation
+
+/// The claim under fleet-wide limits, and the limits' rows (`docs/queue.md`, "Limits").
+///
+/// Why a transaction and not one statement: a statement counts running jobs in the snapshot it
+/// started with, so two claimers counting at once would each see room for the same last slot.
+/// Every limited claim first locks the rules' rows (`FOR UPDATE`, in key order); the next
+/// statements take a new snapshot, in which every claim that held the lock before has committed.
+/// Claims of kinds without limits never take that lock.
+extension PostgresQueueDriver {
+    func claimWithinLimits(_ slots: [JobKind: Int], _ request: ClaimRequest) async throws -> ClaimResult {
+        try await executor.withConnection { connection in
+            if executor.joinsCallerTransaction { return try await claimWithinLimits(slots, request, on: connection) }
+            return try await connection.transaction { try await claimWithinLimits(slots, request, on: $0) }
+        }
+    }
+
+    private func claimWithinLimits(_ slots: [JobKind: Int], _ request: ClaimRequest, on connection: PostgresConnection) async throws -> ClaimResult {
+        let rules = try await connection.query(
+            "SELECT key, max_running, rate, rate_window_seconds FROM queue_limits ORDER BY key FOR UPDATE"
+        ).rows.map(ConcurrencyLimit.init(row:))
+        guard !rules.isEmpty else { return ClaimResult(jobs: try await claim(slots, request, on: connection)) }
+
+        var running: [String: Int] = [:]
+        for row in try await connection.query("""
+            SELECT k AS key, count(*) AS n FROM jobs CROSS JOIN LATERAL unnest(limit_keys) AS k
+            WHERE state = 'running' AND limit_keys IS NOT NULL GROUP BY k
+            """).rows {
+            running[try row.string("key")] = try row.int("n")
+        }
+        var startAges: [String: [Duration]] = [:]
+        if let longest = rules.filter({ $0.rate != nil }).map(\.rateWindow).max() {
+            try await connection.query("DELETE FROM limit_starts WHERE started_at < now() - make_interval(secs => $1)", [longest.seconds])
+            for row in try await connection.query("SELECT key, extract(epoch FROM now() - started_at) AS age FROM limit_starts").rows {
+                startAges[try row.string("key"), default: []].append(.seconds(try row.double("age")))
+            }
+        }
+        var ledger = LimitLedger(rules: rules, running: running, startAges: startAges)
+        let full = ledger.fullKeys()
+
+        let wanted = slots.sorted { $0.key < $1.key }
+        let kinds = PostgresArray(wanted.map(\.key.rawValue))
+        // Jobs of full keys are left out here, so the ones behind them are seen; a few more
+        // candidates than slots, because taking one may fill a key the next one also carries.
+        let candidates = try await connection.query("""
+            SELECT j.id, j.kind, array_to_string(j.limit_keys, ' ') AS keys
+            FROM unnest($1::text[], $2::integer[]) AS wanted(kind, slots)
+            CROSS JOIN LATERAL (
+                SELECT id, kind, limit_keys, priority, run_at FROM jobs
+                WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
+                  AND ($3::text[] IS NULL OR queue = ANY($3::text[]))
+                  AND queue <> ALL (SELECT name FROM queue_pauses WHERE scope = 'queue')
+                  AND \(Self.notFull("limit_keys", keys: "$4", prefixes: "$5"))
+                ORDER BY priority, run_at, id
+                LIMIT wanted.slots * 2 + 16
+                FOR UPDATE SKIP LOCKED
+            ) AS j
+            WHERE NOT EXISTS (SELECT 1 FROM queue_pauses WHERE scope = 'kind' AND name = wanted.kind)
+            ORDER BY j.priority, j.run_at, j.id
+            """, [kinds, PostgresArray(wanted.map(\.value)), request.queues.map { PostgresArray($0) },
+                  PostgresArray(full.keys), PostgresArray(full.prefixes)]).rows
+
+        var left = slots
+        var admitted: [Int64] = []
+        var heldBack: Set<JobKind> = []
+        for row in candidates {
+            let kind = JobKind(rawValue: try row.string("kind"))
+            guard left[kind, default: 0] > 0 else { continue }
+            let keys = (row["keys"] ?? "").split(separator: " ").map(String.init)
+            if ledger.admit(keys) {
+                admitted.append(try row.int64("id"))
+                left[kind, default: 0] -= 1
+            } else {
+                heldBack.insert(kind)
+            }
+        }
+        if !full.keys.isEmpty || !full.prefixes.isEmpty {
+            // Due jobs the candidate query left out wait for a slot too.
+            for row in try await connection.query("""
+                SELECT wanted.kind FROM unnest($1::text[]) AS wanted(kind)
+                WHERE EXISTS (
+                    SELECT 1 FROM jobs WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
+                      AND NOT \(Self.notFull("limit_keys", keys: "$2", prefixes: "$3")))
+                """, [kinds, PostgresArray(full.keys), PostgresArray(full.prefixes)]).rows {
+                heldBack.insert(JobKind(rawValue: try row.string("kind")))
+            }
+        }
+        guard !admitted.isEmpty else { return ClaimResult(jobs: [], heldBack: heldBack) }
+
+        let jobs = try await connection.query("""
+            UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = $2,
+                lease_expires_at = now() + make_interval(secs => $3), started_at = now()
+            WHERE id = ANY($1::bigint[]) AND state = 'available'
+            RETURNING id, kind, queue, priority, attempt, max_attempts, payload, extract(epoch FROM created_at) AS created_at
+            """, [PostgresArray(admitted), request.owner, request.lease.seconds]).rows.map(ClaimedJob.init(row:))
+        let starts = ledger.startsInBatch.flatMap { key, count in Array(repeating: key, count: count) }
+        if !starts.isEmpty {
+            try await connection.query("INSERT INTO limit_starts (key) SELECT unnest($1::text[])", [PostgresArray(starts)])
+        }
+        return ClaimResult(jobs: jobs, heldBack: heldBack)
+    }
+
+    /// SQL: the job's keys include none of the full keys and none under a prefix that allows none.
+    private static func notFull(_ column: String, keys: String, prefixes: String) -> String {
+        """
+        NOT (coalesce(\(column), '{}') && \(keys)::text[])
+                  AND NOT EXISTS (SELECT 1 FROM unnest(\(column)) AS k, unnest(\(prefixes)::text[]) AS p WHERE starts_with(k, p))
+        """
+    }
+
+    public func limitSet(_ limit: ConcurrencyLimit, by actor: String) async throws {
+        let limit = try limit.validated()
+        try await executor.query("""
+            INSERT INTO queue_limits (key, max_running, rate, rate_window_seconds, updated_by) VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (key) DO UPDATE SET max_running = EXCLUDED.max_running, rate = EXCLUDED.rate,
+                rate_window_seconds = EXCLUDED.rate_window_seconds, updated_by = EXCLUDED.updated_by, updated_at = now()
+            """, [limit.key, limit.maxRunning, limit.rate, limit.rateWindow.seconds, actor])
+        // Workers holding jobs back claim again at once (a raised limit).
+        try await executor.query("SELECT pg_notify($1, 'limits')", [QueueChannel.control])
+    }
+
+    public func limitRemove(key: String) async throws -> Bool {
+        let removed = try await executor.query("DELETE FROM queue_limits WHERE key = $1 RETURNING key", [key]).rows.count == 1
+        if removed { try await executor.query("SELECT pg_notify($1, 'limits')", [QueueChannel.control]) }
+        return removed
+    }
+
+    public func limitList() async throws -> [ConcurrencyLimit] {
+        try await executor.query("SELECT key, max_running, rate, rate_window_seconds FROM queue_limits ORDER BY key")
+            .rows.map(ConcurrencyLimit.init(row:))
+    }
+
+    public func limitUsage() async throws -> [LimitUsage] {
+        let rules = try await limitList()
+        guard !rules.isEmpty else { return [] }
+        var running: [String: Int] = [:], waiting: [String: Int] = [:], startAges: [String: [Duration]] = [:]
+        for row in try await executor.query("""
+            SELECT k AS key, count(*) FILTER (WHERE state = 'running') AS running,
+                count(*) FILTER (WHERE state = 'available' AND run_at <= now()) AS waiting
+            FROM jobs CROSS JOIN LATERAL unnest(limit_keys) AS k
+            WHERE limit_keys IS NOT NULL AND state IN ('running', 'available') AND k = ANY($1::text[])
+            GROUP BY k
+            """, [PostgresArray(rules.filter { !$0.isPrefix }.map(\.key))]).rows {
+            running[try row.string("key")] = try row.int("running")
+            waiting[try row.string("key")] = try row.int("waiting")
+        }
+        for row in try await executor.query("""
+            SELECT k AS key, count(*) AS n FROM jobs CROSS JOIN LATERAL unnest(limit_keys) AS k
+            WHERE state = 'running' AND limit_keys IS NOT NULL GROUP BY k
+            """).rows where running[try row.string("key")] == nil {
+            running[try row.string("key")] = try row.int("n")
+        }
+        for row in try await executor.query("SELECT key, extract(epoch FROM now() - started_at) AS age FROM limit_starts").rows {
+            startAges[try row.string("key"), default: []].append(.seconds(try row.double("age")))
+        }
+        let ledger = LimitLedger(rules: rules, running: running, startAges: startAges)
+        var usage: [LimitUsage] = []
+        for rule in rules {
+            let keys = rule.isPrefix
+                ? Set(running.keys).union(startAges.keys).filter { ledger.rule(for: $0) == rule }.sorted()
+                : [rule.key]
+            for key in keys {
+                usage.append(LimitUsage(
+                    rule: rule.key, key: key, running: running[key, default: 0],
+                    startedInWindow: startAges[key, default: []].count { $0 < rule.rateWindow }, waiting: waiting[key, default: 0]))
+            }
+        }
+        return usage
+    }
+}
+
+extension ConcurrencyLimit {
+    init(row: PostgresRow) throws {
+        self.init(key: try row.string("key"), maxRunning: row["max_running"].flatMap { Int($0) }, rate: row["rate"].flatMap { Int($0) },
+                  rateWindow: .seconds(try row.double("rate_window_seconds")))
+    }
+}
+
+extension ClaimedJob {
+    init(row: PostgresRow) throws {
+        self.init(
+            id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), queue: try row.string("queue"),
+            priority: try row.int("priority"), attempt: try row.int("attempt"), maxAttempts: try row.int("max_attempts"),
+            payload: try row.string("payload"), createdAt: try row.date("created_at"))
+    }
+}

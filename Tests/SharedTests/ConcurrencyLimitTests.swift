@@ -1,0 +1,121 @@
+import FleetPostgres
+@testable import FleetQueue
+import Foundation
+import Testing
+
+/// Fleet-wide limits in the claim (`docs/queue.md`, "Limits"), against a real PostgreSQL: each
+/// contract test on a pool and inside a caller's open transaction, like the driver's suite.
+@Suite struct ConcurrencyLimitTests {
+    func claim(_ q: TestQueue, _ slots: Int, owner: String = "w1", lease: Duration = .seconds(30)) async throws -> ClaimResult {
+        try await q.driver.jobClaim(ClaimRequest(owner: owner, lease: lease, slots: [.drillNoop: slots], limitedKinds: [.drillNoop]))
+    }
+
+    func enqueue(_ q: TestQueue, _ count: Int, keys: [String]) async throws -> [Int64] {
+        try await q.queue.enqueue((0..<count).map { _ in NewJob(kind: .drillNoop, limitKeys: keys) }).map(\.id)
+    }
+
+    func complete(_ q: TestQueue, _ jobs: [ClaimedJob], owner: String = "w1") async throws {
+        _ = try await q.driver.jobFinishMany(owner: owner, outcomes: jobs.map {
+            JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .completed(result: nil))
+        })
+    }
+
+    @Test(arguments: DriverExecutor.allCases) func maxRunningHoldsAcrossClaimersUntilASlotFrees(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 3), by: "test")
+        _ = try await enqueue(q, 10, keys: ["provider:p"])
+        let first = try await claim(q, 10, owner: "w1")
+        #expect(first.jobs.count == 3 && first.heldBack == [.drillNoop])
+        let second = try await claim(q, 10, owner: "w2")
+        #expect(second.jobs.isEmpty && second.heldBack == [.drillNoop])
+        try await complete(q, Array(first.jobs.prefix(1)))
+        #expect(try await claim(q, 10, owner: "w2").jobs.count == 1)
+        // Jobs without keys, or with keys no rule names, are not held back.
+        _ = try await enqueue(q, 2, keys: [])
+        _ = try await enqueue(q, 2, keys: ["provider:other"])
+        #expect(try await claim(q, 10, owner: "w3").jobs.count == 4)
+    }
+
+    @Test(arguments: DriverExecutor.allCases) func aPrefixRuleLimitsEachKeyAloneAndHidesNoOneElse(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "user:*", maxRunning: 2), by: "test")
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 10), by: "test")
+        _ = try await enqueue(q, 50, keys: ["provider:p", "user:u1"])
+        let busy = try await claim(q, 10)
+        #expect(busy.jobs.count == 2, "u1 takes two slots, no more")
+        // u2 enqueued behind 48 of u1's jobs starts at the next claim.
+        let late = try await enqueue(q, 1, keys: ["provider:p", "user:u2"])
+        let next = try await claim(q, 10, owner: "w2")
+        #expect(next.jobs.map(\.id) == late)
+        let usage = try await q.driver.limitUsage()
+        #expect(usage.first { $0.key == "user:u1" }?.running == 2)
+        #expect(usage.first { $0.key == "provider:p" } == LimitUsage(rule: "provider:p", key: "provider:p", running: 3, startedInWindow: 0, waiting: 48))
+    }
+
+    @Test(arguments: DriverExecutor.allCases) func aRateCountsStartsInASlidingWindow(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", rate: 4, rateWindow: .seconds(2)), by: "test")
+        _ = try await enqueue(q, 10, keys: ["provider:p"])
+        let first = try await claim(q, 3)
+        #expect(first.jobs.count == 3)
+        try await complete(q, first.jobs)
+        let second = try await claim(q, 10)
+        #expect(second.jobs.count == 1 && second.heldBack == [.drillNoop], "4 starts within the window, finished or not")
+        #expect(try await claim(q, 10).jobs.isEmpty)
+        if executor == .pool {
+            // now() is the transaction's start inside a caller's transaction: the window cannot pass there.
+            try await Task.sleep(for: .milliseconds(2100))
+            #expect(try await claim(q, 10).jobs.count == 4)
+        }
+    }
+
+    @Test(arguments: DriverExecutor.allCases) func aLoweredLimitAppliesAtTheNextClaim(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 5), by: "test")
+        _ = try await enqueue(q, 10, keys: ["provider:p"])
+        #expect(try await claim(q, 2).jobs.count == 2)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 2), by: "test")
+        #expect(try await claim(q, 10).jobs.isEmpty)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 0), by: "test")
+        #expect(try await q.driver.limitRemove(key: "provider:p"))
+        #expect(try await claim(q, 10).jobs.count == 8, "no rule, no limit")
+        #expect(try await q.driver.limitList().isEmpty)
+    }
+
+    /// A worker that died holding slots gives them back when the rescuer takes its expired leases.
+    @Test(arguments: DriverExecutor.allCases) func slotsComeBackWithTheirLease(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 2), by: "test")
+        _ = try await enqueue(q, 5, keys: ["provider:p"])
+        #expect(try await claim(q, 5, owner: "dead", lease: .seconds(1)).jobs.count == 2)
+        #expect(try await claim(q, 5).jobs.isEmpty)
+        try await q.travelInTime(.seconds(5))
+        #expect(try await q.driver.jobRescueExpired(limit: 100).count == 2)
+        #expect(try await claim(q, 5).jobs.count == 2)
+    }
+
+    @Test func invalidRulesAndKeysAreRefused() async throws {
+        let q = try await TestQueue.make()
+        await #expect(throws: QueueError.self) { try await q.driver.limitSet(ConcurrencyLimit(key: "a b", maxRunning: 1), by: "t") }
+        await #expect(throws: QueueError.self) { try await q.driver.limitSet(ConcurrencyLimit(key: "p"), by: "t") }
+        await #expect(throws: QueueError.self) { try await q.driver.limitSet(ConcurrencyLimit(key: "p", maxRunning: -1), by: "t") }
+        await #expect(throws: QueueError.invalidJob(field: .limitKeys, reason: "\"a b\" must be 1 to 100 of A-Z a-z 0-9 . _ : -")) {
+            _ = try await q.queue.enqueue(NewJob(kind: .drillNoop, limitKeys: ["a b"]))
+        }
+    }
+
+    /// On a pool only: claimers racing for the last slots, each on its own connection.
+    @Test func concurrentClaimersNeverExceedTheLimit() async throws {
+        let q = try await TestQueue.make()
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 10), by: "test")
+        _ = try await enqueue(q, 200, keys: ["provider:p"])
+        let claimed = try await withThrowingTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask { try await claim(q, 50, owner: "w\(worker)").jobs.count }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(claimed == 10)
+        #expect(try await q.sql.query("SELECT count(*) AS n FROM jobs WHERE state = 'running'").rows[0].int("n") == 10)
+    }
+}
