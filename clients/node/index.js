@@ -449,7 +449,8 @@ class DispatcherClient extends EventEmitter {
           return;
         } catch (error) {
           if (this.#closedWith) return;
-          this.#lastError = error;
+          // The socket's own error (ECONNREFUSED, a certificate refused, …) rather than its wrapper.
+          this.#lastError = error instanceof ConnectionClosedError && error.cause ? error.cause : error;
           if (error[FATAL]) {
             for (const request of this.#waiting) {
               clearTimeout(request.timer);
