@@ -40,7 +40,7 @@ class DispatcherError extends Error {
 /** The client was closed (or, with `reconnect: false`, its connection ended) before an answer arrived. */
 class ConnectionClosedError extends Error {
   constructor(cause) {
-    super('the dispatcher connection is closed', cause ? { cause } : undefined);
+    super(cause ? `the dispatcher connection is closed (${cause.message})` : 'the dispatcher connection is closed', cause ? { cause } : undefined);
     this.name = 'ConnectionClosedError';
   }
 }
