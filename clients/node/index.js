@@ -446,6 +446,8 @@ class DispatcherClient extends EventEmitter {
           const connection = await this.#open(slot);
           this.emit('reconnect', connection.greeting);
           this.#flush();
+          // The dispatcher is back: the other connections need not wait out their backoff.
+          for (const other of this.#slots) if (other !== slot) other.sleep?.();
           return;
         } catch (error) {
           if (this.#closedWith) return;
