@@ -396,9 +396,9 @@ class DispatcherClient extends EventEmitter {
       for (const request of pending) request.reject(this.#closedWith);
       return;
     }
-    this.emit('disconnect', error);
     if (!this.#options.reconnect) {
       for (const request of pending) request.reject(error);
+      this.emit('disconnect', error);
       return;
     }
     // A connection-level error frame (FRAME_TOO_LARGE, …) answers what was in flight: sending it
@@ -424,6 +424,7 @@ class DispatcherClient extends EventEmitter {
     }
     // After an idle close the next request reconnects; otherwise reconnect at once.
     if (!(error instanceof DispatcherError && error.code === 'IDLE_TIMEOUT')) this.#reconnect(slot);
+    this.emit('disconnect', error);
   }
 
   /** Reconnects the slot: exponential backoff with full jitter; gives up when a token is refused or the server is
@@ -442,13 +443,9 @@ class DispatcherClient extends EventEmitter {
         });
         slot.sleep = null;
         if (this.#closedWith) return;
+        let connection;
         try {
-          const connection = await this.#open(slot);
-          this.emit('reconnect', connection.greeting);
-          this.#flush();
-          // The dispatcher is back: the other connections need not wait out their backoff.
-          for (const other of this.#slots) if (other !== slot) other.sleep?.();
-          return;
+          connection = await this.#open(slot);
         } catch (error) {
           if (this.#closedWith) return;
           // The socket's own error (ECONNREFUSED, a certificate refused, …) rather than its wrapper.
@@ -462,7 +459,13 @@ class DispatcherClient extends EventEmitter {
             return;
           }
           if (this.#waiting.size === 0 && Date.now() - startedAt > this.#options.reconnectTimeoutMs) return;
+          continue;
         }
+        this.#flush();
+        // The dispatcher is back: the other connections need not wait out their backoff.
+        for (const other of this.#slots) if (other !== slot) other.sleep?.();
+        this.emit('reconnect', connection.greeting);
+        return;
       }
     } finally {
       slot.reconnecting = false;
