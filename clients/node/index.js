@@ -58,7 +58,8 @@ class ConnectionLostError extends Error {
 /** No connection could be made within `reconnectTimeoutMs`; `cause` is the last connect error. The request was not sent. */
 class NotConnectedError extends Error {
   constructor(op, timeoutMs, cause) {
-    super(`not connected to the dispatcher: could not reconnect within ${timeoutMs} ms (${op} was not sent)`, cause ? { cause } : undefined);
+    const why = timeoutMs === null ? 'no connection is open' : `could not reconnect within ${timeoutMs} ms`;
+    super(`not connected to the dispatcher: ${why} (${op} was not sent)`, cause ? { cause } : undefined);
     this.name = 'NotConnectedError';
     this.code = 'NOT_CONNECTED';
     this.op = op;
@@ -264,12 +265,12 @@ class DispatcherClient extends EventEmitter {
   async auth(token) {
     if (this.#closedWith) throw this.#closedWith;
     const connections = this.#slots.map((slot) => slot.connection).filter((connection) => connection?.isOpen);
-    if (connections.length === 0) throw new NotConnectedError('auth', 0, this.#lastError);
+    this.#options.token = token; // for the connections made from now on
+    if (connections.length === 0) throw new NotConnectedError('auth', null, this.#lastError ?? undefined);
     try {
       const results = await Promise.all(connections.map((connection) => new Promise((resolve, reject) => {
         connection.send({ op: 'auth', args: { token }, resolve, reject });
       })));
-      this.#options.token = token;
       return results[0];
     } catch (error) {
       if (error instanceof DispatcherError) this.#shutDown(new ConnectionClosedError(error));
