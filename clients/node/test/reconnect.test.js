@@ -6,6 +6,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn, execFileSync } = require('node:child_process');
 const crypto = require('node:crypto');
+const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
@@ -75,10 +76,13 @@ class Dispatcher {
     await exited(this.child);
   }
 
+  /** Stops it (SIGTERM) if it runs, and removes the socket file a SIGKILL left behind. */
   async stop() {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill('SIGTERM');
-    assert.equal(await exited(this.child), 0);
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGTERM');
+      assert.equal(await exited(this.child), 0);
+    }
+    fs.rmSync(this.socketPath, { force: true });
   }
 
   connect(options = {}) {
@@ -377,4 +381,5 @@ test('close() rejects requests waiting for a connection with ConnectionClosedErr
   client.close();
   await assert.rejects(bounded(pending, 5000, 'the ping'), ConnectionClosedError);
   await assert.rejects(client.ping(), ConnectionClosedError);
+  await down.stop();
 });
