@@ -1,6 +1,8 @@
 // Types of the Wearbloom dispatcher client. The protocol: docs/protocol.md in the fleet repository.
 // Dates are ISO 8601 strings; optional fields arrive as explicit nulls.
 
+import { EventEmitter } from 'node:events';
+
 export declare const PROTOCOL: 'wearbloom-dispatcher';
 export declare const VERSION: 1;
 
@@ -17,8 +19,37 @@ export declare class DispatcherError extends Error {
   readonly reason: string;
 }
 
-/** The connection ended before an answer arrived. */
+/**
+ * The client was closed (`close()`, or a token refused by `auth()`) before an answer arrived; with
+ * `reconnect: false`, also a connection that ended (closed by either side, or broke). `cause` is
+ * the socket's error, when there was one.
+ */
 export declare class ConnectionClosedError extends Error {}
+
+/**
+ * The connection broke while a request that is not safe to repeat was in flight (an `enqueue`
+ * without an idempotency key, a `cancel`, a job-control change, …): it may or may not have been
+ * applied. Look before trying again (`status`, `jobs.list`). `cause` is the connection's error.
+ */
+export declare class ConnectionLostError extends Error {
+  readonly code: 'CONNECTION_LOST';
+  /** The request's op, e.g. `enqueue`. */
+  readonly op: string;
+}
+
+/**
+ * No connection to the dispatcher could be made within `reconnectTimeoutMs` (it is down, or
+ * unreachable): the request was never sent. `cause` is the last connect error (e.g. ECONNREFUSED).
+ */
+export declare class NotConnectedError extends Error {
+  readonly code: 'NOT_CONNECTED';
+  readonly op: string;
+}
+
+/** Ops sent again after a reconnection: reads, waits, and `render.request` (it carries its renderId). */
+export declare const SAFE_OPS: ReadonlySet<string>;
+/** Ops sent again after a reconnection only when `args.options.idempotencyKey` is set. */
+export declare const KEYED_OPS: ReadonlySet<string>;
 
 export type JobState = 'available' | 'running' | 'completed' | 'dead' | 'cancelled';
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -232,18 +263,68 @@ export interface ConnectOptions {
   port?: number;
   /** A Unix socket path instead of TCP. */
   path?: string;
-  /** Sent with `auth` when the server requires it (TCP). */
+  /** Sent with `auth` when the server requires it (TCP), on every connection and reconnection. */
   token?: string;
+  /** TLS on TCP (the dispatcher started with `FLEET_DISPATCHER_TLS_CERT`/`_KEY`); reconnections use it too. */
+  tls?: TLSOptions;
+  /** The longest frame accepted from the server; default 64 MiB. */
   maxFrameBytes?: number;
+  /** Each connection's connect, greeting and `auth`; default 5000 ms. */
   connectTimeoutMs?: number;
+  /** Connections to open; calls are spread over them round-robin. Default 1. */
+  poolSize?: number;
+  /**
+   * Default true: a connection that breaks (an idle close, a dispatcher restart, a network break)
+   * is replaced, with the greeting checked and `auth` sent again. Requests in flight that are safe
+   * to repeat (SAFE_OPS; KEYED_OPS with an idempotency key) are sent again once a connection is
+   * back (`wait` and `render.wait` for what is left of their timeout); the others reject with
+   * ConnectionLostError. false: a broken connection rejects its requests, and later calls when no
+   * connection is left, with ConnectionClosedError.
+   */
+  reconnect?: boolean;
+  /** How long a request waits for a connection before it rejects with NotConnectedError; default 30000 ms. */
+  reconnectTimeoutMs?: number;
+  /** Between connect attempts: a random delay up to initialMs × 2^attempt, at most maxMs (full jitter). */
+  backoff?: { initialMs?: number; maxMs?: number };
 }
 
-export declare class DispatcherClient {
+/** PEM strings or Buffers, as `tls.connect` takes them. */
+export interface TLSOptions {
+  /** The CA(s) the server's certificate must chain to; the system's CAs when left out. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** A client certificate and its key, for a dispatcher that requires them (`FLEET_DISPATCHER_TLS_CLIENT_CA`). */
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  /**
+   * The name to verify the certificate against (and send as SNI); default `host`. An IP address
+   * as `host` is verified against the certificate's IP addresses.
+   */
+  servername?: string;
+}
+
+export interface DispatcherClientEvents {
+  /** A connection broke (the error says how: a ConnectionClosedError, or a DispatcherError such as IDLE_TIMEOUT). */
+  disconnect: [error: Error];
+  /** A connection was made again; the greeting is the new one. */
+  reconnect: [greeting: Greeting];
+}
+
+export declare class DispatcherClient extends EventEmitter {
+  /** Opens `poolSize` connections; rejects when one fails (nothing listening, a refused token, an incompatible server). */
   static connect(options: ConnectOptions): Promise<DispatcherClient>;
+  /** The latest connection's greeting. */
   readonly greeting: Greeting;
-  /** Any op by name; resolves with its result or rejects with a DispatcherError. */
+  on<E extends keyof DispatcherClientEvents>(event: E, listener: (...args: DispatcherClientEvents[E]) => void): this;
+  once<E extends keyof DispatcherClientEvents>(event: E, listener: (...args: DispatcherClientEvents[E]) => void): this;
+  off<E extends keyof DispatcherClientEvents>(event: E, listener: (...args: DispatcherClientEvents[E]) => void): this;
+  /**
+   * Any op by name; resolves with its result or rejects with a DispatcherError, a
+   * ConnectionLostError (connection broken, not safe to repeat), a NotConnectedError (no
+   * connection within reconnectTimeoutMs) or a ConnectionClosedError (closed).
+   */
   call<T = unknown>(op: string, args?: object): Promise<T>;
   ping(): Promise<{ pong: true; serverTime: string }>;
+  /** Authenticates every open connection and keeps the token for reconnections; a refused token closes the client. */
   auth(token: string): Promise<{ authenticated: true; name: string; role: AccessRole }>;
   enqueue(kind: string, payload?: { [key: string]: JsonValue }, options?: JobOptions): Promise<EnqueuedJob>;
   normalizeImage(image: { userId: string; uploadId: string; target: 'body' | 'garment'; imageId: string }, options?: JobOptions): Promise<EnqueuedJob>;
@@ -275,5 +356,6 @@ export declare class DispatcherClient {
   pause(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
   resume(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
   listAudit(options?: { limit?: number; cursor?: string }): Promise<{ entries: AuditEntry[]; nextCursor: string | null }>;
+  /** Closes every connection and stops reconnecting; requests in flight or waiting reject with ConnectionClosedError. */
   close(): void;
 }
