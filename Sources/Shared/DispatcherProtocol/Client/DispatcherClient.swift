@@ -90,6 +90,8 @@ public final class DispatcherClient: Sendable {
     /// refuses it, `DispatcherClientError` when the connection fails it.
     public func send<Request: DispatcherRequest>(_ request: Request) async throws -> Request.Result {
         let connection = connections[nextConnection.add(1, ordering: .relaxed).newValue % connections.count]
+        let started = ContinuousClock.now
+        var request = request
         var resends = 0
         while true {
             let live = try await connection.live()
@@ -103,6 +105,7 @@ public final class DispatcherClient: Sendable {
                         throw DispatcherClientError.connectionLost(op: Request.op)
                     }
                     resends += 1
+                    request = request.resent(after: ContinuousClock.now - started)
                 }
                 // Never written, or safe to write again: on the next connection, once this one is gone.
                 try? await live.channel.closeFuture.get()

@@ -13,7 +13,7 @@ public struct ReconnectPolicy: Sendable, Equatable {
     public var maxResends: Int
 
     public init(enabled: Bool = true, timeout: Duration = .seconds(30), initialBackoff: Duration = .milliseconds(50),
-                maxBackoff: Duration = .seconds(2), maxResends: Int = 3) {
+                maxBackoff: Duration = .seconds(2), maxResends: Int = 5) {
         self.enabled = enabled
         self.timeout = timeout
         self.initialBackoff = initialBackoff

@@ -120,11 +120,12 @@ final class ResponseRouter: ChannelDuplexHandler {
 
     /// The server's own error about the connection (FRAME_TOO_LARGE...) is the answer of every
     /// request in flight: sending them again would meet it again. Anything else ended the
-    /// connection under them.
+    /// connection under them, an idle close too (a request racing it is not to blame).
     private func failPending(_ error: any Error) {
         let failed = pending
         pending = [:]
-        let answer: any Error = error is DispatcherError ? error : ConnectionEnded(sent: true, cause: error)
+        let answeredByServer = (error as? DispatcherError).map { $0.code != .idleTimeout } ?? false
+        let answer: any Error = answeredByServer ? error : ConnectionEnded(sent: true, cause: error)
         for promise in failed.values { promise.fail(answer) }
     }
 }

@@ -9,6 +9,9 @@ public protocol DispatcherRequest: Codable, Sendable {
     /// Whether sending this request a second time, after a connection broke with it in flight,
     /// cannot do anything the first one did not (RequestSafety.swift says which are).
     var isSafeToRepeat: Bool { get }
+    /// The request to send again `elapsed` after the first time: itself, but for waits, which go
+    /// on for what is left of their timeout.
+    func resent(after elapsed: Duration) -> Self
 }
 
 /// `ping`: allowed before `auth`.

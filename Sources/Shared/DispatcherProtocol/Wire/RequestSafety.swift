@@ -5,6 +5,26 @@
 /// the caller decides. The Node client keeps the same list (clients/node/index.js).
 extension DispatcherRequest {
     public var isSafeToRepeat: Bool { false }
+    public func resent(after elapsed: Duration) -> Self { self }
+}
+
+/// What is left of a wait's timeout, at least 1 ms (0 would be a refused argument).
+private func remainingMs(_ timeoutMs: Int?, default defaultMs: Int, after elapsed: Duration) -> Int {
+    let elapsedMs = Int(elapsed.components.seconds * 1000) + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
+    return max(1, (timeoutMs ?? defaultMs) - elapsedMs)
+}
+
+extension WaitRequest {
+    public func resent(after elapsed: Duration) -> Self {
+        WaitRequest(jobId: jobId, timeoutMs: remainingMs(timeoutMs, default: Self.defaultTimeoutMs, after: elapsed))
+    }
+}
+
+extension WaitRenderRequest {
+    public func resent(after elapsed: Duration) -> Self {
+        // render.wait takes the same default as wait (docs/protocol.md).
+        WaitRenderRequest(renderId: renderId, timeoutMs: remainingMs(timeoutMs, default: WaitRequest.defaultTimeoutMs, after: elapsed))
+    }
 }
 
 extension PingRequest { public var isSafeToRepeat: Bool { true } }
