@@ -60,13 +60,21 @@ import Testing
     /// The control: the same drop sends a POST declared idempotent again on other connections
     /// (libcurl's own retry, left to idempotent requests), so the tests above see the re-send
     /// they rule out.
+    /// libcurl re-sends only when it knows the request went out on a reused connection that
+    /// died; on a loaded machine one round may miss that, so the control gets three rounds.
     @Test func anIdempotentPostIsResentByLibcurlAfterTheSameDrop() async throws {
-        let server = try await DroppingHTTPServer { method, _, _ in method == "POST" ? .resetAfterBody : .respond(status: 200, body: "{}") }
-        defer { Task { await server.stop() } }
-        let client = CurlHTTPClient()
-        try await Self.warm(client, server)
-        _ = await Self.post(client, server, idempotent: true)
-        #expect(server.count("POST", "/submit") > 1, "\(server.received)")
+        var rounds: [[DroppingHTTPServer.Received]] = []
+        for _ in 0..<3 {
+            let server = try await DroppingHTTPServer { method, _, _ in method == "POST" ? .resetAfterBody : .respond(status: 200, body: "{}") }
+            let client = CurlHTTPClient()
+            try await Self.warm(client, server)
+            _ = await Self.post(client, server, idempotent: true)
+            let posts = server.count("POST", "/submit")
+            rounds.append(server.received)
+            await server.stop()
+            if posts > 1 { return }
+        }
+        Issue.record("libcurl never sent the idempotent POST again: \(rounds)")
     }
 
     /// The caller's policy is what multiplies requests, nothing under it: two sends, two arrivals.
