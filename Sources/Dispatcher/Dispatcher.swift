@@ -45,6 +45,7 @@ struct Run: AsyncParsableCommand {
             routes: [WebhookRoutes(settings: webhooks, http: http, store: RenderStore(pool: pool), logger: logger)], logger: logger)
         try await FleetProcess.run(http: listener, logger: logger) {
             try await FleetProcess.migrate(settings, logger: logger)
+            try await RenderCapacity(pool: pool).seedDefaults(perRequester: renderSettings.perUserConcurrency)
             let notifier = Notifier(conninfo: settings.databaseURL, logger: logger)
             let stack = try await DispatcherStack.bind(
                 pool: pool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,

@@ -92,6 +92,8 @@ public final class FakeFal: Sendable {
         var jwksFetches = 0
         /// Per request id: from the submit's arrival to the moment the webhook is sent.
         var providerTimes: [String: Duration] = [:]
+        /// The most jobs unfinished at once (submitted, neither completed nor cancelled).
+        var maxConcurrency = 0
     }
 
     /// - Parameter webhookClient: posts webhooks for submits that carry `fal_webhook`; without it none are sent.
@@ -121,6 +123,8 @@ public final class FakeFal: Sendable {
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
     /// Request ids whose cancel URL was called.
     public var cancelledRequestIDs: [String] { state.withLock { $0.cancels } }
+    /// The most jobs it had unfinished at once: what a provider's concurrency limit counts.
+    public var maxConcurrency: Int { state.withLock { $0.maxConcurrency } }
     public var deliveries: [Delivery] { state.withLock { $0.deliveries } }
     public var jwksFetches: Int { state.withLock { $0.jwksFetches } }
     /// The provider's own time for a request: from its submit's arrival to the start of its
@@ -192,6 +196,8 @@ public final class FakeFal: Sendable {
                 model: schema.model, submitted: .now, latency: behavior.latency,
                 neverFinish: behavior.neverFinish, failure: behavior.jobFailure, image: behavior.resultImage)
             state.jobs[id] = job
+            let now = ContinuousClock.now
+            state.maxConcurrency = max(state.maxConcurrency, state.jobs.values.count { !Self.isCompleted($0, at: now) })
             return (job, behavior.malformed[.submit])
         }
         if let webhook = recorded.query["fal_webhook"], webhookClient != nil, !job.neverFinish {

@@ -20,6 +20,8 @@ import Synchronization
 /// infrastructure errors (database, storage) retry it.
 struct RenderHandler: JobHandler {
     let kind = JobKind.renderRun
+    /// Each render carries its provider's and its requester's limit keys (`RenderCapacity`).
+    let usesLimits = true
     let store: RenderStore
     let storage: any ImageStorage
     let providers: ProviderCatalog
@@ -59,6 +61,7 @@ struct RenderHandler: JobHandler {
         let remaining = render.deadlineAt.timeIntervalSinceNow
         let attempt = RenderAttempt(render: render, earlier: earlier, provider: provider, handler: self, logger: logger)
         let outcome: RenderAttempt.Outcome
+        let attemptStarted = ContinuousClock.now
         do {
             outcome = try await withDeadline(.seconds(max(0, remaining))) { try await attempt.run() }
         } catch is DeadlinePassed {
@@ -78,6 +81,8 @@ struct RenderHandler: JobHandler {
                 return summary(render.id, "ended elsewhere before the result was stored")
             }
             logger.info("render complete", metadata: ["path": "\(path)"])
+            // What admission control expects of the provider's next renders.
+            try? await store.capacity.recordLatency(provider: render.provider, ContinuousClock.now - attemptStarted)
             record(render, outcome: RenderStatus.complete.rawValue, settled: "consume")
             return summary(render.id, RenderStatus.complete.rawValue)
         case .failed(let reason):

@@ -139,6 +139,8 @@ extension DispatcherError {
     init(mapping error: any Error) {
         switch error {
         case let error as DispatcherError: self = error
+        case RenderRequestError.busy(let seconds):
+            self.init(.renderBusy, RenderRequestError.busy(retryAfterSeconds: seconds).message, retryAfterSeconds: seconds)
         case let error as RenderRequestError:
             self.init(Self.code(of: error), error.message)
         case QueueError.invalidJob(let field, let reason):
@@ -168,6 +170,7 @@ extension DispatcherError {
         case .invalidToken: .invalidToken
         case .tokenAlreadyUsed: .tokenAlreadyUsed
         case .renderIdConflict: .renderIdConflict
+        case .busy: .renderBusy
         }
     }
 

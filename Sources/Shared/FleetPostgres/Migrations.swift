@@ -7,7 +7,7 @@ public struct Migration: Sendable {
 
 /// Every migration of the fleet, in order. `docs/schema.md` describes the result.
 public enum Migrations {
-    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits]
+    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
         CREATE TYPE job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
@@ -252,5 +252,16 @@ public enum Migrations {
             started_at timestamptz NOT NULL DEFAULT now()
         );
         CREATE INDEX limit_starts_key_idx ON limit_starts (key, started_at);
+        """)
+
+    /// Each render provider's recent latency (an exponentially weighted mean of its renders'
+    /// run times), for the dispatcher's admission control (`RENDER_BUSY`).
+    static let providerLatency = Migration(version: 6, name: "provider latency", sql: """
+        CREATE TABLE provider_latency (
+            provider text PRIMARY KEY,
+            seconds double precision NOT NULL CHECK (seconds >= 0),
+            samples bigint NOT NULL DEFAULT 1,
+            updated_at timestamptz NOT NULL DEFAULT now()
+        );
         """)
 }

@@ -42,6 +42,9 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
     case tokenAlreadyUsed
     /// The render id is another requester's render: nothing of it is disclosed.
     case renderIdConflict
+    /// At the provider's capacity now, the render could not finish within its deadline:
+    /// nothing reserved, nothing queued (`RenderCapacity.admit`).
+    case busy(retryAfterSeconds: Int)
 
     /// What went wrong, for people; the code travels beside it.
     public var message: String {
@@ -52,6 +55,7 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
         case .invalidToken: "the onboarding token is unknown, expired or already linked"
         case .tokenAlreadyUsed: "the onboarding token's free render was already requested"
         case .renderIdConflict: "the render id is taken; choose another"
+        case .busy(let seconds): "the provider is busy: the render could not finish in time; try again in \(seconds) s"
         }
     }
 
@@ -69,11 +73,14 @@ public struct RenderRequests: Sendable {
     /// Which categories each provider supports, by name (the providers themselves need credentials to build).
     public let supportedCategories: @Sendable (String) -> Set<GarmentCategory>
 
+    let capacity: RenderCapacity
+
     public init(
         pool: PostgresPool, deadline: Duration = .seconds(30), billingGrace: Duration = .seconds(16 * 86_400),
         supportedCategories: @escaping @Sendable (String) -> Set<GarmentCategory> = TryOnProviders.supportedCategories
     ) {
         self.pool = pool
+        self.capacity = RenderCapacity(pool: pool)
         self.deadline = deadline
         self.billingGrace = billingGrace
         self.supportedCategories = supportedCategories
@@ -88,10 +95,13 @@ public struct RenderRequests: Sendable {
         guard supportedCategories(settings.provider).contains(request.category) else {
             throw RenderRequestError.invalidCategory("\(request.category.rawValue) is not supported by the provider \(settings.provider)")
         }
+        // A render asked again with its id is answered below whatever the load: refuse only new ones.
+        let isNew = try await RenderStore(pool: pool).render(id: request.renderId.value) == nil
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
-                    try await insert(request, provider: settings.provider, on: connection)
+                    if isNew { try await capacity.admit(provider: settings.provider, deadline: deadline, on: connection) }
+                    return try await insert(request, provider: settings.provider, on: connection)
                 }
             }
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
@@ -154,7 +164,8 @@ public struct RenderRequests: Sendable {
         ).rows[0].bool("charged")
         let job = try await PostgresQueueDriver(executor: connection).jobInsertMany([
             try NewJob(RenderRunPayload(renderId: request.renderId), priority: 1, maxAttempts: 10,
-                       idempotencyKey: "render:\(request.renderId.value)"),
+                       idempotencyKey: "render:\(request.renderId.value)",
+                       limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? "")),
         ], announce: false)[0]
         let render = try RenderStore.record(try await connection.query(
             "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderId.value, job.id]).rows[0])

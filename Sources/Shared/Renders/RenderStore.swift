@@ -10,6 +10,9 @@ public struct RenderStore: Sendable {
 
     public init(pool: PostgresPool) { self.pool = pool }
 
+    /// Admission control's view of the providers, over the same pool.
+    public var capacity: RenderCapacity { RenderCapacity(pool: pool) }
+
     static let columns = """
         id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, status::text AS status,
         job_id, provider_job_id, result_path, error_code, charged, extract(epoch FROM deadline_at) AS deadline_at,

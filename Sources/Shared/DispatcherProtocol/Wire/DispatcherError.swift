@@ -53,16 +53,22 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     public static let renderIdConflict = Self(rawValue: "RENDER_ID_CONFLICT")
     /// Feedback on a render that is not complete.
     public static let renderNotComplete = Self(rawValue: "RENDER_NOT_COMPLETE")
+    /// At the provider's capacity the render could not finish within its deadline: refused at
+    /// once, nothing reserved or queued; the error carries `retryAfterSeconds`.
+    public static let renderBusy = Self(rawValue: "RENDER_BUSY")
 }
 
-/// An error as the protocol carries it: a typed code and a message for people.
+/// An error as the protocol carries it: a typed code and a message for people, and for
+/// `RENDER_BUSY` when to ask again (left out of the frame otherwise).
 public struct DispatcherError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
     public let code: DispatcherErrorCode
     public let message: String
+    public let retryAfterSeconds: Int?
 
-    public init(_ code: DispatcherErrorCode, _ message: String) {
+    public init(_ code: DispatcherErrorCode, _ message: String, retryAfterSeconds: Int? = nil) {
         self.code = code
         self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     public var description: String { "\(code): \(message)" }

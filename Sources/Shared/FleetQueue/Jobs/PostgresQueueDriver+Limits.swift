@@ -109,12 +109,15 @@ extension PostgresQueueDriver {
         """
     }
 
-    public func limitSet(_ limit: ConcurrencyLimit, by actor: String) async throws {
+    public func limitSet(_ limit: ConcurrencyLimit, by actor: String, keepingExisting: Bool) async throws {
         let limit = try limit.validated()
+        let onConflict = keepingExisting ? "DO NOTHING" : """
+            DO UPDATE SET max_running = EXCLUDED.max_running, rate = EXCLUDED.rate,
+                rate_window_seconds = EXCLUDED.rate_window_seconds, updated_by = EXCLUDED.updated_by, updated_at = now()
+            """
         try await executor.query("""
             INSERT INTO queue_limits (key, max_running, rate, rate_window_seconds, updated_by) VALUES ($1, $2, $3, $4, $5)
-            ON CONFLICT (key) DO UPDATE SET max_running = EXCLUDED.max_running, rate = EXCLUDED.rate,
-                rate_window_seconds = EXCLUDED.rate_window_seconds, updated_by = EXCLUDED.updated_by, updated_at = now()
+            ON CONFLICT (key) \(onConflict)
             """, [limit.key, limit.maxRunning, limit.rate, limit.rateWindow.seconds, actor])
         // Workers holding jobs back claim again at once (a raised limit).
         try await executor.query("SELECT pg_notify($1, 'limits')", [QueueChannel.control])
@@ -167,6 +170,17 @@ extension PostgresQueueDriver {
             }
         }
         return usage
+    }
+
+    public func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad {
+        let rule = LimitLedger(rules: try await limitList(), running: [:], startAges: [:]).rule(for: key)
+        let row = try await executor.query("""
+            SELECT
+                (SELECT count(*) FROM jobs WHERE state = 'running' AND limit_keys IS NOT NULL AND $1 = ANY(limit_keys)) AS running,
+                (SELECT count(*) FROM jobs WHERE state = 'available' AND kind = $2 AND run_at <= now() AND $1 = ANY(limit_keys)) AS waiting,
+                (SELECT count(*) FROM limit_starts WHERE key = $1 AND started_at > now() - make_interval(secs => $3)) AS started
+            """, [key, kind.rawValue, (rule?.rateWindow ?? .seconds(60)).seconds]).rows[0]
+        return LimitLoad(rule: rule, running: try row.int("running"), waiting: try row.int("waiting"), startedInWindow: try row.int("started"))
     }
 }
 

@@ -52,13 +52,15 @@ public protocol QueueDriver: Sendable {
     func auditList(before: Int64?, limit: Int) async throws -> [AuditEntry]
 
     // Limits (`docs/queue.md`, "Limits").
-    /// Creates or replaces the rule for `limit.key`.
-    func limitSet(_ limit: ConcurrencyLimit, by actor: String) async throws
+    /// Creates or replaces the rule for `limit.key`; with `keepingExisting`, only creates it.
+    func limitSet(_ limit: ConcurrencyLimit, by actor: String, keepingExisting: Bool) async throws
     /// Removes a rule; false if there was none.
     func limitRemove(key: String) async throws -> Bool
     func limitList() async throws -> [ConcurrencyLimit]
     /// Per rule: running jobs and starts within its window, per key it limits (prefix rules: keys in use).
     func limitUsage() async throws -> [LimitUsage]
+    /// One key's rule and use, its waiting jobs counted among the due jobs of `kind` (admission control).
+    func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad
 
     func workerRegister(_ worker: WorkerRecord) async throws
     func workerStop(id: String) async throws
@@ -70,6 +72,25 @@ public protocol QueueDriver: Sendable {
 extension QueueDriver {
     public func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
         try await jobInsertMany(jobs, announce: true)
+    }
+
+    public func limitSet(_ limit: ConcurrencyLimit, by actor: String) async throws {
+        try await limitSet(limit, by: actor, keepingExisting: false)
+    }
+}
+
+/// One key's rule (nil: none limits it) and its use now.
+public struct LimitLoad: Sendable, Equatable {
+    public let rule: ConcurrencyLimit?
+    public let running: Int
+    public let waiting: Int
+    public let startedInWindow: Int
+
+    public init(rule: ConcurrencyLimit?, running: Int, waiting: Int, startedInWindow: Int) {
+        self.rule = rule
+        self.running = running
+        self.waiting = waiting
+        self.startedInWindow = startedInWindow
     }
 }
 

@@ -1,0 +1,118 @@
+import FleetPostgres
+import FleetQueue
+import Foundation
+
+/// Renders within the providers' capacity (PRODUCT.md: the fleet never sends a provider more
+/// than its share; one user's burst never starves another's render).
+///
+/// Each `render.run` job carries two limit keys: its provider's (`provider:fal-fashn`) and its
+/// requester's (`user:u1`, or the onboarding token's id). The queue's fleet-wide limits
+/// (`ConcurrencyLimit`, `docs/queue.md`) hold the jobs to them whatever the number of workers.
+/// Before a render is accepted, `admit` estimates when it would start and refuses it with
+/// `RENDER_BUSY` when it could not finish within its deadline, instead of letting it time out.
+public struct RenderCapacity: Sendable {
+    let pool: PostgresPool
+
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
+    public static func providerKey(_ provider: String) -> String { "provider:\(provider)" }
+    /// A user's id, or an onboarding token's (`eph-…`): a user who happened to have that id
+    /// would share the token's limit, never its renders.
+    public static func requesterKey(_ requester: String) -> String { "user:\(requester)" }
+    public static let perRequesterRule = "user:*"
+
+    static func limitKeys(provider: String, requester: String) -> [String] {
+        [providerKey(provider), requesterKey(requester)]
+    }
+
+    /// The limits a new fleet starts with; `seedDefaults` writes those not already set, so an
+    /// operator's change survives restarts. The reasons, provider by provider:
+    /// - fal (FASHN, Nano Banana Pro): an account runs so many requests at once and queues the
+    ///   rest on fal's side, where the wait counts against our 30 s; 40 is a paid account's share.
+    /// - Google Vertex AI Virtual Try-On: 50 online prediction requests per minute per base
+    ///   model (regional quota; 429 `RESOURCE_EXHAUSTED` beyond), and about 10 s each.
+    /// - `local` (offline): no provider behind it; unlimited.
+    public static func defaultLimits(perRequester: Int) -> [ConcurrencyLimit] {
+        [
+            ConcurrencyLimit(key: providerKey(FashnProvider.name), maxRunning: 40),
+            ConcurrencyLimit(key: providerKey(NanoBananaProProvider.name), maxRunning: 40),
+            ConcurrencyLimit(key: providerKey(GoogleVirtualTryOnProvider.name), maxRunning: 20, rate: 50, rateWindow: .seconds(60)),
+            ConcurrencyLimit(key: perRequesterRule, maxRunning: perRequester),
+        ]
+    }
+
+    public func seedDefaults(perRequester: Int) async throws {
+        let driver = PostgresQueueDriver(executor: pool)
+        for limit in Self.defaultLimits(perRequester: perRequester) {
+            try await driver.limitSet(limit, by: "fleet-defaults", keepingExisting: true)
+        }
+    }
+
+    /// A render's run time before its provider has any on record (submit, wait, download).
+    static func assumedLatency(_ provider: String) -> Duration {
+        provider == LocalTryOnProvider.name ? .seconds(1) : .seconds(12)
+    }
+
+    /// Throws `RenderRequestError.busy` when a render asked now would not start early enough
+    /// to finish by `deadline` at its provider's current load. Run in the transaction that
+    /// queues the render: requests for one provider take their turn on a lock until they
+    /// commit, so each one counts the renders admitted before it (concurrent requests would
+    /// otherwise all see the same queue and all be admitted).
+    func admit(provider: String, deadline: Duration, on connection: PostgresConnection) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"])
+        let load = try await PostgresQueueDriver(executor: connection).limitLoad(key: Self.providerKey(provider), kind: .renderRun)
+        guard load.rule != nil else { return }
+        let latency = try await recentLatency(provider, on: connection) ?? Self.assumedLatency(provider)
+        if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline) {
+            throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
+        }
+    }
+
+    /// nil when a new render would start in time; otherwise in how many seconds to ask again.
+    /// The renders ahead of it (`waiting`) start as slots free, `maxRunning` every `latency`,
+    /// and within the rate's window; it must start by `deadline − deadline/6 − latency`.
+    static func retryAfter(load: LimitLoad, latency: Duration, deadline: Duration) -> Int? {
+        guard let rule = load.rule else { return nil }
+        let position = load.waiting + 1
+        var wait = Duration.zero
+        if let maxRunning = rule.maxRunning {
+            guard maxRunning > 0 else { return Int(deadline.seconds.rounded(.up)) }
+            let free = max(0, maxRunning - load.running)
+            if position > free {
+                let rounds = (position - free + maxRunning - 1) / maxRunning
+                wait = max(wait, latency * rounds)
+            }
+        }
+        if let rate = rule.rate {
+            guard rate > 0 else { return Int(rule.rateWindow.seconds.rounded(.up)) }
+            let left = max(0, rate - load.startedInWindow)
+            if position > left {
+                let windows = (position - left + rate - 1) / rate
+                wait = max(wait, rule.rateWindow * windows)
+            }
+        }
+        // A margin of a sixth of the deadline for what the estimate does not see: slots turning
+        // over later than the mean, the claim and the download.
+        let latest = deadline - deadline / 6 - latency
+        guard wait > latest else { return nil }
+        return max(1, Int((wait - latest).seconds.rounded(.up)))
+    }
+
+    /// The provider's run time, averaged over its recent renders (nil before the first).
+    func recentLatency(_ provider: String, on executor: any PostgresExecutor) async throws -> Duration? {
+        try await executor.query("SELECT seconds FROM provider_latency WHERE provider = $1", [provider])
+            .rows.first.map { .seconds(try $0.double("seconds")) }
+    }
+
+    /// Folds one completed render's run time into its provider's mean (weight 1/5 for the new one:
+    /// a provider slowing down shows within a few renders).
+    public func recordLatency(provider: String, _ latency: Duration) async throws {
+        try await pool.query("""
+            INSERT INTO provider_latency (provider, seconds) VALUES ($1, $2)
+            ON CONFLICT (provider) DO UPDATE SET seconds = provider_latency.seconds * 0.8 + EXCLUDED.seconds * 0.2,
+                samples = provider_latency.samples + 1, updated_at = now()
+            """, [provider, latency.seconds])
+    }
+}
