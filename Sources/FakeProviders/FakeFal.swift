@@ -16,6 +16,9 @@ public final class FakeFal: Sendable {
         public var latency: Duration = .milliseconds(100)
         /// The next N submits answer 503 (`runner_disconnected`) before any succeeds.
         public var transientSubmitFailures = 0
+        /// Submits answered 429 (fal's rate limit) with `Retry-After: retryAfterSeconds`, before any 503.
+        public var rateLimitedSubmits = 0
+        public var retryAfterSeconds = 1
         /// Submits answer 422 with this validation detail.
         public var rejection: Rejection?
         /// The job completes but its result endpoint answers this error.
@@ -177,6 +180,10 @@ public final class FakeFal: Sendable {
             return FakeHTTP.json(404, ["detail": "Application '\(endpoint)' not found"])
         }
         let refusal: Response? = state.withLock { state in
+            if state.behavior.rateLimitedSubmits > 0 {
+                state.behavior.rateLimitedSubmits -= 1
+                return FakeHTTP.json(429, ["detail": "Rate limit exceeded"], headers: ["Retry-After": "\(state.behavior.retryAfterSeconds)"])
+            }
             if state.behavior.transientSubmitFailures > 0 {
                 state.behavior.transientSubmitFailures -= 1
                 return FakeHTTP.json(503, ["detail": "Runner disconnected", "error_type": "runner_disconnected"],

@@ -232,6 +232,16 @@ struct RenderAttempt: Sendable {
                     try await handler.store.saveSubmission(id: render.id, submission: submission)
                 }
                 return .success(submission)
+            } catch let error as ProviderError where error.rateLimitedFor != nil {
+                // The provider's capacity, not a fault: not the render's one retry. The fleet eases
+                // off; this render waits and asks again, until its deadline ends the wait.
+                RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "rate_limited", seconds: (ContinuousClock.now - started).seconds)
+                let rate = try? await handler.store.capacity.throttle(provider: provider.name)
+                let pause = (error.rateLimitedFor ?? nil) ?? .seconds(1)
+                logger.warning("provider rate limited; waiting to submit again", metadata: [
+                    "retry_after_ms": "\(Int(pause.seconds * 1000))", "fleet_rate_per_window": "\(rate.flatMap { $0 }.map(String.init) ?? "none")",
+                ])
+                try await Task.sleep(for: pause)
             } catch let error as ProviderError where error.isTransient && !retried {
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "transient", seconds: (ContinuousClock.now - started).seconds)
                 logger.warning("provider submit failed; retrying once", metadata: ["error": "\(error)"])

@@ -49,7 +49,7 @@ import Testing
         #expect(next.jobs.map(\.id) == late)
         let usage = try await q.driver.limitUsage()
         #expect(usage.first { $0.key == "user:u1" }?.running == 2)
-        #expect(usage.first { $0.key == "provider:p" } == LimitUsage(rule: "provider:p", key: "provider:p", running: 3, startedInWindow: 0, waiting: 48))
+        #expect(usage.first { $0.key == "provider:p" } == LimitUsage(rule: "provider:p", key: "provider:p", running: 3, startedInWindow: 3, waiting: 48))
     }
 
     @Test(arguments: DriverExecutor.allCases) func aRateCountsStartsInASlidingWindow(_ executor: DriverExecutor) async throws {

@@ -294,6 +294,24 @@ struct RenderFixture {
         #expect(try await f.ledger("r2") == ["reserve", "release"])
     }
 
+    /// A 429 is the provider's capacity, not a fault: the render waits as told and submits
+    /// again, its one retry still unused (a 503 after it is retried); the fleet halves the
+    /// provider's rate for a while.
+    @Test func aRateLimitIsWaitedOutWithoutSpendingTheRetryAndTheFleetEasesOff() async throws {
+        let f = try await fixture { $0.rateLimitedSubmits = 2; $0.retryAfterSeconds = 1; $0.transientSubmitFailures = 1 }
+        defer { Task { await f.fal?.stop() } }
+        try await f.q.driver.limitSet(ConcurrencyLimit(key: RenderCapacity.providerKey(FashnProvider.name), maxRunning: 10, rate: 40), by: "test")
+        let render = try await f.request("r1")
+        let started = ContinuousClock.now
+        try await f.run(render)
+        #expect(try await f.reload(render).status == .complete)
+        #expect(submits(f) == 4, "two 429s, one 503, one success")
+        #expect(ContinuousClock.now - started >= .seconds(2), "waited the Retry-After twice")
+        let rule = try #require(try await f.q.driver.limitList().first)
+        #expect(rule.throttle?.from == 40 && rule.effectiveRate == 20, "halved once for the burst: \(rule)")
+        #expect(try await f.credits("u1") == (2, 1, 0))
+    }
+
     /// fal reads the submit and drops the connection before answering, every time: the
     /// worker's policy submits twice (once more after a dropped connection), and exactly two
     /// POSTs reach the server, not libcurl's own re-sends on top. A first render refused with a

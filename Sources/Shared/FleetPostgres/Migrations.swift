@@ -242,11 +242,16 @@ public enum Migrations {
             rate_window_seconds double precision NOT NULL DEFAULT 60 CHECK (rate_window_seconds > 0 AND rate_window_seconds <= 3600),
             updated_by text NOT NULL DEFAULT 'fleet',
             updated_at timestamptz NOT NULL DEFAULT now(),
+            -- Lowered after the provider said 429: the rate was halved from `throttled_from` at
+            -- `throttled_at` and climbs back by a tenth of it every 30 s (ConcurrencyLimit.effectiveRate).
+            throttled_rate integer CHECK (throttled_rate >= 1),
+            throttled_from integer,
+            throttled_at timestamptz,
             CHECK (max_running IS NOT NULL OR rate IS NOT NULL)
         );
 
-        -- Starts of jobs whose keys have a rate, for a sliding window; the claim deletes what
-        -- no window can see any more.
+        -- Starts of jobs whose keys have a rule, for rates over a sliding window (and the rate a
+        -- throttle halves); the claim deletes what no window can see any more.
         CREATE TABLE limit_starts (
             key text NOT NULL,
             started_at timestamptz NOT NULL DEFAULT now()

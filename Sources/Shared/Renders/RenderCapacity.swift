@@ -85,7 +85,7 @@ public struct RenderCapacity: Sendable {
                 wait = max(wait, latency * rounds)
             }
         }
-        if let rate = rule.rate {
+        if let rate = rule.effectiveRate {
             guard rate > 0 else { return Int(rule.rateWindow.seconds.rounded(.up)) }
             let left = max(0, rate - load.startedInWindow)
             if position > left {
@@ -104,6 +104,12 @@ public struct RenderCapacity: Sendable {
     func recentLatency(_ provider: String, on executor: any PostgresExecutor) async throws -> Duration? {
         try await executor.query("SELECT seconds FROM provider_latency WHERE provider = $1", [provider])
             .rows.first.map { .seconds(try $0.double("seconds")) }
+    }
+
+    /// The provider said 429: its rate is halved fleet-wide for a while (`ConcurrencyLimit.Throttle`).
+    /// Returns the rate now in force (nil: no rule limits the provider).
+    public func throttle(provider: String) async throws -> Int? {
+        try await PostgresQueueDriver(executor: pool).limitThrottle(key: Self.providerKey(provider))?.effectiveRate
     }
 
     /// Folds one completed render's run time into its provider's mean (weight 1/5 for the new one:

@@ -18,7 +18,7 @@ extension PostgresQueueDriver {
 
     private func claimWithinLimits(_ slots: [JobKind: Int], _ request: ClaimRequest, on connection: PostgresConnection) async throws -> ClaimResult {
         let rules = try await connection.query(
-            "SELECT key, max_running, rate, rate_window_seconds FROM queue_limits ORDER BY key FOR UPDATE"
+            "SELECT \(Self.limitColumns) FROM queue_limits ORDER BY key FOR UPDATE"
         ).rows.map(ConcurrencyLimit.init(row:))
         guard !rules.isEmpty else { return ClaimResult(jobs: try await claim(slots, request, on: connection)) }
 
@@ -30,7 +30,7 @@ extension PostgresQueueDriver {
             running[try row.string("key")] = try row.int("n")
         }
         var startAges: [String: [Duration]] = [:]
-        if let longest = rules.filter({ $0.rate != nil }).map(\.rateWindow).max() {
+        if let longest = rules.map(\.rateWindow).max() {
             try await connection.query("DELETE FROM limit_starts WHERE started_at < now() - make_interval(secs => $1)", [longest.seconds])
             for row in try await connection.query("SELECT key, extract(epoch FROM now() - started_at) AS age FROM limit_starts").rows {
                 startAges[try row.string("key"), default: []].append(.seconds(try row.double("age")))
@@ -113,7 +113,8 @@ extension PostgresQueueDriver {
         let limit = try limit.validated()
         let onConflict = keepingExisting ? "DO NOTHING" : """
             DO UPDATE SET max_running = EXCLUDED.max_running, rate = EXCLUDED.rate,
-                rate_window_seconds = EXCLUDED.rate_window_seconds, updated_by = EXCLUDED.updated_by, updated_at = now()
+                rate_window_seconds = EXCLUDED.rate_window_seconds, updated_by = EXCLUDED.updated_by, updated_at = now(),
+                throttled_rate = NULL, throttled_from = NULL, throttled_at = NULL
             """
         try await executor.query("""
             INSERT INTO queue_limits (key, max_running, rate, rate_window_seconds, updated_by) VALUES ($1, $2, $3, $4, $5)
@@ -123,6 +124,30 @@ extension PostgresQueueDriver {
         try await executor.query("SELECT pg_notify($1, 'limits')", [QueueChannel.control])
     }
 
+    static let limitColumns = "key, max_running, rate, rate_window_seconds, throttled_rate, throttled_from, extract(epoch FROM now() - throttled_at) AS throttled_age"
+
+    public func limitThrottle(key: String) async throws -> ConcurrencyLimit? {
+        guard let row = try await executor.query("""
+            SELECT \(Self.limitColumns), (SELECT count(*) FROM limit_starts s WHERE s.key = q.key
+                AND s.started_at > now() - make_interval(secs => q.rate_window_seconds)) AS starts
+            FROM queue_limits q WHERE key = $1
+            """, [key]).rows.first else { return nil }
+        let rule = try ConcurrencyLimit(row: row)
+        // What was in force: the rate, else the starts the window saw (a rule of running jobs only).
+        let starts = try row.int("starts")
+        let inForce = rule.effectiveRate ?? max(2, starts)
+        let lowered = max(1, inForce / 2)
+        // A throttle still in force keeps its starting point; a new one starts from what was in force.
+        let from = rule.throttle.flatMap { $0.current == nil ? nil : $0.from } ?? rule.rate ?? inForce
+        // One halving per burst: the 429s of requests already in flight say the same thing.
+        let updated = try await executor.query("""
+            UPDATE queue_limits SET throttled_rate = $2, throttled_from = $3, throttled_at = now()
+            WHERE key = $1 AND (throttled_at IS NULL OR throttled_at < now() - make_interval(secs => $4))
+            RETURNING \(Self.limitColumns)
+            """, [key, lowered, from, ConcurrencyLimit.Throttle.minimumInterval.seconds]).rows.first
+        return try updated.map(ConcurrencyLimit.init(row:)) ?? rule
+    }
+
     public func limitRemove(key: String) async throws -> Bool {
         let removed = try await executor.query("DELETE FROM queue_limits WHERE key = $1 RETURNING key", [key]).rows.count == 1
         if removed { try await executor.query("SELECT pg_notify($1, 'limits')", [QueueChannel.control]) }
@@ -130,7 +155,7 @@ extension PostgresQueueDriver {
     }
 
     public func limitList() async throws -> [ConcurrencyLimit] {
-        try await executor.query("SELECT key, max_running, rate, rate_window_seconds FROM queue_limits ORDER BY key")
+        try await executor.query("SELECT \(Self.limitColumns) FROM queue_limits ORDER BY key")
             .rows.map(ConcurrencyLimit.init(row:))
     }
 
@@ -186,8 +211,12 @@ extension PostgresQueueDriver {
 
 extension ConcurrencyLimit {
     init(row: PostgresRow) throws {
+        var throttle: Throttle?
+        if let rate = row["throttled_rate"].flatMap({ Int($0) }), let from = row["throttled_from"].flatMap({ Int($0) }) {
+            throttle = Throttle(rate: rate, from: from, age: .seconds(try row.double("throttled_age")))
+        }
         self.init(key: try row.string("key"), maxRunning: row["max_running"].flatMap { Int($0) }, rate: row["rate"].flatMap { Int($0) },
-                  rateWindow: .seconds(try row.double("rate_window_seconds")))
+                  rateWindow: .seconds(try row.double("rate_window_seconds")), throttle: throttle)
     }
 }
 

@@ -54,6 +54,9 @@ public protocol QueueDriver: Sendable {
     // Limits (`docs/queue.md`, "Limits").
     /// Creates or replaces the rule for `limit.key`; with `keepingExisting`, only creates it.
     func limitSet(_ limit: ConcurrencyLimit, by actor: String, keepingExisting: Bool) async throws
+    /// The limited service answered "too many" (429): halves the key's rate in force for a while
+    /// (`ConcurrencyLimit.Throttle`); the rule as it now is, nil when no rule names the key.
+    func limitThrottle(key: String) async throws -> ConcurrencyLimit?
     /// Removes a rule; false if there was none.
     func limitRemove(key: String) async throws -> Bool
     func limitList() async throws -> [ConcurrencyLimit]

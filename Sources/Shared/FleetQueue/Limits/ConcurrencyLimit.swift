@@ -10,12 +10,40 @@ public struct ConcurrencyLimit: Sendable, Hashable, Codable {
     public var maxRunning: Int?
     public var rate: Int?
     public var rateWindow: Duration
+    /// Set by `limitThrottle` when the limited service said it had too much (429), never by an operator.
+    public var throttle: Throttle?
 
-    public init(key: String, maxRunning: Int? = nil, rate: Int? = nil, rateWindow: Duration = .seconds(60)) {
+    /// A rate lowered for a while, additive-increase/multiplicative-decrease: halved from what was
+    /// in force (`from`) at each overload, at most every `minimumInterval`, and climbing back by a
+    /// tenth of `from` every `recoveryStep`, so every worker eases off together and comes back.
+    public struct Throttle: Sendable, Hashable, Codable {
+        public var rate: Int
+        public var from: Int
+        /// How long ago it was last lowered.
+        public var age: Duration
+
+        public static let recoveryStep = Duration.seconds(30)
+        public static let minimumInterval = Duration.seconds(5)
+
+        /// The throttled rate now; nil once it has climbed back to `from`.
+        public var current: Int? {
+            let recovered = rate + Int(age / Self.recoveryStep) * max(1, from / 10)
+            return recovered >= from ? nil : recovered
+        }
+    }
+
+    public init(key: String, maxRunning: Int? = nil, rate: Int? = nil, rateWindow: Duration = .seconds(60), throttle: Throttle? = nil) {
         self.key = key
         self.maxRunning = maxRunning
         self.rate = rate
         self.rateWindow = rateWindow
+        self.throttle = throttle
+    }
+
+    /// The rate in force: the configured one, or lower while a throttle lasts.
+    public var effectiveRate: Int? {
+        guard let throttled = throttle?.current else { return rate }
+        return min(rate ?? .max, throttled)
     }
 
     public var isPrefix: Bool { key.hasSuffix("*") }
@@ -77,7 +105,7 @@ struct LimitLedger {
         guard let rule = rule(for: jobKey) else { return nil }
         var remaining = Int.max
         if let maxRunning = rule.maxRunning { remaining = maxRunning - running[jobKey, default: 0] }
-        if let rate = rule.rate {
+        if let rate = rule.effectiveRate {
             let started = startAges[jobKey, default: []].count { $0 < rule.rateWindow } + startsInBatch[jobKey, default: 0]
             remaining = min(remaining, rate - started)
         }
@@ -91,7 +119,7 @@ struct LimitLedger {
         let seen = Set(running.keys).union(startAges.keys)
         let keys = seen.filter { remaining($0) == 0 }
             + rules.filter { !$0.isPrefix && remaining($0.key) == 0 }.map(\.key)
-        let prefixes = rules.filter { $0.isPrefix && ($0.maxRunning == 0 || $0.rate == 0) }.map { String($0.key.dropLast()) }
+        let prefixes = rules.filter { $0.isPrefix && ($0.maxRunning == 0 || $0.effectiveRate == 0) }.map { String($0.key.dropLast()) }
         return (Array(Set(keys)).sorted(), prefixes)
     }
 
@@ -99,14 +127,15 @@ struct LimitLedger {
     mutating func admit(_ keys: [String]) -> Bool {
         let distinct = Set(keys)
         guard distinct.allSatisfy({ (remaining($0) ?? 1) > 0 }) else { return false }
-        for key in distinct {
+        for key in distinct where rule(for: key) != nil {
             running[key, default: 0] += 1
-            if rule(for: key)?.rate != nil { startsInBatch[key, default: 0] += 1 }
+            startsInBatch[key, default: 0] += 1
         }
         return true
     }
 
-    /// Per key with a rate: starts admitted by this claim, to record in `limit_starts`.
+    /// Per limited key: starts admitted by this claim, to record in `limit_starts` (for rates,
+    /// and for the rate a throttle halves).
     private(set) var startsInBatch: [String: Int] = [:]
 
     init(rules: [ConcurrencyLimit], running: [String: Int], startAges: [String: [Duration]]) {

@@ -116,7 +116,7 @@ public struct FalQueueClient: Sendable {
         let failure = ProviderFailure(
             code: response.headers["x-fal-error-type"] ?? body?.code ?? "http_\(response.status)",
             message: ProviderText.bounded(message), retryable: retryable ?? HTTPStatus.isTransient(response.status))
-        return (ProviderError.from(status: response.status, message: message, retryable: retryable, provider: provider), failure)
+        return (ProviderError.from(status: response.status, message: message, retryable: retryable, provider: provider, headers: response.headers), failure)
     }
 
     private func sameOrigin(_ url: String) -> Bool {

@@ -57,7 +57,7 @@ public struct GoogleVirtualTryOnProvider: TryOnProvider {
             provider: name)
         guard response.isSuccess else {
             if response.status == 401 { await tokens.invalidate() }
-            throw ProviderError.from(status: response.status, message: Self.errorMessage(response.body), provider: name)
+            throw ProviderError.from(status: response.status, message: Self.errorMessage(response.body), provider: name, headers: response.headers)
         }
         let predictions = try ProviderJSON.decode(PredictResponse.self, from: response.body, what: "predict response", provider: name)
         return ProviderSubmission(provider: name, jobID: "vto-\(UUID().uuidString.lowercased())", state: .settled(try outcome(predictions)))

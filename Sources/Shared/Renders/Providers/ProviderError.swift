@@ -7,8 +7,12 @@ import Metrics
 /// Why a provider call produced no usable answer. Messages name the provider and what went wrong,
 /// never a key, a token or an image.
 public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
-    /// 5xx, 408, 429, a dropped connection or a timeout: the same call may succeed once more.
+    /// 5xx, 408, a dropped connection or a timeout: the same call may succeed once more.
     case transient(provider: String, reason: String)
+    /// 429 (Google's `RESOURCE_EXHAUSTED` too): the provider's capacity, not a fault. Not the
+    /// render's one retry: it waits (`retryAfter`, the provider's `Retry-After` when it sent one)
+    /// and asks again within its deadline, and the fleet lowers the provider's rate.
+    case rateLimited(provider: String, retryAfter: Duration?)
     /// The provider refused the request (a 4xx such as 422): the same input fails the same way.
     case rejected(provider: String, status: Int, message: String)
     /// Credentials refused (401/403) or no access token could be obtained.
@@ -20,9 +24,17 @@ public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
     /// The exchange could not be made and trying again will not help (TLS, oversize answer…).
     case failed(provider: String, reason: String)
 
-    /// True when calling again (the product retries once) may succeed.
+    /// True when calling again may succeed (a submit retries a fault once, and waits out a rate limit).
     public var isTransient: Bool {
-        if case .transient = self { true } else { false }
+        switch self {
+        case .transient, .rateLimited: true
+        default: false
+        }
+    }
+
+    /// A 429: how long the provider asked to wait (nil: it did not say); nil for other errors.
+    public var rateLimitedFor: Duration?? {
+        if case .rateLimited(_, let retryAfter) = self { retryAfter } else { nil }
     }
 
     /// True when the provider answered something its API does not document (an HTML page, a
@@ -43,6 +55,8 @@ public enum ProviderError: CodedError, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .transient(let provider, let reason): "\(provider): temporary failure: \(reason)"
+        case .rateLimited(let provider, let retryAfter):
+            "\(provider): rate limited (HTTP 429)\(retryAfter.map { ", retry after \(Int($0.seconds.rounded(.up))) s" } ?? "")"
         case .rejected(let provider, let status, let message): "\(provider): request rejected (HTTP \(status)): \(message)"
         case .unauthorized(let provider, let reason): "\(provider): not authorised: \(reason)"
         case .malformedResponse(let provider, let reason): "\(provider): malformed response: \(reason)"
@@ -56,14 +70,20 @@ extension ProviderError {
     /// Classifies a non-2xx answer. `retryable` is the provider's own verdict when it sends one
     /// (fal's `X-Fal-Retryable`); it overrides the status class. Counted in
     /// `fleet_render_provider_http_errors_total{provider,status}` (429: the provider's rate limit).
-    static func from(status: Int, message: String, retryable: Bool? = nil, provider: String) -> ProviderError {
+    static func from(status: Int, message: String, retryable: Bool? = nil, provider: String, headers: [String: String] = [:]) -> ProviderError {
         Counter(label: "fleet_render_provider_http_errors_total", dimensions: [("provider", provider), ("status", "\(status)")]).increment()
+        if status == 429 { return .rateLimited(provider: provider, retryAfter: headers["retry-after"].flatMap(Self.retryAfter)) }
         let message = ProviderText.bounded(message)
         if retryable ?? HTTPStatus.isTransient(status) {
             return .transient(provider: provider, reason: "HTTP \(status): \(message)")
         }
         if status == 401 || status == 403 { return .unauthorized(provider: provider, reason: "HTTP \(status): \(message)") }
         return .rejected(provider: provider, status: status, message: message)
+    }
+
+    /// `Retry-After` in seconds (the HTTP-date form is not used by these providers), at most a minute.
+    static func retryAfter(_ value: String) -> Duration? {
+        Double(value.trimmingCharacters(in: .whitespaces)).map { .seconds(min(60, max(0, $0))) }
     }
 
     /// A request that produced no response.
