@@ -144,6 +144,48 @@ struct Resume: AsyncParsableCommand {
     func run() async throws { try printJSON(try await connection.send(QueueResumeRequest(kind: target.kind, queue: target.queue))) }
 }
 
+struct Limits: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Fleet-wide limits: at most so many jobs with a key running, or started per window.",
+        discussion: """
+            Keys: `provider:fal-fashn` (a provider's renders), `user:*` (each user on its own). Every worker \
+            honours a change from its next claim on; changes are in the audit trail. docs/queue.md, "Limits".
+            """,
+        subcommands: [List.self, Set.self, Remove.self], defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The limits and the use made of them now.")
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() async throws { try printJSON(try await connection.send(LimitsListRequest())) }
+    }
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create or replace the limit of a key (or a prefix ending in *).")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The key, e.g. provider:fal-fashn, or user:* for each user.") var key: String
+        @Option(help: "At most this many of its jobs running at once.") var maxRunning: Int?
+        @Option(help: "At most this many started per window.") var rate: Int?
+        @Option(help: "The rate's window in seconds.") var window: Double = 60
+
+        func validate() throws {
+            guard maxRunning != nil || rate != nil else { throw ValidationError("give --max-running, --rate, or both") }
+        }
+
+        func run() async throws {
+            try printJSON(try await connection.send(LimitSetRequest(key: key, maxRunning: maxRunning, rate: rate, rateWindowSeconds: window)))
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop limiting a key's jobs.")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The key, as `limits list` shows it.") var key: String
+
+        func run() async throws { try printJSON(try await connection.send(LimitRemoveRequest(key: key))) }
+    }
+}
+
 struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Operator actions, newest first: who, when, what, how many rows.")
     @OptionGroup var connection: ConnectionOptions

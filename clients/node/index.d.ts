@@ -10,6 +10,8 @@ export type ErrorCode =
   | 'MALFORMED_FRAME' | 'FRAME_TOO_LARGE' | 'FRAME_TIMEOUT' | 'IDLE_TIMEOUT' | 'UNKNOWN_OP' | 'UNAUTHENTICATED'
   | 'BAD_ARGUMENT' | 'NOT_FOUND' | 'UNKNOWN_KIND' | 'TOO_MANY_CONNECTIONS' | 'UNAVAILABLE' | 'INTERNAL'
   | 'INSUFFICIENT_CREDITS' | 'RENDER_FAILED' | 'RENDER_TIMEOUT' | 'INVALID_CATEGORY' | 'SUBSCRIPTION_EXPIRED' | 'IMAGE_TOO_LARGE'
+  | 'RENDER_BUSY' | 'FORBIDDEN' | 'JOB_NOT_RETRYABLE' | 'JOB_NOT_FINISHED' | 'INVALID_TOKEN' | 'TOKEN_ALREADY_USED'
+  | 'RENDER_ID_CONFLICT' | 'RENDER_NOT_COMPLETE'
   | (string & {});
 
 /** An error the dispatcher answered with. */
@@ -17,6 +19,29 @@ export declare class DispatcherError extends Error {
   readonly code: ErrorCode;
   /** The server's message, without the code. */
   readonly reason: string;
+  /**
+   * `RENDER_BUSY` only: the render could not finish within its deadline at the provider's
+   * capacity now; nothing was reserved or queued. Ask again after this many seconds.
+   */
+  readonly retryAfterSeconds?: number;
+}
+
+/** A fleet-wide limit (docs/queue.md, "Limits") and the use made of it now. */
+export interface LimitView {
+  /** `provider:fal-fashn`, or a prefix ending in `*` (`user:*`: each user on its own). */
+  key: string;
+  maxRunning: number | null;
+  rate: number | null;
+  rateWindowSeconds: number;
+  /** The rate in force: lower than `rate` while the provider's 429s keep it throttled. */
+  effectiveRate: number | null;
+  keys: { key: string; running: number; startedInWindow: number; waiting: number }[];
+}
+
+export interface LimitsResult {
+  /** `setLimit` / `removeLimit`: whether a rule was created, changed or removed. */
+  changed: boolean | null;
+  limits: LimitView[];
 }
 
 /**
@@ -356,6 +381,12 @@ export declare class DispatcherClient extends EventEmitter {
   pause(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
   resume(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
   listAudit(options?: { limit?: number; cursor?: string }): Promise<{ entries: AuditEntry[]; nextCursor: string | null }>;
+  /** The fleet-wide limits and their use (a read or operate token). */
+  limits(): Promise<LimitsResult>;
+  /** Creates or replaces a limit (an operate token); every worker honours it from its next claim. */
+  setLimit(limit: { key: string; maxRunning?: number; rate?: number; rateWindowSeconds?: number }): Promise<LimitsResult>;
+  /** Stops limiting a key's jobs (an operate token). */
+  removeLimit(key: string): Promise<LimitsResult>;
   /** Closes every connection and stops reconnecting; requests in flight or waiting reject with ConnectionClosedError. */
   close(): void;
 }

@@ -15,7 +15,7 @@ const VERSION = 1;
 /** Ops answered the same however often they are sent (reads, waits, and render.request, which carries its renderId). */
 const SAFE_OPS = new Set([
   'ping', 'status', 'wait', 'stats', 'job.get', 'jobs.list', 'audit.list',
-  'render.status', 'render.wait', 'renders.list', 'render.request',
+  'render.status', 'render.wait', 'renders.list', 'render.request', 'limits.list', 'limit.set',
 ]);
 /** Ops that are safe to repeat only with `options.idempotencyKey`. */
 const KEYED_OPS = new Set(['enqueue', 'image.normalize', 'garment.process', 'account.purge']);
@@ -29,11 +29,13 @@ const FATAL = Symbol('fatal');
 
 /** An error the dispatcher answered with: `code` is one of the protocol's codes. */
 class DispatcherError extends Error {
-  constructor(code, message) {
+  constructor(code, message, retryAfterSeconds) {
     super(`${code}: ${message}`);
     this.name = 'DispatcherError';
     this.code = code;
     this.reason = message;
+    // RENDER_BUSY: when to ask again.
+    if (retryAfterSeconds !== undefined) this.retryAfterSeconds = retryAfterSeconds;
   }
 }
 
@@ -181,7 +183,7 @@ class Connection {
       this.#greeted.resolve(frame);
       return;
     }
-    const error = frame.error ? new DispatcherError(frame.error.code, frame.error.message) : null;
+    const error = frame.error ? new DispatcherError(frame.error.code, frame.error.message, frame.error.retryAfterSeconds) : null;
     if (frame.id === null || frame.id === undefined) {
       // About the connection itself (refused, frame too large, timeout): the server closes it next.
       this.#fail(error ?? new Error(`unexpected frame from the dispatcher: ${line.slice(0, 200)}`));
@@ -308,6 +310,10 @@ class DispatcherClient extends EventEmitter {
   pause({ kind, queue }) { return this.call('queue.pause', { kind, queue }); }
   resume({ kind, queue }) { return this.call('queue.resume', { kind, queue }); }
   listAudit({ limit, cursor } = {}) { return this.call('audit.list', { limit, cursor }); }
+  // Fleet-wide limits (docs/queue.md, "Limits"): read and operate tokens see them, operate sets them.
+  limits() { return this.call('limits.list'); }
+  setLimit({ key, maxRunning, rate, rateWindowSeconds }) { return this.call('limit.set', { key, maxRunning, rate, rateWindowSeconds }); }
+  removeLimit(key) { return this.call('limit.remove', { key }); }
 
   /** Closes every connection and stops reconnecting; requests in flight or waiting reject with ConnectionClosedError. */
   close() {

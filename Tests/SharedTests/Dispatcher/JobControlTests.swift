@@ -21,6 +21,7 @@ import Testing
             "stats": readers, "job.get": readers, "jobs.list": readers, "audit.list": readers,
             "job.retry": operators, "jobs.retry": operators, "job.discard": operators, "jobs.discard": operators,
             "queue.pause": operators, "queue.resume": operators,
+            "limits.list": readers, "limit.set": operators, "limit.remove": operators,
         ]
     }()
 
@@ -217,6 +218,38 @@ import Testing
             guard case .array(let entries)? = audit["entries"] else { throw TestFailure("no entries in \(audit.jsonText)") }
             #expect(entries.map { $0["action"] } == [.string("queue.resume"), .string("queue.pause"), .string("job.retry")])
             #expect(entries.allSatisfy { $0["actor"] == .string("unix-socket") })
+        }
+    }
+
+    /// Limits as an operator sets them: over the socket (a read token sees, may not set) and by
+    /// the command line; in the audit trail; taken by the claim at once.
+    @Test func limitsAreSetListedAndRemovedByOperatorsOnly() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let operatorClient = try await dispatcher.client(.tcp)
+            let set = try await operatorClient.setLimit(key: "provider:p", maxRunning: 1, rate: 30)
+            #expect(set.changed == true && set.limits.map(\.key) == ["provider:p"])
+            _ = try await dispatcher.queue.queue.enqueue([NewJob(kind: .drillNoop, limitKeys: ["provider:p"]), NewJob(kind: .drillNoop, limitKeys: ["provider:p"])])
+            let claimed = try await dispatcher.queue.driver.jobClaim(
+                ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 5], limitedKinds: [.drillNoop]))
+            #expect(claimed.jobs.count == 1 && claimed.heldBack == [.drillNoop])
+            let listed = try await operatorClient.limits().limits
+            #expect(listed == [LimitView(key: "provider:p", maxRunning: 1, rate: 30, rateWindowSeconds: 60, effectiveRate: 30,
+                                         keys: [LimitView.KeyUse(key: "provider:p", running: 1, startedInWindow: 1, waiting: 1)])])
+            await #expect(throws: DispatcherError.self) { _ = try await operatorClient.setLimit(key: "bad key", maxRunning: 1) }
+
+            let token = try await AccessTokenStore(pool: dispatcher.queue.pool).create(name: "oncall", role: .read)
+            try await Task.sleep(for: .seconds(3))
+            let reader = try await dispatcher.client(.tcp, token: token)
+            #expect(try await reader.limits().limits.count == 1)
+            await #expect(throws: DispatcherError.self) { _ = try await reader.setLimit(key: "provider:p", maxRunning: 50) }
+
+            let output = temporaryPath("cli") + ".out"
+            let status = try await ChildProcess.run(builtExecutable("dispatcher"), ["limits", "remove", "provider:p", "--dispatcher", dispatcher.settings.socketPath!], outputPath: output)
+            #expect(status == 0, "\((try? String(contentsOfFile: output, encoding: .utf8)) ?? "")")
+            #expect(try await reader.limits().limits.isEmpty)
+            let audit = try await operatorClient.auditTrail().entries
+            #expect(audit.map(\.action) == ["limit.remove", "limit.set"])
+            #expect(audit.map(\.actor) == ["unix-socket", AccessTokens.defaultTokenName])
         }
     }
 

@@ -190,6 +190,15 @@ test('render ops: an onboarding token, its one render, linking, credits and busi
     { code: 'INSUFFICIENT_CREDITS' });
   assert.deepEqual((await client.listRenders(user)).renders.map((r) => r.id), [paid.id, render.id]);
   await assert.rejects(client.renderStatus('no-such-render'), { code: 'NOT_FOUND' });
+
+  // At the provider's capacity a render is refused at once, nothing reserved or queued.
+  assert.equal((await client.setLimit({ key: 'provider:local', maxRunning: 0 })).changed, true);
+  const busy = await client.requestRender({ renderId: `busy-${port}`, userId: user, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' })
+    .then(() => assert.fail('admitted at no capacity'), (error) => error);
+  assert.equal(busy.code, 'RENDER_BUSY');
+  assert.ok(busy.retryAfterSeconds >= 1, `retryAfterSeconds ${busy.retryAfterSeconds}`);
+  await assert.rejects(client.renderStatus(`busy-${port}`), { code: 'NOT_FOUND' });
+  assert.deepEqual((await client.removeLimit('provider:local')).changed, true);
   client.close();
 });
 

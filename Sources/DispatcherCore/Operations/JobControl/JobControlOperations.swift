@@ -21,6 +21,9 @@ extension OperationRegistry {
             QueuePauseOperation(control: control, knownKinds: queue.knownKinds),
             QueueResumeOperation(control: control),
             AuditListOperation(control: control),
+            LimitsListOperation(control: control),
+            LimitSetOperation(control: control),
+            LimitRemoveOperation(control: control),
         ]
     }
 }

@@ -33,4 +33,12 @@ extension DispatcherClient {
     public func auditTrail(limit: Int? = nil, cursor: String? = nil) async throws -> AuditListRequest.Result {
         try await send(AuditListRequest(limit: limit, cursor: cursor))
     }
+
+    public func limits() async throws -> LimitsResult { try await send(LimitsListRequest()) }
+
+    public func setLimit(key: String, maxRunning: Int? = nil, rate: Int? = nil, rateWindowSeconds: Double? = nil) async throws -> LimitsResult {
+        try await send(LimitSetRequest(key: key, maxRunning: maxRunning, rate: rate, rateWindowSeconds: rateWindowSeconds))
+    }
+
+    public func removeLimit(key: String) async throws -> LimitsResult { try await send(LimitRemoveRequest(key: key)) }
 }

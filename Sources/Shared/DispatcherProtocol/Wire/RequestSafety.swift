@@ -44,3 +44,6 @@ extension EnqueueRequest { public var isSafeToRepeat: Bool { options?.idempotenc
 extension NormalizeImageRequest { public var isSafeToRepeat: Bool { options?.idempotencyKey != nil } }
 extension ProcessGarmentRequest { public var isSafeToRepeat: Bool { options?.idempotencyKey != nil } }
 extension PurgeAccountRequest { public var isSafeToRepeat: Bool { options?.idempotencyKey != nil } }
+extension LimitsListRequest { public var isSafeToRepeat: Bool { true } }
+/// Setting a rule to the same values twice leaves it as once.
+extension LimitSetRequest { public var isSafeToRepeat: Bool { true } }

@@ -65,6 +65,25 @@ public struct JobControl: Sendable {
 
     public func pauses() async throws -> [QueuePause] { try await driver.queuePauses() }
 
+    /// Creates or replaces a fleet-wide limit (`ConcurrencyLimit`).
+    public func setLimit(_ limit: ConcurrencyLimit, actor: String) async throws {
+        try await driver.limitSet(limit, by: actor)
+        try await audit(actor, "limit.set", AuditedLimit(limit), affected: 1)
+    }
+
+    /// True if there was a rule.
+    public func removeLimit(key: String, actor: String) async throws -> Bool {
+        let removed = try await driver.limitRemove(key: key)
+        try await audit(actor, "limit.remove", ["key": key], affected: removed ? 1 : 0)
+        return removed
+    }
+
+    /// The rules and, per rule, the keys in use under it.
+    public func limits() async throws -> [(ConcurrencyLimit, [LimitUsage])] {
+        let usage = try await driver.limitUsage()
+        return try await driver.limitList().map { rule in (rule, usage.filter { $0.rule == rule.key }) }
+    }
+
     public func auditTrail(before: Int64?, limit: Int) async throws -> [AuditEntry] {
         try await driver.auditList(before: before, limit: min(max(limit, 1), Self.maxPageSize))
     }
@@ -92,6 +111,21 @@ public struct JobControl: Sendable {
         let text = String(decoding: try encoder.encode(target), as: UTF8.self)
         try await driver.auditRecord(actor: actor, action: action, target: text, affected: affected)
         logger?.info("operator action", metadata: ["actor": "\(actor)", "action": "\(action)", "target": "\(text)", "affected": "\(affected)"])
+    }
+}
+
+/// A limit as the audit trail keeps it.
+private struct AuditedLimit: Encodable {
+    let key: String
+    let maxRunning: Int?
+    let rate: Int?
+    let rateWindowSeconds: Double
+
+    init(_ limit: ConcurrencyLimit) {
+        key = limit.key
+        maxRunning = limit.maxRunning
+        rate = limit.rate
+        rateWindowSeconds = limit.rateWindow.seconds
     }
 }
 
