@@ -1,5 +1,6 @@
 @testable import DispatcherProtocol
 import FakeProviders
+import FleetHTTPClient
 import FleetQueue
 import FleetStorage
 import FleetSupport
@@ -30,8 +31,9 @@ import Testing
         let fal = try await FakeFal.start(recordRequests: false)
         fal.update { $0.latency = .seconds(2) }
         let socket = temporaryPath("dispatcher") + ".sock"
+        let httpPort = try freePort()
         let dispatcher = try WorkerProcess(databaseURL: q.url, executable: "dispatcher", environment: [
-            "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(try freePort())",
+            "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(httpPort)",
             "FLEET_STORAGE_ROOT": root,
         ])
         let workers = try (0..<3).map { _ in
@@ -83,6 +85,13 @@ import Testing
         #expect(statuses == ["complete": admitted.count + 1], "\(statuses); worker log: \(workers[0].log.suffix(2000))")
         #expect(try await q.pool.query("SELECT count(*) AS n FROM credit_ledger WHERE entry = 'reserve'").rows[0].int("n") == admitted.count + 1)
         #expect(fal.maxConcurrency == 10, "the limit, reached and never passed")
+
+        // What an operator sees: the limit in `stats`, the refusals in /metrics.
+        let limits = try await client.stats().limits
+        #expect(limits.first { $0.key == "provider:fal-fashn" }?.maxRunning == 10)
+        #expect(limits.first { $0.key == "user:*" }?.maxRunning == 2, "the per-user default, seeded")
+        let metrics = try await CurlHTTPClient().execute(HTTPClientRequest(url: "http://127.0.0.1:\(httpPort)/metrics")).text
+        #expect(metrics.contains("fleet_render_busy_total{provider=\"fal-fashn\"} \(refused.count)"), "\(metrics.prefix(3000))")
 
         await client.close()
         dispatcher.signal(SIGTERM)

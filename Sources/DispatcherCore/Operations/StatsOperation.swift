@@ -2,7 +2,7 @@ import DispatcherProtocol
 import FleetQueue
 import Foundation
 
-/// `stats`: depth, lag and failures per kind, and the live workers.
+/// `stats`: depth, lag and failures per kind, the live workers, pauses and limits in force.
 public struct StatsOperation: DispatcherOperation {
     public var access: OperationAccess { .readers }
     let queue: JobQueue
@@ -19,11 +19,13 @@ public struct StatsOperation: DispatcherOperation {
         guard (1...7 * 86_400).contains(window) else { throw DispatcherError(.badArgument, "windowSeconds must be between 1 and 604800") }
         async let kinds = queue.stats(window: .seconds(window))
         async let workers = queue.liveWorkers(heartbeatWithin: liveWithin)
-        async let pauses = JobControl(driver: queue.driver).pauses()
+        let control = JobControl(driver: queue.driver)
+        async let pauses = control.pauses()
+        async let limits = LimitView.all(control)
         let paused = try await pauses
         let pausedKinds = Set(paused.filter { $0.target.scope == .kind }.map(\.target.name))
         return QueueStats(windowSeconds: window, kinds: try await kinds.map { QueueStats.Kind($0, paused: pausedKinds.contains($0.kind.rawValue)) },
                           workers: try await workers.map { QueueStats.Worker($0, pausedKinds: pausedKinds) },
-                          pauses: paused.map(QueueStats.Pause.init), serverTime: Date())
+                          pauses: paused.map(QueueStats.Pause.init), limits: try await limits, serverTime: Date())
     }
 }

@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetQueue
 import Foundation
+import Metrics
 
 /// Renders within the providers' capacity (PRODUCT.md: the fleet never sends a provider more
 /// than its share; one user's burst never starves another's render).
@@ -66,6 +67,7 @@ public struct RenderCapacity: Sendable {
         guard load.rule != nil else { return }
         let latency = try await recentLatency(provider, on: connection) ?? Self.assumedLatency(provider)
         if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline) {
+            Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
             throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
         }
     }

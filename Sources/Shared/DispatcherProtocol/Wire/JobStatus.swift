@@ -161,13 +161,16 @@ public struct QueueStats: Codable, Sendable, Equatable {
     /// Workers not stopped whose heartbeat is recent.
     public let workers: [Worker]
     public let pauses: [Pause]
+    /// The fleet-wide limits and their use (as `limits.list`).
+    public let limits: [LimitView]
     public let serverTime: Date
 
-    public init(windowSeconds: Int, kinds: [Kind], workers: [Worker], pauses: [Pause], serverTime: Date) {
+    public init(windowSeconds: Int, kinds: [Kind], workers: [Worker], pauses: [Pause], limits: [LimitView], serverTime: Date) {
         self.windowSeconds = windowSeconds
         self.kinds = kinds
         self.workers = workers
         self.pauses = pauses
+        self.limits = limits
         self.serverTime = serverTime
     }
 }

@@ -10,6 +10,8 @@ import ServiceLifecycle
 /// - `fleet_queue_oldest_due_seconds{kind}`: how long the oldest due job has waited (0: none)
 /// - `fleet_queue_dead_last_hour{kind}`: jobs ended `dead` in the last hour, by whoever ended them
 /// - `fleet_queue_paused{kind}`: 1 while the kind is paused (`queue.pause`), else 0
+/// - `fleet_limit_max_running{key}`, `fleet_limit_rate{key}` (in force; -1: none), `fleet_limit_running{key}`,
+///   `fleet_limit_waiting{key}` (due jobs of exact keys), `fleet_limit_keys{key}` (keys in use under it)
 /// - `fleet_queue_stats_timestamp_seconds`: Unix time of the last refresh whose queries answered
 ///   (falls behind while the database does not answer)
 ///
@@ -61,6 +63,28 @@ public struct QueueGauges: Service {
             Gauge(label: "fleet_queue_dead_last_hour", dimensions: dimensions).record(line?.dead ?? 0)
             Gauge(label: "fleet_queue_paused", dimensions: dimensions).record(pausedKinds.contains(kind.rawValue) ? 1 : 0)
         }
+        await refreshLimits()
         Gauge(label: "fleet_queue_stats_timestamp_seconds").record(Date().timeIntervalSince1970)
+    }
+
+    /// Per rule of one key (`provider:…`): its limit, running, waiting and rate in force. Keys
+    /// under a prefix rule (one per user) are counted, not listed: their number is unbounded.
+    private func refreshLimits() async {
+        do {
+            let rules = try await queue.driver.limitList()
+            guard !rules.isEmpty else { return }
+            let usage = try await queue.driver.limitUsage()
+            for rule in rules {
+                let dimensions = [("key", rule.key)]
+                let keys = usage.filter { $0.rule == rule.key }
+                Gauge(label: "fleet_limit_max_running", dimensions: dimensions).record(rule.maxRunning ?? -1)
+                Gauge(label: "fleet_limit_rate", dimensions: dimensions).record(rule.effectiveRate ?? -1)
+                Gauge(label: "fleet_limit_running", dimensions: dimensions).record(keys.reduce(0) { $0 + $1.running })
+                Gauge(label: "fleet_limit_waiting", dimensions: dimensions).record(keys.reduce(0) { $0 + $1.waiting })
+                Gauge(label: "fleet_limit_keys", dimensions: dimensions).record(keys.count)
+            }
+        } catch {
+            logger.warning("limit gauges not refreshed", metadata: ["error": "\(error)"])
+        }
     }
 }
