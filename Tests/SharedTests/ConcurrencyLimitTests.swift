@@ -104,6 +104,37 @@ import Testing
         }
     }
 
+    /// 60 a minute, for two minutes, three claimers asking every 50 ms: every 60-second window
+    /// of the starts PostgreSQL recorded holds at most 60, and each minute gets its 60 (±1).
+    @Test func aRateOfSixtyAMinuteHoldsForTwoMinutes() async throws {
+        let q = try await TestQueue.make()
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", rate: 60, rateWindow: .seconds(60)), by: "test")
+        _ = try await enqueue(q, 400, keys: ["provider:p"])
+        let stopAt = ContinuousClock.now + .seconds(121)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<3 {
+                group.addTask {
+                    while ContinuousClock.now < stopAt {
+                        let claimed = try await claim(q, 10, owner: "w\(worker)")
+                        try await complete(q, claimed.jobs, owner: "w\(worker)")
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let starts = try await q.sql.query("""
+            SELECT extract(epoch FROM started_at - min(started_at) OVER ()) AS at FROM jobs WHERE started_at IS NOT NULL ORDER BY started_at
+            """).rows.map { try $0.double("at") }
+        var widest = 0
+        for (index, start) in starts.enumerated() {
+            widest = max(widest, starts[index...].prefix { $0 < start + 60 }.count)
+        }
+        #expect(widest <= 60, "a 60 s window saw \(widest) starts")
+        let firstMinute = starts.count { $0 < 60 }, secondMinute = starts.count { $0 >= 60 && $0 < 120 }
+        #expect((59...60).contains(firstMinute) && (59...60).contains(secondMinute), "\(firstMinute) then \(secondMinute)")
+    }
+
     /// On a pool only: claimers racing for the last slots, each on its own connection.
     @Test func concurrentClaimersNeverExceedTheLimit() async throws {
         let q = try await TestQueue.make()

@@ -57,15 +57,18 @@ public struct RenderCapacity: Sendable {
     }
 
     /// Throws `RenderRequestError.busy` when a render asked now would not start early enough
-    /// to finish by `deadline` at its provider's current load. Run in the transaction that
-    /// queues the render: requests for one provider take their turn on a lock until they
-    /// commit, so each one counts the renders admitted before it (concurrent requests would
-    /// otherwise all see the same queue and all be admitted).
-    func admit(provider: String, deadline: Duration, on connection: PostgresConnection) async throws {
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"])
-        let load = try await PostgresQueueDriver(executor: connection).limitLoad(key: Self.providerKey(provider), kind: .renderRun)
+    /// to finish by `deadline` at its provider's current load.
+    ///
+    /// Twice: first on the pool, unlocked, which refuses at once what is plainly too late (it can
+    /// only undercount the queue, so what it refuses the locked look would refuse too); then, in
+    /// the transaction that queues the render (`locked`), after a lock that requests for one
+    /// provider take in turn until they commit, so each counts the renders admitted before it
+    /// (concurrent requests would otherwise all see the same queue and all be admitted).
+    func admit(provider: String, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws {
+        if locked { try await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"]) }
+        let load = try await PostgresQueueDriver(executor: executor).limitLoad(key: Self.providerKey(provider), kind: .renderRun)
         guard load.rule != nil else { return }
-        let latency = try await recentLatency(provider, on: connection) ?? Self.assumedLatency(provider)
+        let latency = try await recentLatency(provider, on: executor) ?? Self.assumedLatency(provider)
         if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline) {
             Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
             throw RenderRequestError.busy(retryAfterSeconds: retryAfter)

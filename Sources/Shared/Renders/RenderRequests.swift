@@ -97,10 +97,11 @@ public struct RenderRequests: Sendable {
         }
         // A render asked again with its id is answered below whatever the load: refuse only new ones.
         let isNew = try await RenderStore(pool: pool).render(id: request.renderId.value) == nil
+        if isNew { try await capacity.admit(provider: settings.provider, deadline: deadline, on: pool, locked: false) }
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
-                    if isNew { try await capacity.admit(provider: settings.provider, deadline: deadline, on: connection) }
+                    if isNew { try await capacity.admit(provider: settings.provider, deadline: deadline, on: connection, locked: true) }
                     return try await insert(request, provider: settings.provider, on: connection)
                 }
             }
