@@ -60,16 +60,17 @@ public struct RenderCapacity: Sendable {
     /// to finish by `deadline` at its provider's current load.
     ///
     /// Twice: first on the pool, unlocked, which refuses at once what is plainly too late (it can
-    /// only undercount the queue, so what it refuses the locked look would refuse too); then, in
-    /// the transaction that queues the render (`locked`), after a lock that requests for one
-    /// provider take in turn until they commit, so each counts the renders admitted before it
-    /// (concurrent requests would otherwise all see the same queue and all be admitted).
+    /// only undercount the queue, so what it refuses the locked look would refuse too); then at
+    /// the end of the transaction that queued the render (`locked`: its own job counts among the
+    /// waiting), after a lock that requests for one provider take in turn until they commit, so
+    /// each counts the renders admitted before it (concurrent requests would otherwise all see
+    /// the same queue and all be admitted).
     func admit(provider: String, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws {
         if locked { try await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"]) }
         let load = try await PostgresQueueDriver(executor: executor).limitLoad(key: Self.providerKey(provider), kind: .renderRun)
         guard load.rule != nil else { return }
         let latency = try await recentLatency(provider, on: executor) ?? Self.assumedLatency(provider)
-        if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline) {
+        if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline, queued: locked) {
             Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
             throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
         }
@@ -78,9 +79,10 @@ public struct RenderCapacity: Sendable {
     /// nil when a new render would start in time; otherwise in how many seconds to ask again.
     /// The renders ahead of it (`waiting`) start as slots free, `maxRunning` every `latency`,
     /// and within the rate's window; it must start by `deadline − deadline/6 − latency`.
-    static func retryAfter(load: LimitLoad, latency: Duration, deadline: Duration) -> Int? {
+    /// `queued`: the render's own job is among `waiting` already.
+    static func retryAfter(load: LimitLoad, latency: Duration, deadline: Duration, queued: Bool = false) -> Int? {
         guard let rule = load.rule else { return nil }
-        let position = load.waiting + 1
+        let position = load.waiting + (queued ? 0 : 1)
         var wait = Duration.zero
         if let maxRunning = rule.maxRunning {
             guard maxRunning > 0 else { return Int(deadline.seconds.rounded(.up)) }

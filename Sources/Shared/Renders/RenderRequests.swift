@@ -101,8 +101,11 @@ public struct RenderRequests: Sendable {
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
+                    let render = try await insert(request, provider: settings.provider, on: connection)
+                    // Last, so the lock it takes is held only for its count and the commit; a
+                    // refusal rolls the render, its job and its reservation back.
                     if isNew { try await capacity.admit(provider: settings.provider, deadline: deadline, on: connection, locked: true) }
-                    return try await insert(request, provider: settings.provider, on: connection)
+                    return render
                 }
             }
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.

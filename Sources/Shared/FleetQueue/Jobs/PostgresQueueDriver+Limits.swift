@@ -198,14 +198,23 @@ extension PostgresQueueDriver {
     }
 
     public func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad {
-        let rule = LimitLedger(rules: try await limitList(), running: [:], startAges: [:]).rule(for: key)
+        // One statement (admission control asks on every render request): the key's own rule,
+        // else the longest prefix rule over it, and the key's use.
         let row = try await executor.query("""
-            SELECT
-                (SELECT count(*) FROM jobs WHERE state = 'running' AND limit_keys IS NOT NULL AND $1 = ANY(limit_keys)) AS running,
-                (SELECT count(*) FROM jobs WHERE state = 'available' AND kind = $2 AND run_at <= now() AND $1 = ANY(limit_keys)) AS waiting,
-                (SELECT count(*) FROM limit_starts WHERE key = $1 AND started_at > now() - make_interval(secs => $3)) AS started
-            """, [key, kind.rawValue, (rule?.rateWindow ?? .seconds(60)).seconds]).rows[0]
-        return LimitLoad(rule: rule, running: try row.int("running"), waiting: try row.int("waiting"), startedInWindow: try row.int("started"))
+            WITH rule AS (
+                SELECT \(Self.limitColumns) FROM queue_limits
+                WHERE key = $1 OR (right(key, 1) = '*' AND starts_with($1, left(key, -1)))
+                ORDER BY key = $1 DESC, length(key) DESC LIMIT 1
+            )
+            SELECT rule.*,
+                (SELECT count(*) FROM jobs WHERE state = 'running' AND limit_keys IS NOT NULL AND $1 = ANY(limit_keys)) AS running_now,
+                (SELECT count(*) FROM jobs WHERE state = 'available' AND kind = $2 AND run_at <= now() AND $1 = ANY(limit_keys)) AS waiting_now,
+                (SELECT count(*) FROM limit_starts WHERE key = $1
+                    AND started_at > now() - make_interval(secs => coalesce(rule.rate_window_seconds, 60))) AS started_now
+            FROM (SELECT 1) AS one LEFT JOIN rule ON true
+            """, [key, kind.rawValue]).rows[0]
+        return LimitLoad(rule: row["key"] == nil ? nil : try ConcurrencyLimit(row: row), running: try row.int("running_now"),
+                         waiting: try row.int("waiting_now"), startedInWindow: try row.int("started_now"))
     }
 }
 
