@@ -7,14 +7,11 @@ const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
-const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const { DispatcherClient, DispatcherError, ConnectionClosedError } = require('..');
 
-const binDir = process.env.DISPATCHER_BIN_DIR;
-const databaseURL = process.env.DATABASE_URL;
-if (!binDir || !databaseURL) throw new Error('set DISPATCHER_BIN_DIR and DATABASE_URL (scripts/test.sh does)');
+const { binDir, databaseURL, freePort, exited } = require('./support');
 
 const token = crypto.randomBytes(24).toString('hex');
 const socketPath = path.join(os.tmpdir(), `dispatcher-node-${process.pid}.sock`);
@@ -22,18 +19,7 @@ let port;
 let dispatcher;
 const environment = () => ({ ...process.env, DATABASE_URL: databaseURL, FLEET_LOG_LEVEL: 'warning' });
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
-function exited(child) {
-  return new Promise((resolve) => child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', resolve));
-}
 
 before(async () => {
   port = await freePort();

@@ -12,26 +12,12 @@ const os = require('node:os');
 const path = require('node:path');
 const { DispatcherClient, DispatcherError, ConnectionClosedError, ConnectionLostError, NotConnectedError } = require('..');
 
-const binDir = process.env.DISPATCHER_BIN_DIR;
-const databaseURL = process.env.DATABASE_URL;
-if (!binDir || !databaseURL) throw new Error('set DISPATCHER_BIN_DIR and DATABASE_URL (scripts/test.sh does)');
+const { binDir, databaseURL, sleep, freePort, exited } = require('./support');
 
 const token = crypto.randomBytes(24).toString('hex');
 const environment = () => ({ ...process.env, DATABASE_URL: databaseURL, FLEET_LOG_LEVEL: 'error' }); // restarts log skipped schedule slots
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
-function exited(child) {
-  return new Promise((resolve) => child.exitCode !== null || child.signalCode !== null ? resolve(child.exitCode ?? child.signalCode) : child.once('exit', (code, signal) => resolve(code ?? signal)));
-}
 
 /** Settles with the promise, or rejects after `ms`: a request that hangs fails the test. */
 function bounded(promise, ms, what) {

@@ -12,28 +12,14 @@ const os = require('node:os');
 const path = require('node:path');
 const { DispatcherClient, ConnectionClosedError } = require('..');
 
-const binDir = process.env.DISPATCHER_BIN_DIR;
-const databaseURL = process.env.DATABASE_URL;
-if (!binDir || !databaseURL) throw new Error('set DISPATCHER_BIN_DIR and DATABASE_URL (scripts/test.sh does)');
+const { binDir, databaseURL, sleep, freePort, exited } = require('./support');
 
 const token = crypto.randomBytes(24).toString('hex');
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 let folder;
 const file = (name) => path.join(folder, name);
 const pem = (name) => fs.readFileSync(file(name));
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
-function exited(child) {
-  return new Promise((resolve) => child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', resolve));
-}
 
 /** A CA, a server certificate for 127.0.0.1 and localhost, a client certificate, and a second CA with a client certificate of its own. */
 before(() => {
