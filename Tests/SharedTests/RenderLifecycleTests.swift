@@ -387,7 +387,8 @@ struct RenderFixture {
     }
 
     @Test func aProviderSlowerThanTheDeadlineTimesOutAndIsCancelled() async throws {
-        let f = try await fixture(deadline: .seconds(2)) { $0.neverFinish = true }
+        // Long enough for the submit to happen first on a loaded machine.
+        let f = try await fixture(deadline: .seconds(5)) { $0.neverFinish = true }
         defer { Task { await f.fal?.stop() } }
         let render = try await f.request("r1")
         try await f.run(render)

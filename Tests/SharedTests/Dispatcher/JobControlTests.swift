@@ -170,6 +170,7 @@ import Testing
                 """)
             let client = try await dispatcher.unixClient()
             let clock = ContinuousClock()
+            let retryStarted = clock.now
             let retryDone = Atomic(false)
             async let retried = {
                 defer { retryDone.store(true, ordering: .releasing) }
@@ -186,9 +187,12 @@ import Testing
                 rounds += 1
             }
             #expect(try await retried.count == 100_000)
-            print("bulk retry of 100,000 beside a drain: \(rounds) rounds of enqueue+claim+finish, slowest \(slowest)")
+            let retryTook = clock.now - retryStarted
+            print("bulk retry of 100,000 beside a drain: \(rounds) rounds of enqueue+claim+finish, slowest \(slowest), retry \(retryTook)")
             #expect(rounds >= 10, "the drain did not overlap the retry")
-            #expect(slowest < .seconds(2), "a claim waited \(slowest)")
+            // Batches: no round waits for more than a fraction of the whole retry (one long
+            // statement would hold it for all of it). Relative, as a loaded machine slows both.
+            #expect(slowest < retryTook / 4, "a claim waited \(slowest) of the retry's \(retryTook)")
         }
     }
 
