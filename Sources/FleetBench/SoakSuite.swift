@@ -36,6 +36,7 @@ struct SoakSuite: AsyncParsableCommand {
     @Option(help: "Drill worker processes.") var workers = 2
     @Option(help: "drill.noop jobs each worker process runs at once.") var workerConcurrency = 1_000
     @Option(help: "Jobs of the drain-rate measurement.") var drainJobs = 20_000
+    @Option(help: "Seconds of the mixed-load capacity measurement.") var capacitySeconds = 30
     @Option(help: "Jobs per batched enqueue (half of the load is batched, half single).") var batch = 50
     @Option(help: "Concurrent senders of single enqueues.") var singleSenders = 8
     @Option(help: "Percent of jobs that fail their first attempt and succeed on the retry.") var retryPercent = 3.0
@@ -58,13 +59,18 @@ struct SoakSuite: AsyncParsableCommand {
     func run() async throws {
         let database = try await BenchDatabase.prepare()
         let bench = FleetQueueBench(database: database, workerConcurrency: workerConcurrency)
-        var drainRate: Double?
+        let mix = JobMix(retryPerMille: Int((retryPercent * 10).rounded()), deadPerMille: Int((deadPercent * 10).rounded()))
+        var drainRate: Double?, capacity: Double?
         if rate == nil {
             progress("phase 1: drain rate of \(drainJobs) drill.noop jobs with \(workers) worker process(es)")
             drainRate = try await bench.drainRate(jobs: drainJobs, workers: workers)
             progress(String(format: "drain rate %.0f jobs/s", drainRate!))
+            progress("phase 1: the mixed load as fast as it goes for \(capacitySeconds) s (the first 5 not counted)")
+            capacity = try await measureCapacity(bench, database, mix: mix)
+            progress(String(format: "mixed-load capacity %.0f jobs/s", capacity!))
         }
-        let target = rate ?? drainRate! * loadFraction
+        let measured = [drainRate, capacity].compactMap { $0 }.min()
+        let target = rate ?? measured! * loadFraction
 
         try await bench.reset()
         if let tableSettings, !tableSettings.isEmpty {
@@ -76,7 +82,6 @@ struct SoakSuite: AsyncParsableCommand {
 
         let producerPool = PostgresPool(conninfo: database.url, maxConnections: singleSenders + 2, applicationName: "fleet-bench-soak")
         let counters = SoakCounters()
-        let mix = JobMix(retryPerMille: Int((retryPercent * 10).rounded()), deadPerMille: Int((deadPercent * 10).rounded()))
         var logger = Logger(label: "fleet-bench-soak")
         logger.logLevel = .warning
         let pruner = Pruner(
@@ -84,7 +89,7 @@ struct SoakSuite: AsyncParsableCommand {
             retention: Retention(completed: .seconds(pruneAfterSeconds), cancelled: .seconds(pruneAfterSeconds), dead: .seconds(pruneAfterSeconds)),
             logger: logger)
 
-        let origin = rate == nil ? String(format: "%.2f of %.0f", loadFraction, drainRate!) : "--rate"
+        let origin = measured.map { String(format: "%.2f of %.0f", loadFraction, $0) } ?? "--rate"
         progress(String(format: "phase 2: %d minute(s) at %.0f jobs/s", minutes, target)
                  + " (\(origin)), \(workers) worker process(es), retention \(pruneAfterSeconds) s, prune every \(pruneEverySeconds) s")
         let started = ContinuousClock.now
@@ -92,43 +97,26 @@ struct SoakSuite: AsyncParsableCommand {
         let baseline = try await TableStats.read(database.pool)
 
         let queue = JobQueue(driver: PostgresQueueDriver(executor: producerPool), knownKinds: FleetKinds.all)
-        let batch = self.batch, senders = self.singleSenders, pruneEvery = self.pruneEverySeconds
-        let load = Task {
-            await withTaskGroup(of: Void.self) { group in
-                // Half the rate in batches…
-                group.addTask {
-                    await paced(rate: target / 2, step: batch, counters: counters) {
-                        _ = try await queue.enqueue((0..<batch).map { _ in mix.next() })
-                    }
-                }
-                // …half in single enqueues, spread over concurrent senders.
-                for _ in 0..<senders {
-                    group.addTask {
-                        await paced(rate: target / 2 / Double(senders), step: 1, counters: counters) {
-                            _ = try await queue.enqueue(mix.next())
-                        }
-                    }
-                }
-                group.addTask {
-                    while !Task.isCancelled {
-                        do {
-                            try await Task.sleep(for: .seconds(pruneEvery))
-                            let began = ContinuousClock.now
-                            let deleted = try await pruner.runOnce()
-                            _ = counters.pruned.add(deleted, ordering: .relaxed)
-                            _ = counters.pruneMs.add(Int((ContinuousClock.now - began).seconds * 1000), ordering: .relaxed)
-                        } catch {
-                            if Task.isCancelled { return }
-                            _ = counters.pruneErrors.add(1, ordering: .relaxed)
-                        }
-                    }
+        let load = startLoad(rate: target, queue: queue, mix: mix, counters: counters)
+        let pruneEvery = self.pruneEverySeconds
+        let pruning = Task {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: .seconds(pruneEvery))
+                    let began = ContinuousClock.now
+                    let deleted = try await pruner.runOnce()
+                    _ = counters.pruned.add(deleted, ordering: .relaxed)
+                    _ = counters.pruneMs.add(Int((ContinuousClock.now - began).seconds * 1000), ordering: .relaxed)
+                } catch {
+                    if Task.isCancelled { return }
+                    _ = counters.pruneErrors.add(1, ordering: .relaxed)
                 }
             }
         }
 
         if !json {
             print(String(format: "soak: %d minute(s) at %.0f jobs/s", minutes, target)
-                  + (drainRate.map { String(format: " (%.2f of the measured drain rate, %.0f jobs/s)", loadFraction, $0) } ?? " (--rate)")
+                  + (measured.map { String(format: " (%.2f of %.0f jobs/s: drain rate %.0f, mixed-load capacity %.0f)", loadFraction, $0, drainRate!, capacity!) } ?? " (--rate)")
                   + ", \(workers) worker process(es), batches of \(batch) and single enqueues (\(singleSenders) senders)")
             print("mix: \(retryPercent) % fail once then succeed, \(deadPercent) % end dead; retention \(pruneAfterSeconds) s, pruner every \(pruneEverySeconds) s")
             print("jobs: \(setup.reloptions); server: \(setup.server)")
@@ -153,17 +141,19 @@ struct SoakSuite: AsyncParsableCommand {
                     ? 100 * Double(stats.hotUpdates - previous.hotUpdates) / Double(stats.updates - previous.updates) : 0)
             samples.append(sample)
             if json { print(sample.json) } else { printMinute(sample) }
-            fflush(stdout)
+            fflush(nil)  // a minute at a time through a pipe, too
             previous = stats
             previousCounters = now
         }
         load.cancel()
+        pruning.cancel()
         await load.value
+        await pruning.value
         try await bench.stop(processes)
         let summary = Summary(samples: samples, target: target, pruneAfterSeconds: pruneAfterSeconds,
                               pruneErrors: counters.pruneErrors.load(ordering: .relaxed))
         if json {
-            print(summary.json(drainRate: drainRate, loadFraction: rate == nil ? loadFraction : nil, workers: workers, reloptions: setup.reloptions))
+            print(summary.json(drainRate: drainRate, capacity: capacity, loadFraction: rate == nil ? loadFraction : nil, workers: workers, reloptions: setup.reloptions))
         } else {
             summary.printTable()
         }
@@ -183,14 +173,72 @@ struct SoakSuite: AsyncParsableCommand {
     }
 }
 
+extension SoakSuite {
+    /// Jobs per second the mixed load sustains end to end when sent as fast as it goes (half
+    /// in batches, half single through the concurrent senders) with the workers draining: the
+    /// enqueue side, not the drain, is what limits it on a small machine. Counts the jobs that
+    /// finished between second 5 and the end.
+    func measureCapacity(_ bench: FleetQueueBench, _ database: BenchDatabase, mix: JobMix) async throws -> Double {
+        try await bench.reset()
+        let processes = try await bench.startWorkers(workers)
+        defer { processes.forEach { $0.signal(SIGKILL) } }
+        let pool = PostgresPool(conninfo: database.url, maxConnections: singleSenders + 2, applicationName: "fleet-bench-soak")
+        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
+        let load = startLoad(rate: .infinity, queue: queue, mix: mix, counters: SoakCounters())
+        try await Task.sleep(for: .seconds(5))
+        let from = try await database.pool.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS t").rows[0].double("t")
+        try await Task.sleep(for: .seconds(max(1, capacitySeconds - 5)))
+        let to = try await database.pool.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS t").rows[0].double("t")
+        load.cancel()
+        await load.value
+        try await bench.stop(processes)
+        let finished = try await database.pool.query("""
+            SELECT count(*) AS n FROM jobs
+            WHERE state IN ('completed', 'dead') AND finished_at >= to_timestamp($1::float8) AND finished_at < to_timestamp($2::float8)
+            """, [from, to], planning: .eachCall).rows[0].int("n")
+        try await bench.reset()
+        return Double(finished) / (to - from)
+    }
+
+    /// Enqueues `rate` jobs per second of `mix` until cancelled: half in batches of `batch`,
+    /// half single, spread over `singleSenders` concurrent senders.
+    func startLoad(rate: Double, queue: JobQueue, mix: JobMix, counters: SoakCounters) -> Task<Void, Never> {
+        let batch = self.batch, senders = self.singleSenders
+        // Unpaced, the batches keep to the singles' count, so the mix stays half and half.
+        let singlesSent: (@Sendable () -> Int)?
+        if rate.isInfinite { singlesSent = { counters.single.load(ordering: .relaxed) } } else { singlesSent = nil }
+        return Task {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await paced(rate: rate / 2, step: batch, counters: counters, kept: singlesSent) {
+                        _ = try await queue.enqueue((0..<batch).map { _ in mix.next() })
+                        _ = counters.batched.add(batch, ordering: .relaxed)
+                    }
+                }
+                for _ in 0..<senders {
+                    group.addTask {
+                        await paced(rate: rate / 2 / Double(senders), step: 1, counters: counters) {
+                            _ = try await queue.enqueue(mix.next())
+                            _ = counters.single.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Calls `send` (`step` jobs each) so that `rate` jobs per second leave on average, until
-/// cancelled. Behind schedule it sends back to back; it never sends ahead.
-private func paced(rate: Double, step: Int, counters: SoakCounters, _ send: @Sendable () async throws -> Void) async {
+/// cancelled. Behind schedule it sends back to back; it never sends ahead. An infinite rate
+/// sends back to back, or, with `kept`, as many jobs as `kept` says the others sent.
+private func paced(
+    rate: Double, step: Int, counters: SoakCounters, kept: (@Sendable () -> Int)? = nil, _ send: @Sendable () async throws -> Void
+) async {
     guard rate > 0 else { return }
     let started = ContinuousClock.now
     var sent = 0
     while !Task.isCancelled {
-        let due = rate * (ContinuousClock.now - started).seconds
+        let due = rate.isInfinite ? Double(kept?() ?? Int.max) : rate * (ContinuousClock.now - started).seconds
         if Double(sent + step) <= due {
             do {
                 try await send()
@@ -202,7 +250,7 @@ private func paced(rate: Double, step: Int, counters: SoakCounters, _ send: @Sen
                 try? await Task.sleep(for: .milliseconds(100))
             }
         } else {
-            let wait = (Double(sent + step) - due) / rate
+            let wait = rate.isInfinite ? 0.001 : (Double(sent + step) - due) / rate
             do { try await Task.sleep(for: .milliseconds(max(1, Int(wait * 1000)))) } catch { return }
         }
     }
@@ -224,6 +272,8 @@ struct JobMix: Sendable {
 
 final class SoakCounters: Sendable {
     let enqueued = Atomic<Int>(0)
+    let single = Atomic<Int>(0)
+    let batched = Atomic<Int>(0)
     let enqueueErrors = Atomic<Int>(0)
     let pruned = Atomic<Int>(0)
     let pruneMs = Atomic<Int>(0)
@@ -416,10 +466,10 @@ struct Summary {
         print("p99: median of the per-minute p99s; throughput: completed + dead jobs per minute, mean")
     }
 
-    func json(drainRate: Double?, loadFraction: Double?, workers: Int, reloptions: String) -> String {
+    func json(drainRate: Double?, capacity: Double?, loadFraction: Double?, workers: Int, reloptions: String) -> String {
         func number(_ value: Double?) -> String { value.map { $0.isFinite ? String(format: "%.3f", $0) : "null" } ?? "null" }
         return """
-            {"summary":true,"minutes":\(samples.count),"window_minutes":\(window),"drain_rate":\(number(drainRate)),\
+            {"summary":true,"minutes":\(samples.count),"window_minutes":\(window),"drain_rate":\(number(drainRate)),"capacity":\(number(capacity)),\
             "load_fraction":\(number(loadFraction)),"target_rate":\(number(target)),"enqueued_rate":\(number(enqueuedRate)),\
             "workers":\(workers),"reloptions":"\(reloptions)","retention_seconds":\(pruneAfterSeconds),\
             "throughput_first":\(number(firstThroughput)),"throughput_last":\(number(lastThroughput)),\
