@@ -19,8 +19,9 @@ struct SoakSuite: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "soak", abstract: "A steady mixed load for N minutes: throughput, start latency, table size, vacuum.",
         discussion: """
-            Phase 1 measures the drain rate of drill.noop jobs with --workers worker processes (skipped with \
-            --rate). Phase 2 enqueues --load-fraction of it for --minutes, the pruner running every \
+            Phase 1 measures the drain rate of drill.noop jobs with --workers worker processes, and the \
+            mixed load's capacity (sent as fast as it goes for --capacity-seconds, the workers draining); \
+            --rate skips both. Phase 2 enqueues --load-fraction of the smaller for --minutes, the pruner running every \
             --prune-every-seconds with a retention of --prune-after-seconds for completed, cancelled and dead \
             jobs. Targets: throughput and p99 of the last 5 minutes within 10 % of the first 5; table + \
             index size at the end within 10 % of the size one minute after the retention first applies.
@@ -29,7 +30,7 @@ struct SoakSuite: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per line: one per minute, then the summary.")
     var json = false
     @Option(help: "Minutes of steady load.") var minutes = 30
-    @Option(help: "The load as a fraction of the measured drain rate.") var loadFraction = 0.7
+    @Option(help: "The load as a fraction of the smaller of the measured drain rate and mixed-load capacity.") var loadFraction = 0.7
     @Option(help: "Jobs per second to enqueue; skips measuring the drain rate.") var rate: Double?
     @Option(help: "Retention of finished jobs (completed, cancelled, dead), in seconds; at least 90.") var pruneAfterSeconds = 120
     @Option(help: "How often the pruner runs, in seconds.") var pruneEverySeconds = 10
