@@ -58,15 +58,20 @@ func printTable(title: String, peerName: String, rows: [Comparison], notes: [Str
         [row.name, row.unit, format(row.fleet), format(row.peer), row.ratio.map { String(format: "%.2fx", $0) } ?? "-",
          row.target, row.met.map { $0 ? "yes" : "NO" } ?? "-"]
     }
-    let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
+    printGrid(title: title, header: header, rows: cells)
+    notes.forEach { print($0) }
+}
+
+/// A left-aligned table: title, header, rule, rows.
+func printGrid(title: String, header: [String], rows: [[String]]) {
+    let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
     func line(_ values: [String]) -> String {
         values.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
     }
     print(title)
     print(line(header))
     print(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
-    cells.forEach { print(line($0)) }
-    notes.forEach { print($0) }
+    rows.forEach { print(line($0)) }
 }
 
 func printJSONLines(_ measurements: [Measurement]) {
