@@ -87,7 +87,7 @@ let package = Package(
         // (Replicate, rembg, libvips), the image jobs' payloads.
         .target(
             name: "Imaging",
-            dependencies: ["FleetSupport", "FleetHTTPClient", "FleetStorage", "FleetQueue", "CVips", "CFleetShims", log, metrics],
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "CVips", "CFleetShims", log, metrics],
             path: "Sources/Shared/Imaging"
         ),
         // Renders: requests and their credits, the render store, the try-on providers (fal, Google,
