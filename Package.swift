@@ -123,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Renders", "DispatcherProtocol",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol",
                 "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log,
             ]
         ),
