@@ -8,7 +8,7 @@ struct ImageProfilesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "image-profiles", abstract: "The image.normalize profiles: the built-in ones and those in fleet_settings.",
         discussion: "Image workers and dispatchers read them for every job: a change applies to the next one, without a restart. Needs DATABASE_URL.",
-        subcommands: [List.self, Set.self, Remove.self])
+        subcommands: [List.self, SetProfile.self, Remove.self])
 
     static func store() throws -> StoredNormalizeProfiles {
         let settings = try FleetProcess.bootstrap()
@@ -29,8 +29,8 @@ struct ImageProfilesCommand: AsyncParsableCommand {
         }
     }
 
-    struct Set: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add a profile, or replace one (a built-in one too), checked before it is stored.")
+    struct SetProfile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "set", abstract: "Add a profile, or replace one (a built-in one too), checked before it is stored.")
         @Argument(help: "Its name: 1 to 32 characters of a-z 0-9 -.") var name: String
         @Option(help: "At most this many pixels wide (1 to 8000).") var maxWidth: Int?
         @Option(help: "At most this many pixels high (1 to 8000).") var maxHeight: Int?
