@@ -22,7 +22,7 @@ struct ImageProfilesCommand: AsyncParsableCommand {
             let profiles = try await ImageProfilesCommand.store().profiles()
             for name in profiles.names {
                 let profile = profiles.byName[name]!
-                let side = { (value: Int?) in value.map(String.init) ?? "-" }
+                let side = { (value: Int?) in value.map { "\($0)" } ?? "-" }
                 let origin = NormalizeProfiles.builtIn.byName[name] == profile ? "built-in" : "fleet_settings"
                 print("\(name)\tmaxWidth \(side(profile.maxWidth))\tmaxHeight \(side(profile.maxHeight))\tquality \(profile.quality)\t\(origin)")
             }

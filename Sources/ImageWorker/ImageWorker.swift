@@ -58,8 +58,13 @@ struct Normalize: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let profiles = fromSettings ? try await StoredNormalizeProfiles(pool: PostgresPool(
-                conninfo: try FleetSettings.load(from: ProcessInfo.processInfo.environment).databaseURL, maxConnections: 1, applicationName: "image-worker")).profiles() : .builtIn
+            let profiles: NormalizeProfiles = if fromSettings {
+                try await StoredNormalizeProfiles(pool: PostgresPool(
+                    conninfo: try FleetSettings.load(from: ProcessInfo.processInfo.environment).databaseURL, maxConnections: 1,
+                    applicationName: "image-worker normalize")).profiles()
+            } else {
+                .builtIn
+            }
             let normalizer = ImageNormalizer(limits: ImageLimits(maxBytes: maxBytes, maxPixels: maxPixels), profile: try profiles.profile(named: profile))
             let image = try normalizer.normalize(path: input)
             try AtomicFile.write(image.jpeg, to: output)
