@@ -1,6 +1,7 @@
 import DispatcherCore
 @testable import DispatcherProtocol
 import FleetPostgres
+import FleetSupport
 @testable import FleetQueue
 import Foundation
 @testable import Imaging
