@@ -39,8 +39,8 @@ struct ImageProfilesCommand: AsyncParsableCommand {
         func run() async throws {
             do {
                 try await ImageProfilesCommand.store().set(name, to: NormalizeProfile(maxWidth: maxWidth, maxHeight: maxHeight, quality: quality))
-            } catch let error as NormalizeProfileError {
-                throw ValidationError("\(error)")
+            } catch NormalizeProfileError.invalid(let reason) {
+                throw ValidationError(reason)  // refused before anything is stored
             }
         }
     }
