@@ -87,7 +87,7 @@ let package = Package(
         // (Replicate, rembg, libvips), the image jobs' payloads.
         .target(
             name: "Imaging",
-            dependencies: ["FleetSupport", "FleetHTTPClient", "FleetStorage", "FleetQueue", "CVips", "CFleetShims", log, metrics],
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "CVips", "CFleetShims", log, metrics],
             path: "Sources/Shared/Imaging"
         ),
         // Renders: requests and their credits, the render store, the try-on providers (fal, Google,
@@ -123,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Renders", "DispatcherProtocol",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol",
                 "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log,
             ]
         ),

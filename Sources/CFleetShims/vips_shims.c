@@ -16,16 +16,19 @@ VipsImage *fleet_vips_open(const char *path, int fail_on) {
     return vips_image_new_from_file(path, "fail_on", (VipsFailOn) fail_on, NULL);
 }
 
-int fleet_vips_thumbnail(const char *path, VipsImage **out, int width, int fail_on, const char *export_profile) {
+int fleet_vips_thumbnail(const char *path, VipsImage **out, int width, int height, int fail_on, const char *export_profile) {
+    // A bound of 0 means "no bound on that side": VIPS_MAX_COORD lets the other side decide.
+    int box_width = width > 0 ? width : VIPS_MAX_COORD;
+    int box_height = height > 0 ? height : VIPS_MAX_COORD;
     if (export_profile == NULL) {
-        return vips_thumbnail(path, out, width,
-                              "height", VIPS_MAX_COORD,
+        return vips_thumbnail(path, out, box_width,
+                              "height", box_height,
                               "size", VIPS_SIZE_DOWN,
                               "fail_on", (VipsFailOn) fail_on,
                               NULL);
     }
-    return vips_thumbnail(path, out, width,
-                          "height", VIPS_MAX_COORD,
+    return vips_thumbnail(path, out, box_width,
+                          "height", box_height,
                           "size", VIPS_SIZE_DOWN,
                           "export_profile", export_profile,
                           "fail_on", (VipsFailOn) fail_on,

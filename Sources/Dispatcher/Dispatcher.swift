@@ -21,6 +21,7 @@ struct Dispatcher: AsyncParsableCommand {
             Run.self, MigrateCommand.self, Ping.self, Enqueue.self, Status.self, Wait.self, Cancel.self, Stats.self,
             Render.self, IssueToken.self, LinkAccount.self,
             JobCommand.self, Jobs.self, Retry.self, Discard.self, Pause.self, Resume.self, Limits.self, Audit.self, AccessTokenCommand.self,
+            ImageProfilesCommand.self,
         ],
         defaultSubcommand: Run.self)
 }

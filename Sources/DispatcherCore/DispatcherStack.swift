@@ -1,6 +1,7 @@
 import DispatcherProtocol
 import FleetPostgres
 import FleetQueue
+import Imaging
 import Logging
 import Renders
 import ServiceLifecycle
@@ -22,7 +23,8 @@ public struct DispatcherStack: Sendable {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck)
         let operations = OperationRegistry(
-            OperationRegistry.jobOperations(queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin)
+            OperationRegistry.jobOperations(
+                queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool), logger: logger)
                 + OperationRegistry.jobControlOperations(queue: queue, logger: logger)
                 + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings))
         let tokens = AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)

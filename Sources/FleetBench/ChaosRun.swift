@@ -89,7 +89,7 @@ struct ChaosRun: AsyncParsableCommand {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
         let storage = FileImageStorage(root: root)
         let user = try StorageID("chaos")
-        let photo = try ImageNormalizer(maxWidth: 400).normalize(path: packageRoot.appendingPathComponent("scripts/demo/garment-on-plain-background.jpg").path).jpeg
+        let photo = try ImageNormalizer(profile: NormalizeProfile(maxWidth: 400)).normalize(path: packageRoot.appendingPathComponent("scripts/demo/garment-on-plain-background.jpg").path).jpeg
         try await storage.write(photo, to: .bodyPhoto(user: user, photo: StorageID("b1")))
         try await storage.write(photo, to: .garment(user: user, garment: StorageID("g1")))
         for index in 0..<images { try await storage.write(photo, to: .upload(user: user, upload: StorageID("u\(index)"))) }

@@ -27,8 +27,10 @@ struct Run: WorkerRunCommand {
         let storage = FileImageStorage(root: settings.storageRoot)
         try Vips.shareCores(among: settings.worker.concurrency[.imageNormalize] ?? 1)
         let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
+        // The profiles' one-row reads only: the queue has its own pool.
+        let settingsPool = PostgresPool(conninfo: settings.databaseURL, maxConnections: 2, applicationName: executable)
         return [
-            NormalizeHandler(storage: storage, normalizer: ImageNormalizer()),
+            NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: StoredNormalizeProfiles(pool: settingsPool)),
             CutoutHandler(storage: storage, chain: try removal.makeChain(http: CurlHTTPClient())),
             PurgeHandler(storage: storage),
         ]
@@ -36,24 +38,46 @@ struct Run: WorkerRunCommand {
 }
 
 /// The normalise pipeline on one file, without the queue.
-struct Normalize: ParsableCommand {
+struct Normalize: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Normalise one image: at most 1200 px wide, EXIF orientation applied, sRGB, no metadata, JPEG quality 80.",
-        discussion: "On bad input it prints the error code (IMAGE_TOO_LARGE, IMAGE_INVALID, IMAGE_UNSUPPORTED) and exits 1; the input is never touched.")
+        abstract: "Normalise one image with a profile (default upload: at most 1200 px wide, JPEG quality 80), EXIF orientation applied, sRGB, no metadata.",
+        discussion: """
+            Profiles: the built-in upload, trial-room and thumb (docs/images.md); with --from-settings, also those \
+            in fleet_settings (DATABASE_URL). On bad input it prints the error code (IMAGE_TOO_LARGE, IMAGE_INVALID, \
+            IMAGE_UNSUPPORTED, IMAGE_PROFILE_UNKNOWN) and exits 1; the input is never touched.
+            """)
 
     @Argument(help: "The upload to read.") var input: String
     @Argument(help: "Where to write the JPEG (replaced atomically).") var output: String
     @Option(help: "Refuse files larger than this many bytes.") var maxBytes = ImageLimits().maxBytes
     @Option(help: "Refuse images with more pixels than this.") var maxPixels = ImageLimits().maxPixels
+    @Option(help: "The profile: upload, trial-room, thumb, or one stored in fleet_settings (with --from-settings).")
+    var profile = NormalizeProfiles.defaultName
+    @Flag(help: "Read the profiles from fleet_settings (DATABASE_URL) as the fleet does, not only the built-in ones.")
+    var fromSettings = false
 
-    func run() throws {
-        let normalizer = ImageNormalizer(limits: ImageLimits(maxBytes: maxBytes, maxPixels: maxPixels))
+    func run() async throws {
         do {
+            let profiles: NormalizeProfiles = if fromSettings {
+                try await StoredNormalizeProfiles(pool: PostgresPool(
+                    conninfo: try FleetSettings.load(from: ProcessInfo.processInfo.environment).databaseURL, maxConnections: 1,
+                    applicationName: "image-worker normalize")).profiles()
+            } else {
+                .builtIn
+            }
+            let normalizer = ImageNormalizer(limits: ImageLimits(maxBytes: maxBytes, maxPixels: maxPixels), profile: try profiles.profile(named: profile))
             let image = try normalizer.normalize(path: input)
             try AtomicFile.write(image.jpeg, to: output)
             print("\(output): \(image.width)x\(image.height), \(image.jpeg.count) bytes")
         } catch let error as ImageError {
             FileHandle.standardError.write(Data("\(error)\n".utf8))
+            throw ExitCode.failure
+        } catch let error as NormalizeProfileError {
+            let code = switch error {
+            case .unknown: "\(JobErrorCode.imageProfileUnknown): "
+            case .invalid: ""
+            }
+            FileHandle.standardError.write(Data("\(code)\(error)\n".utf8))
             throw ExitCode.failure
         }
     }

@@ -4,18 +4,32 @@ import FleetSupport
 import Foundation
 import Imaging
 
-/// `image.normalize`: reads an upload from storage, normalises it, and stores the JPEG as a
-/// body photo or a garment photo. Bad images end the job at once with their code; the
-/// upload is never modified. A garment with `thenCutout` chains a `garment.cutout` job.
+/// `image.normalize`: reads an upload from storage, normalises it with the job's profile, and
+/// stores the JPEG as a body photo or a garment photo. Bad images and unknown profiles end the
+/// job at once with their code; the upload is never modified. A garment with `thenCutout`
+/// chains a `garment.cutout` job.
 struct NormalizeHandler: JobHandler {
     let kind = JobKind.imageNormalize
     let storage: any ImageStorage
+    /// The limits; its profile is replaced by the job's.
     let normalizer: ImageNormalizer
+    /// Read for every job, so an operator's change to `fleet_settings` needs no restart.
+    let profiles: any NormalizeProfileSource
 
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(NormalizeImagePayload.self)
         if payload.thenCutout == true && payload.target != .garment {
             throw JobError.permanent(code: .badPayload, message: "thenCutout applies to garments only")
+        }
+        let profile: NormalizeProfile
+        do {
+            profile = try await profiles.profiles().profile(named: payload.profile)
+        } catch let error as NormalizeProfileError {
+            switch error {
+            case .unknown: throw JobError.permanent(code: .imageProfileUnknown, message: "\(error)")
+            // Broken settings are the operator's to fix: the job waits for them with backoff.
+            case .invalid: throw JobError.retryable("\(error)")
+            }
         }
         let input: String
         do {
@@ -23,7 +37,7 @@ struct NormalizeHandler: JobHandler {
         } catch let error as StorageError {
             throw JobError.permanent(code: .imageNotFound, message: "\(error)")
         }
-        let normalizer = self.normalizer
+        let normalizer = self.normalizer.with(profile)
         let image: NormalizedImage
         do {
             image = try await offload { try normalizer.normalize(path: input) }
@@ -39,6 +53,7 @@ struct NormalizeHandler: JobHandler {
         var result: [String: JSONValue] = [
             "path": .string(output.relativePath), "width": .number(Double(image.width)),
             "height": .number(Double(image.height)), "bytes": .number(Double(image.jpeg.count)),
+            "profile": .string(payload.profile ?? NormalizeProfiles.defaultName),
         ]
         if payload.thenCutout == true {
             // Keyed by this job: a retried or rescued run finds the job it already enqueued.

@@ -18,16 +18,22 @@ let corpus = packageRoot.appendingPathComponent("Tests/Fixtures/corpus")
         ("colorfulcups-1920x1200.heic", 1920, 1200),
     ]
 
-    @Test(arguments: corpusFiles)
-    func normalisesEveryCorpusFile(name: String, displayWidth: Int, displayHeight: Int) throws {
+    /// Each built-in profile on each corpus file: within its box, aspect kept, EXIF orientation
+    /// applied, sRGB, metadata stripped, the profile's JPEG quality, the colours of the upload.
+    @Test(arguments: NormalizeProfiles.builtIn.names, corpusFiles)
+    func normalisesEveryCorpusFile(profileName: String, file: (String, Int, Int)) throws {
+        let (name, displayWidth, displayHeight) = file
+        let profile = try NormalizeProfiles.builtIn.profile(named: profileName)
         let input = corpus.appendingPathComponent(name).path
         let before = try Data(contentsOf: URL(fileURLWithPath: input))
-        let image = try ImageNormalizer().normalize(path: input)
+        let image = try ImageNormalizer(profile: profile).normalize(path: input)
 
-        // At most 1200 wide, never upscaled, aspect kept (orientation applied).
-        let expectedWidth = min(1200, displayWidth)
-        #expect(image.width == expectedWidth)
-        #expect(abs(image.height - displayHeight * expectedWidth / displayWidth) <= 1)
+        // Within the box, never upscaled, aspect kept (orientation applied): the display size
+        // scaled by the tighter bound, to the pixel.
+        let scale = min(1, Double(profile.maxWidth ?? .max) / Double(displayWidth), Double(profile.maxHeight ?? .max) / Double(displayHeight))
+        #expect(abs(Double(image.width) - Double(displayWidth) * scale) <= 1, "\(profileName) \(name): \(image.width)x\(image.height)")
+        #expect(abs(Double(image.height) - Double(displayHeight) * scale) <= 1, "\(profileName) \(name): \(image.width)x\(image.height)")
+        #expect(image.width <= profile.maxWidth ?? .max && image.height <= profile.maxHeight ?? .max)
         let output = temporaryPath("normalized") + ".jpg"
         try AtomicFile.write(image.jpeg, to: output)
         let decoded = try VipsImageRef.open(output)
@@ -38,9 +44,22 @@ let corpus = packageRoot.appendingPathComponent("Tests/Fixtures/corpus")
         for field in ["exif-data", "xmp-data", "icc-profile-data", "orientation"] {
             #expect(decoded.withPointer { vips_image_get_typeof($0, field) } == 0, "\(field) left in \(name)")
         }
-        #expect(jpegLuminanceTable(image.jpeg) == ijgLuminanceTable(quality: 80))
+        #expect(jpegLuminanceTable(image.jpeg) == ijgLuminanceTable(quality: profile.quality))
+        // The same colours as the default profile's output: a smaller box or another quality
+        // moves the mean by a few levels at most.
+        if profileName != NormalizeProfiles.defaultName {
+            let (mean, uploadMean) = (try meanLevel(image.jpeg), try meanLevel(try ImageNormalizer().normalize(path: input).jpeg))
+            #expect(abs(mean - uploadMean) <= 3, "\(profileName) \(name): mean \(mean), upload's \(uploadMean)")
+        }
         // The upload is untouched.
         #expect(try Data(contentsOf: URL(fileURLWithPath: input)) == before)
+    }
+
+    /// Mean of every band of every pixel of a JPEG.
+    func meanLevel(_ jpeg: Data) throws -> Double {
+        var mean = 0.0
+        #expect(try VipsImageRef.decode(jpeg).withPointer { fleet_vips_average($0, &mean) } == 0)
+        return mean
     }
 
     @Test func badInputsEndWithTheirCodes() throws {

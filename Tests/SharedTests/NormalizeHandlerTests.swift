@@ -1,3 +1,4 @@
+import FleetPostgres
 @testable import FleetQueue
 import FleetStorage
 import FleetSupport
@@ -20,7 +21,7 @@ import Testing
     }
 
     func run(_ payload: String, handler: (any JobHandler)? = nil, id: Int64 = 1) async throws -> JSONValue? {
-        let handler = handler ?? NormalizeHandler(storage: storage, normalizer: ImageNormalizer())
+        let handler = handler ?? NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: NormalizeProfiles.builtIn)
         let context = JobContext(logger: Logger(label: "test"), workerID: "test", queue: try await Self.queue.value.queue)
         return try await handler.run(job(payload, id: id), context: context)
     }
@@ -34,9 +35,53 @@ import Testing
         let result = try await run(#"{"userId":"u1","uploadId":"up1","target":"garment","imageId":"g1"}"#)
         let written = try Data(contentsOf: URL(fileURLWithPath: "\(root)/u1/garments/g1.jpg"))
         #expect(result == .object(["path": .string("u1/garments/g1.jpg"), "width": .number(1200), "height": .number(1600),
-                                   "bytes": .number(Double(written.count))]))
+                                   "bytes": .number(Double(written.count)), "profile": .string("upload")]))
         // No temporary file is left beside it.
         #expect(try FileManager.default.contentsOfDirectory(atPath: "\(root)/u1/garments") == ["g1.jpg"])
+    }
+
+    @Test func theJobsProfileDecidesTheSize() async throws {
+        try upload(Data(contentsOf: corpus.appendingPathComponent("phone-4032x3024-orient6.jpg")), user: "u1", id: "up1")
+        for (profile, width, height) in [("thumb", 300, 400), ("trial-room", 1500, 2000), ("upload", 1200, 1600)] {
+            let result = try await run(#"{"userId":"u1","uploadId":"up1","target":"body","imageId":"b1","profile":"\#(profile)"}"#)
+            guard case .object(let fields)? = result else { throw TestFailure("no result") }
+            #expect([fields["width"], fields["height"], fields["profile"]] == [.number(Double(width)), .number(Double(height)), .string(profile)])
+            #expect(try VipsImageRef.decode(Data(contentsOf: URL(fileURLWithPath: "\(root)/u1/body/b1.jpg"))).width == width)
+        }
+    }
+
+    /// A running handler reads `fleet_settings` for every job: a profile added, changed or
+    /// removed applies to the next job, and one nobody defined ends the job `dead` at once.
+    @Test func profilesChangedInFleetSettingsApplyWithoutARestart() async throws {
+        let database = try await TestQueue.make()
+        let stored = StoredNormalizeProfiles(pool: database.pool)
+        let handler = NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: stored)
+        try upload(Data(contentsOf: corpus.appendingPathComponent("bythewater-2560x1600.jpg")), user: "u1", id: "up1")
+        let payload = #"{"userId":"u1","uploadId":"up1","target":"garment","imageId":"g1","profile":"poster"}"#
+        func isUnknownProfile(_ error: any Error) -> Bool {
+            guard case JobError.permanent(let code, let message) = error else { return false }
+            return code == .imageProfileUnknown && message == #"unknown image profile "poster" (known: thumb, trial-room, upload)"#
+        }
+        await #expect { _ = try await run(payload, handler: handler) } throws: { isUnknownProfile($0) }
+        #expect(!FileManager.default.fileExists(atPath: "\(root)/u1/garments/g1.jpg"))
+
+        try await stored.set("poster", to: NormalizeProfile(maxWidth: 640, quality: 90))
+        guard case .object(let first)? = try await run(payload, handler: handler) else { throw TestFailure("no result") }
+        #expect([first["width"], first["height"]] == [.number(640), .number(400)])
+        #expect(jpegLuminanceTable(try Data(contentsOf: URL(fileURLWithPath: "\(root)/u1/garments/g1.jpg"))) == ijgLuminanceTable(quality: 90))
+
+        try await stored.set("poster", to: NormalizeProfile(maxHeight: 100))
+        guard case .object(let second)? = try await run(payload, handler: handler) else { throw TestFailure("no result") }
+        #expect([second["width"], second["height"]] == [.number(160), .number(100)])
+
+        try await stored.remove("poster")
+        await #expect { _ = try await run(payload, handler: handler) } throws: { isUnknownProfile($0) }
+        // Settings an operator broke by hand: retried (with backoff) until fixed, not dead.
+        try await database.pool.query(#"UPDATE fleet_settings SET value = '{"poster": {}}' WHERE key = 'image.profiles'"#)
+        await #expect { _ = try await run(payload, handler: handler) } throws: { error in
+            guard case JobError.retryable(let message) = error else { return false }
+            return message == #"image.profiles in fleet_settings: profile "poster": needs maxWidth, maxHeight or both"#
+        }
     }
 
     @Test func aGarmentWithThenCutoutChainsOneCutoutJobEvenWhenRunTwice() async throws {

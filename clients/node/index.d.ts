@@ -77,6 +77,21 @@ export declare const SAFE_OPS: ReadonlySet<string>;
 export declare const KEYED_OPS: ReadonlySet<string>;
 
 export type JobState = 'available' | 'running' | 'completed' | 'dead' | 'cancelled';
+/** A normalise profile: the built-in ones, or one an operator stored in `fleet_settings` (`image.profiles`). */
+export type NormalizeProfileName = 'upload' | 'trial-room' | 'thumb' | (string & {});
+
+/** An `image.normalize` job's result (`JobStatus.result` once completed). */
+export interface NormalizeImageResult {
+  path: string;
+  width: number;
+  height: number;
+  bytes: number;
+  /** The profile applied (`upload` when the request named none). */
+  profile: string;
+  /** `garment.process` only: the background-removal job it enqueued. */
+  cutoutJobId?: number;
+}
+
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
 export interface Greeting {
@@ -352,7 +367,15 @@ export declare class DispatcherClient extends EventEmitter {
   /** Authenticates every open connection and keeps the token for reconnections; a refused token closes the client. */
   auth(token: string): Promise<{ authenticated: true; name: string; role: AccessRole }>;
   enqueue(kind: string, payload?: { [key: string]: JsonValue }, options?: JobOptions): Promise<EnqueuedJob>;
-  normalizeImage(image: { userId: string; uploadId: string; target: 'body' | 'garment'; imageId: string }, options?: JobOptions): Promise<EnqueuedJob>;
+  /**
+   * `profile`: a normalise profile's name (built in: `upload`, the default, at most 1200 px wide; `trial-room`,
+   * at most 2000 px high; `thumb`, a 400 px box; more in `fleet_settings`). An unknown one rejects with
+   * BAD_ARGUMENT naming the known ones.
+   */
+  normalizeImage(
+    image: { userId: string; uploadId: string; target: 'body' | 'garment'; imageId: string; profile?: NormalizeProfileName },
+    options?: JobOptions,
+  ): Promise<EnqueuedJob>;
   processGarment(garment: { userId: string; uploadId: string; garmentId: string }, options?: JobOptions): Promise<EnqueuedJob>;
   purgeAccount(userId: string, options?: JobOptions): Promise<EnqueuedJob>;
   status(jobId: number): Promise<JobStatus>;

@@ -280,8 +280,8 @@ class DispatcherClient extends EventEmitter {
     }
   }
   enqueue(kind, payload = {}, options = undefined) { return this.call('enqueue', { kind, payload, options }); }
-  normalizeImage({ userId, uploadId, target, imageId }, options = undefined) {
-    return this.call('image.normalize', { userId, uploadId, target, imageId, options });
+  normalizeImage({ userId, uploadId, target, imageId, profile }, options = undefined) {
+    return this.call('image.normalize', { userId, uploadId, target, imageId, profile, options });
   }
   processGarment({ userId, uploadId, garmentId }, options = undefined) {
     return this.call('garment.process', { userId, uploadId, garmentId, options });

@@ -24,9 +24,10 @@ CURLMcode fleet_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long v
 int fleet_vips_init(const char *program);
 // Opens the file lazily (header only); fail_on is a VipsFailOn.
 VipsImage *fleet_vips_open(const char *path, int fail_on);
-// Shrink-on-load thumbnail, at most `width` wide, never upscaled, EXIF orientation applied;
-// with an export_profile (NULL: none) its embedded profile is converted to that one.
-int fleet_vips_thumbnail(const char *path, VipsImage **out, int width, int fail_on, const char *export_profile);
+// Shrink-on-load thumbnail within `width` x `height` (0: that side unbounded), aspect kept,
+// never upscaled, EXIF orientation applied; with an export_profile (NULL: none) its embedded
+// profile is converted to that one.
+int fleet_vips_thumbnail(const char *path, VipsImage **out, int width, int height, int fail_on, const char *export_profile);
 // Removes alpha by compositing on white.
 int fleet_vips_flatten_white(VipsImage *in, VipsImage **out);
 int fleet_vips_to_srgb(VipsImage *in, VipsImage **out);

@@ -16,7 +16,7 @@ public enum ImageTarget: String, Codable, Sendable {
 /// `image.normalize`'s payload: written by the dispatcher, read by the image worker.
 public struct NormalizeImagePayload: JobPayload, Equatable {
     public static let kind: JobKind = "image.normalize"
-    public static let summary = "image worker: normalise an upload to at most 1200 px wide, JPEG quality 80"
+    public static let summary = "image worker: normalise an upload with a named profile (default upload: at most 1200 px wide, JPEG quality 80)"
     public let userId: StorageID
     public let uploadId: StorageID
     public let target: ImageTarget
@@ -25,13 +25,17 @@ public struct NormalizeImagePayload: JobPayload, Equatable {
     /// Garments only (`garment.process` sets it): once normalised, the image worker enqueues a
     /// `garment.cutout` job to remove the background.
     public let thenCutout: Bool?
+    /// The `NormalizeProfiles` name; nil: `upload`. Looked up when the job runs, so a profile
+    /// changed in `fleet_settings` applies to jobs already queued.
+    public let profile: String?
 
-    public init(userId: StorageID, uploadId: StorageID, target: ImageTarget, imageId: StorageID, thenCutout: Bool? = nil) {
+    public init(userId: StorageID, uploadId: StorageID, target: ImageTarget, imageId: StorageID, thenCutout: Bool? = nil, profile: String? = nil) {
         self.userId = userId
         self.uploadId = uploadId
         self.target = target
         self.imageId = imageId
         self.thenCutout = thenCutout
+        self.profile = profile
     }
 }
 

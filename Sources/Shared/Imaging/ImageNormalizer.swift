@@ -21,34 +21,39 @@ public struct NormalizedImage: Sendable {
     public let height: Int
 }
 
-/// One libvips pipeline per upload: header checks, shrink-on-load thumbnail to at most
-/// `maxWidth` wide (never upscaled) with EXIF orientation applied, alpha flattened on white,
-/// sRGB, metadata stripped, JPEG at `quality` with optimised Huffman tables.
+/// One libvips pipeline per upload: header checks, shrink-on-load thumbnail into the
+/// profile's box (never upscaled, aspect kept) with EXIF orientation applied, alpha flattened
+/// on white, sRGB, metadata stripped, JPEG at the profile's quality with optimised Huffman tables.
 public struct ImageNormalizer: Sendable {
     public var limits: ImageLimits
-    public var maxWidth: Int
-    public var quality: Int
+    public var profile: NormalizeProfile
 
     /// The loaders accepted: JPEG, PNG, WebP, HEIC (libvips class-name prefixes).
     static let acceptedLoaders = ["VipsForeignLoadJpeg", "VipsForeignLoadPng", "VipsForeignLoadWebp", "VipsForeignLoadHeif"]
 
-    public init(limits: ImageLimits = ImageLimits(), maxWidth: Int = 1200, quality: Int = 80) {
+    public init(limits: ImageLimits = ImageLimits(), profile: NormalizeProfile = .upload) {
         self.limits = limits
-        self.maxWidth = maxWidth
-        self.quality = quality
+        self.profile = profile
+    }
+
+    /// The same limits, another profile.
+    public func with(_ profile: NormalizeProfile) -> ImageNormalizer {
+        ImageNormalizer(limits: limits, profile: profile)
     }
 
     /// Normalises the file at `path`. Blocking and CPU-bound: call it off the cooperative pool.
     public func normalize(path: String) throws -> NormalizedImage {
         try Vips.start()
-        let hasProfile = try checkHeader(path: path)
+        let hasICCProfile = try checkHeader(path: path)
         let failOn = Int32(VIPS_FAIL_ON_ERROR.rawValue)
         // Only a file with an embedded profile is converted through it: libvips 8.14 shifts the
         // colours of untagged images when asked for an export profile (libvips#3479). Untagged
         // images are taken as sRGB already, or converted by colourspace below.
-        let image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, Int32(maxWidth), failOn, hasProfile ? "srgb" : nil) }
+        // 0 leaves a side unbounded (the shim's convention).
+        let (width, height) = (Int32(profile.maxWidth ?? 0), Int32(profile.maxHeight ?? 0))
+        let image = try VipsImageRef.make { fleet_vips_thumbnail(path, $0, width, height, failOn, hasICCProfile ? "srgb" : nil) }
             .flattenedSRGB()
-        return NormalizedImage(jpeg: try image.jpeg(quality: quality), width: image.width, height: image.height)
+        return NormalizedImage(jpeg: try image.jpeg(quality: profile.quality), width: image.width, height: image.height)
     }
 
     /// Size, format and pixel count, read from the header only. Returns whether the file

@@ -1,6 +1,7 @@
 import DispatcherCore
 @testable import DispatcherProtocol
 import FleetPostgres
+import FleetSupport
 @testable import FleetQueue
 import Foundation
 @testable import Imaging
@@ -98,6 +99,43 @@ import Testing
                 try await client.send(ProcessGarmentRequest(userId: "u1", uploadId: "up2", garmentId: ""))
             }
             #expect(try await dispatcher.queue.states()[.available] == 3)
+            await client.close()
+        }
+    }
+
+    /// `profile` over the socket: carried into the payload, checked against the profiles in
+    /// `fleet_settings` as they are now (no restart), an unknown one refused naming the known ones.
+    @Test func imageNormalizeCarriesAKnownProfileAndRefusesOthers() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let client = try await dispatcher.client(.tcp)
+            func normalize(_ profile: String?) async throws -> JSONValue {
+                let job = try await client.send(NormalizeImageRequest(userId: "u1", uploadId: "up1", target: .body, imageId: "b1", profile: profile))
+                return try await client.status(jobId: job.jobId).payload
+            }
+            #expect(try await normalize("thumb") == .object(["userId": .string("u1"), "uploadId": .string("up1"), "target": .string("body"),
+                                                             "imageId": .string("b1"), "profile": .string("thumb")]))
+            #expect(try JSONDecoder().decode(NormalizeImagePayload.self, from: Data(try await normalize("trial-room").jsonText.utf8)).profile == "trial-room")
+            // No profile: none in the payload, so the worker's default (upload) applies.
+            guard case .object(let plain) = try await normalize(nil) else { throw TestFailure("payload not an object") }
+            #expect(plain["profile"] == nil)
+            await #expect(throws: DispatcherError(.badArgument, #"args.profile: unknown image profile "poster" (known: thumb, trial-room, upload)"#)) {
+                _ = try await normalize("poster")
+            }
+            await #expect(throws: DispatcherError(.badArgument, "args.profile must be 1 to 32 characters of a-z 0-9 -")) {
+                _ = try await normalize("../Poster")
+            }
+            // An operator adds it: the running dispatcher accepts it at once.
+            try await StoredNormalizeProfiles(pool: dispatcher.queue.pool).set("poster", to: NormalizeProfile(maxWidth: 1600))
+            guard case .object(let poster) = try await normalize("poster") else { throw TestFailure("payload not an object") }
+            #expect(poster["profile"] == .string("poster"))
+            // The raw frame, as the Node client sends it.
+            let refused = try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                try await raw.send(#"{"id":1,"op":"image.normalize","args":{"userId":"u1","uploadId":"up1","target":"garment","imageId":"g1","profile":7}}"# + "\n")
+                return try await raw.response()
+            }
+            #expect(refused.errorCode == "BAD_ARGUMENT" && refused["error"]?["message"] == .string("args.profile: expected a string"), "\(refused.jsonText)")
+            #expect(try await dispatcher.queue.states()[.available] == 4)
             await client.close()
         }
     }

@@ -101,6 +101,11 @@ test('image operations enqueue the image worker kinds', async () => {
   assert.deepEqual((await client.status(garment.jobId)).payload,
     { userId: 'u1', uploadId: 'up2', target: 'garment', imageId: 'g1', thenCutout: true });
   await assert.rejects(client.purgeAccount('../../etc'), { code: 'BAD_ARGUMENT' });
+  const thumb = await client.normalizeImage({ userId: 'u1', uploadId: 'up1', target: 'body', imageId: 'b2', profile: 'thumb' });
+  assert.equal((await client.status(thumb.jobId)).payload.profile, 'thumb');
+  assert.equal((await client.status(normalize.jobId)).payload.profile, undefined);
+  await assert.rejects(client.normalizeImage({ userId: 'u1', uploadId: 'up1', target: 'body', imageId: 'b3', profile: 'poster' }),
+    { code: 'BAD_ARGUMENT', reason: 'args.profile: unknown image profile "poster" (known: thumb, trial-room, upload)' });
   client.close();
 });
 

@@ -114,13 +114,17 @@ public struct NormalizeImageRequest: DispatcherRequest {
     public let target: Target
     /// The body photo's or the garment's id.
     public let imageId: String
+    /// A normalise profile's name (built in: `upload`, `trial-room`, `thumb`; more in
+    /// `fleet_settings`); nil: `upload`.
+    public let profile: String?
     public let options: JobOptions?
 
-    public init(userId: String, uploadId: String, target: Target, imageId: String, options: JobOptions? = nil) {
+    public init(userId: String, uploadId: String, target: Target, imageId: String, profile: String? = nil, options: JobOptions? = nil) {
         self.userId = userId
         self.uploadId = uploadId
         self.target = target
         self.imageId = imageId
+        self.profile = profile
         self.options = options
     }
 }
