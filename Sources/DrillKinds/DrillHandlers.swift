@@ -23,6 +23,8 @@ public struct NoopHandler: JobHandler {
 /// `drill.script`: behaves as its payload says, to exercise the queue's failure paths.
 public struct ScriptHandler: JobHandler {
     public let kind = JobKind.drillScript
+    /// Drills of the fleet-wide limits give these jobs limit keys.
+    public let usesLimits = true
     let executions: ExecutionLog?
 
     public init(executions: ExecutionLog? = nil) { self.executions = executions }

@@ -134,6 +134,51 @@ import Testing
         #expect((59...60).contains(firstMinute) && (59...60).contains(secondMinute), "\(firstMinute) then \(secondMinute)")
     }
 
+    /// Two real worker processes of 50 slots each under a limit of 4: never more than 4 running;
+    /// the slots of the one killed with SIGKILL come back with its leases; a limit lowered to 1
+    /// holds within a second (once the jobs already running end).
+    @Test func workerProcessesHoldTheLimitThroughAKillAndALoweredLimit() async throws {
+        let q = try await TestQueue.make()
+        try await q.driver.limitSet(ConcurrencyLimit(key: "drill:shared", maxRunning: 4), by: "test")
+        let payload = try NewJob(DrillScript(sleepMs: 300)).payload
+        _ = try await q.queue.enqueue((0..<60).map { _ in NewJob(kind: .drillScript, payload: payload, limitKeys: ["drill:shared"]) })
+        let environment = ["FLEET_LEASE_SECONDS": "2", "FLEET_CONCURRENCY": "drill.script=50"]
+        let doomed = try WorkerProcess(databaseURL: q.url, environment: environment)
+        let survivor = try WorkerProcess(databaseURL: q.url, environment: environment)
+        defer { doomed.signal(SIGKILL); survivor.signal(SIGKILL) }
+        func running() async throws -> (all: Int, doomed: Int) {
+            let row = try await q.pool.query("""
+                SELECT count(*) AS n, count(*) FILTER (WHERE lease_owner LIKE $1) AS doomed FROM jobs WHERE state = 'running'
+                """, ["%:\(doomed.child.pid):%"]).rows[0]
+            return (try row.int("n"), try row.int("doomed"))
+        }
+        var most = 0
+        try await q.waitUntil(timeout: .seconds(60), "the doomed worker to hold slots") {
+            let now = try await running()
+            most = max(most, now.all)
+            return now.doomed > 0
+        }
+        doomed.signal(SIGKILL)
+        _ = await doomed.wait()
+        let completedAtKill = try await q.states()[.completed] ?? 0
+        try await q.waitUntil(timeout: .seconds(60), "the survivor to take the dead worker's jobs back") {
+            most = max(most, try await running().all)
+            return try await q.states()[.completed] ?? 0 >= completedAtKill + 12
+        }
+        try await q.driver.limitSet(ConcurrencyLimit(key: "drill:shared", maxRunning: 1), by: "test")
+        // Jobs already running finish (300 ms); from then on one at a time.
+        try await Task.sleep(for: .seconds(1))
+        var afterLowering = 0
+        for _ in 0..<40 {
+            afterLowering = max(afterLowering, try await running().all)
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(most == 4, "the limit reached and never passed: \(most)")
+        #expect(afterLowering == 1, "\(afterLowering) running a second after the limit went to 1")
+        survivor.signal(SIGTERM)
+        #expect(await survivor.wait() == 0, "\(survivor.log)")
+    }
+
     /// On a pool only: claimers racing for the last slots, each on its own connection.
     @Test func concurrentClaimersNeverExceedTheLimit() async throws {
         let q = try await TestQueue.make()

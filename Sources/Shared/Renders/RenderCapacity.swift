@@ -65,11 +65,12 @@ public struct RenderCapacity: Sendable {
     /// waiting), after a lock that requests for one provider take in turn until they commit, so
     /// each counts the renders admitted before it (concurrent requests would otherwise all see
     /// the same queue and all be admitted).
-    func admit(provider: String, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws {
+    /// `latency`: the provider's recent run time as the request read it (nil: none on record yet).
+    func admit(provider: String, latency: Duration?, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws {
         if locked { try await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"]) }
         let load = try await PostgresQueueDriver(executor: executor).limitLoad(key: Self.providerKey(provider), kind: .renderRun)
         guard load.rule != nil else { return }
-        let latency = try await recentLatency(provider, on: executor) ?? Self.assumedLatency(provider)
+        let latency = latency ?? Self.assumedLatency(provider)
         if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline, queued: locked) {
             Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
             throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
@@ -105,12 +106,6 @@ public struct RenderCapacity: Sendable {
         let latest = deadline - deadline / 6 - latency
         guard wait > latest else { return nil }
         return max(1, Int((wait - latest).seconds.rounded(.up)))
-    }
-
-    /// The provider's run time, averaged over its recent renders (nil before the first).
-    func recentLatency(_ provider: String, on executor: any PostgresExecutor) async throws -> Duration? {
-        try await executor.query("SELECT seconds FROM provider_latency WHERE provider = $1", [provider])
-            .rows.first.map { .seconds(try $0.double("seconds")) }
     }
 
     /// The provider said 429: its rate is halved fleet-wide for a while (`ConcurrencyLimit.Throttle`).

@@ -88,7 +88,16 @@ public struct RenderRequests: Sendable {
 
     /// The render (new, or the earlier one with the same id), or a refusal.
     public func request(_ request: RenderRequest) async throws -> RenderRecord {
-        let settings = try await RenderSettings.load(from: pool)
+        // One read for what every request needs (a refusal at capacity makes one more): the
+        // settings, whether the id is known, the active provider's recent latency.
+        let row = try await pool.query("""
+            WITH settings AS (SELECT \(RenderSettings.columns))
+            SELECT settings.*, EXISTS (SELECT 1 FROM renders WHERE id = $1) AS known,
+                (SELECT seconds FROM provider_latency WHERE provider = coalesce(settings.provider, $2)) AS latency
+            FROM settings
+            """, [request.renderId.value, LocalTryOnProvider.name]).rows.first
+        let settings = RenderSettings(row: row)
+        let latency = row?["latency"].flatMap(Double.init).map { Duration.seconds($0) }
         guard settings.enabledCategories.contains(request.category) else {
             throw RenderRequestError.invalidCategory("\(request.category.rawValue) is not enabled")
         }
@@ -96,15 +105,15 @@ public struct RenderRequests: Sendable {
             throw RenderRequestError.invalidCategory("\(request.category.rawValue) is not supported by the provider \(settings.provider)")
         }
         // A render asked again with its id is answered below whatever the load: refuse only new ones.
-        let isNew = try await RenderStore(pool: pool).render(id: request.renderId.value) == nil
-        if isNew { try await capacity.admit(provider: settings.provider, deadline: deadline, on: pool, locked: false) }
+        let isNew = row?["known"] != "t"
+        if isNew { try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: pool, locked: false) }
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
                     let render = try await insert(request, provider: settings.provider, on: connection)
                     // Last, so the lock it takes is held only for its count and the commit; a
                     // refusal rolls the render, its job and its reservation back.
-                    if isNew { try await capacity.admit(provider: settings.provider, deadline: deadline, on: connection, locked: true) }
+                    if isNew { try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: connection, locked: true) }
                     return render
                 }
             }

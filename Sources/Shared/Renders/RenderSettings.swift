@@ -14,15 +14,18 @@ public struct RenderSettings: Sendable, Equatable {
     }
 
     public static func load(from pool: PostgresPool) async throws -> RenderSettings {
-        let sql = """
-            SELECT (SELECT value #>> '{}' FROM fleet_settings WHERE key = 'render.provider') AS provider,
-                   (SELECT value::text FROM fleet_settings WHERE key = 'render.categories') AS categories
-            """
-        let row = try await pool.query(sql).rows.first
+        RenderSettings(row: try await pool.query("SELECT \(columns)").rows.first)
+    }
+
+    /// The two settings as columns `provider` and `categories`, for a statement that reads more.
+    static let columns = """
+        (SELECT value #>> '{}' FROM fleet_settings WHERE key = 'render.provider') AS provider,
+        (SELECT value::text FROM fleet_settings WHERE key = 'render.categories') AS categories
+        """
+
+    init(row: PostgresRow?) {
         let names = (try? JSONDecoder().decode([String].self, from: Data((row?["categories"] ?? "[]").utf8))) ?? []
-        return RenderSettings(
-            provider: row?["provider"] ?? LocalTryOnProvider.name,
-            enabledCategories: Set(names.compactMap(GarmentCategory.init(rawValue:))))
+        self.init(provider: row?["provider"] ?? LocalTryOnProvider.name, enabledCategories: Set(names.compactMap(GarmentCategory.init(rawValue:))))
     }
 
     /// Writes both settings (operators: `dispatcher settings`, or SQL on `fleet_settings`).
