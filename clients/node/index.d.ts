@@ -113,6 +113,11 @@ export interface JobOptions {
   delaySeconds?: number;
   /** Enqueueing the same key again returns the first job. */
   idempotencyKey?: string;
+  /**
+   * Keys the fleet-wide limits count the job under (`limits()`), e.g. `['tenant:acme']`; at most 8
+   * of `A-Z a-z 0-9 . _ : -`. Honoured for kinds whose workers claim under limits.
+   */
+  limitKeys?: string[];
 }
 
 export interface EnqueuedJob {

@@ -21,10 +21,11 @@ struct JobSubmitter: Sendable {
             if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "args.\(name) must not contain NUL") }
         }
         let defaults = NewJob(kind: kind)
-        let job = try NewJob(
+        var job = try NewJob(
             kind: kind, encoding: payload, queue: options.queue ?? defaults.queue, priority: options.priority ?? defaults.priority,
             delay: .milliseconds(Int64((delay * 1000).rounded())), maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
             idempotencyKey: options.idempotencyKey)
+        job.limitKeys = options.limitKeys ?? []
         let enqueued = try await queue.enqueue(job)
         return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
     }

@@ -232,7 +232,11 @@ import Testing
             let operatorClient = try await dispatcher.client(.tcp)
             let set = try await operatorClient.setLimit(key: "provider:p", maxRunning: 1, rate: 30)
             #expect(set.changed == true && set.limits.map(\.key) == ["provider:p"])
-            _ = try await dispatcher.queue.queue.enqueue([NewJob(kind: .drillNoop, limitKeys: ["provider:p"]), NewJob(kind: .drillNoop, limitKeys: ["provider:p"])])
+            // Limit keys travel in the enqueue's options; a bad one is refused naming the field.
+            for _ in 0..<2 { _ = try await operatorClient.enqueue(kind: "drill.noop", options: JobOptions(limitKeys: ["provider:p"])) }
+            await #expect(throws: DispatcherError(.badArgument, "args.options.limitKeys \"a b\" must be 1 to 100 of A-Z a-z 0-9 . _ : -")) {
+                _ = try await operatorClient.enqueue(kind: "drill.noop", options: JobOptions(limitKeys: ["a b"]))
+            }
             let claimed = try await dispatcher.queue.driver.jobClaim(
                 ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 5], limitedKinds: [.drillNoop]))
             #expect(claimed.jobs.count == 1 && claimed.heldBack == [.drillNoop])

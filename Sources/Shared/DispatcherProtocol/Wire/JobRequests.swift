@@ -64,8 +64,13 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var delaySeconds: Double?
     /// Enqueueing the same key again returns the first job.
     public var idempotencyKey: String?
+    /// Keys the fleet-wide limits count the job under (`limits.list`); only kinds whose workers
+    /// claim under limits honour them (docs/queue.md, "Limits").
+    public var limitKeys: [String]?
 
-    public init(queue: String? = nil, priority: Int? = nil, maxAttempts: Int? = nil, delaySeconds: Double? = nil, idempotencyKey: String? = nil) {
+    public init(queue: String? = nil, priority: Int? = nil, maxAttempts: Int? = nil, delaySeconds: Double? = nil, idempotencyKey: String? = nil,
+                limitKeys: [String]? = nil) {
+        self.limitKeys = limitKeys
         self.queue = queue
         self.priority = priority
         self.maxAttempts = maxAttempts
