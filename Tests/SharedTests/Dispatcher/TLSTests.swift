@@ -21,7 +21,9 @@ import Testing
             }
             let started = ContinuousClock.now
             await #expect(throws: (any Error).self) { _ = try await DispatcherClient.connect(to: dispatcher.tcp, token: TestDispatcher.token) }
-            #expect(ContinuousClock.now - started < .seconds(15), "closed by the idle timeout")
+            // Closed by the server (its 2 s idle timeout here; 30 s seen on a loaded CI machine,
+            // where the close waits on the TLS handler's shutdown): a bound, not a hang.
+            #expect(ContinuousClock.now - started < .seconds(60), "closed by the server")
             // The Unix socket stays as it is.
             _ = try await dispatcher.client(.unix).ping()
         }
