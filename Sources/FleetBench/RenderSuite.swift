@@ -130,7 +130,7 @@ struct RenderSuite: AsyncParsableCommand {
             "nominal = minus the configured latency instead, which also charges the fleet with the fake's lateness in sending.",
             "the fake provider and the webhook receiver run in this process; the render worker is its own process.",
             "with --provider-limit below --in-flight, the overhead includes the wait for a slot; a user refused RENDER_BUSY",
-            "asks again after retryAfterSeconds, as the app would.",
+            "asks again after retryAfterSeconds plus up to a second, as people would.",
         ])
     }
 
@@ -224,11 +224,13 @@ actor ClosedLoop {
                 renderId: StorageID(id), requester: .user("bench-\(n % users + 1)"), ownerId: StorageID("bench"),
                 garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
         } catch RenderRequestError.busy(let retryAfter) {
-            // Refused at once: the user asks again when told to, as the app would.
+            // Refused at once: the user asks again when told to, as the app would, give or take
+            // a second (people do not tap in step; refused users all coming back in the same
+            // instant would measure a herd no real traffic makes).
             busy.append((ContinuousClock.now - asked).seconds * 1000)
             open.remove(id)
             Task {
-                try? await Task.sleep(for: .seconds(retryAfter))
+                try? await Task.sleep(for: .seconds(Double(retryAfter) + Double.random(in: 0...1)))
                 do { try await self.request() } catch { self.failed(error) }
             }
         }
