@@ -31,7 +31,8 @@ import Testing
         #expect(ProbeAndMetricsTests.value(text, #"fleet_job_duration_seconds_count{kind="drill.noop"}"#) == 20)
 
         // A job that outlasts the signal keeps the drain going: not ready, still alive.
-        _ = try await q.queue.enqueue([try NewJob(DrillScript(sleepMs: 3_000))])
+        // Long enough that the drain outlasts the checks below on a loaded machine (grace: 10 s).
+        _ = try await q.queue.enqueue([try NewJob(DrillScript(sleepMs: 6_000))])
         try await q.waitUntil("running") { try await q.states()[.running] == 1 }
         worker.signal(SIGTERM)
         try await q.waitUntil("unready") { (try? await get("/readyz"))?.status == 503 }

@@ -161,6 +161,10 @@ final class DispatcherConnection: Sendable {
                 _ = try await ChannelExchange.send(AuthRequest(token: token), id: 0, on: channel, encoder: WireFormat.makeEncoder(), decoder: decoder)
             }
             return Live(channel: channel, greeting: greeting)
+        } catch is ConnectionEnded {
+            // Closed under the auth (a server restarting, an idle close): the public error.
+            try? await channel.close()
+            throw DispatcherClientError.connectionClosed
         } catch {
             try? await channel.close()
             throw error
