@@ -46,7 +46,10 @@ struct RenderHandler: JobHandler {
             return summary(payload.renderId.value, "gone")
         case .ended(let ended):
             return summary(ended.id, "already \(ended.status.rawValue)")
-        case .pastDeadline(let expired):
+        case .pastDeadline(let expired, let earlier):
+            // Taken over too late: the earlier attempt's provider job is dropped, as it would be
+            // had its deadline passed while it ran.
+            if let earlier, let provider = try? providers.provider(named: expired.provider) { await provider.cancel(earlier) }
             _ = try await store.fail(id: expired.id, code: .renderTimeout)
             return summary(expired.id, RenderErrorCode.renderTimeout.rawValue)
         }

@@ -38,8 +38,9 @@ public struct RenderStore: Sendable {
         case gone
         /// Already `complete` or `failed`.
         case ended(RenderRecord)
-        /// Still open, but its deadline has passed.
-        case pastDeadline(RenderRecord)
+        /// Still open, but its deadline has passed; with the submission an earlier attempt made
+        /// (to cancel at the provider), if any.
+        case pastDeadline(RenderRecord, earlier: ProviderSubmission?)
     }
 
     /// pending → processing, in one statement that also returns the row and the provider
@@ -54,15 +55,13 @@ public struct RenderStore: Sendable {
             )
             SELECT true AS started, * FROM started
             UNION ALL
-            SELECT false, \(Self.columns), NULL FROM renders WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM started)
+            SELECT false, \(Self.columns), provider_submission::text FROM renders WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM started)
             """, [id]).rows
         guard let row = rows.first else { return .gone }
         let render = try Self.record(row)
-        if try row.bool("started") {
-            let earlier = try row["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) }
-            return .started(render, earlier: earlier)
-        }
-        return render.status.isTerminal ? .ended(render) : .pastDeadline(render)
+        let earlier = try row["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) }
+        if try row.bool("started") { return .started(render, earlier: earlier) }
+        return render.status.isTerminal ? .ended(render) : .pastDeadline(render, earlier: earlier)
     }
 
     /// Keeps what the provider returned on submit, so a worker that takes over after a crash
