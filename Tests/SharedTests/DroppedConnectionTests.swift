@@ -36,9 +36,11 @@ import Testing
         let client = CurlHTTPClient()
         try await Self.warm(client, server)
         let outcome = await Self.post(client, server)
-        guard case .failure(let error as HTTPClientError) = outcome, case .connectionFailed = error else {
-            Issue.record("expected a connection failure, got \(outcome)")
-            return
+        // The reset is seen as a failed connection, or on a loaded machine as no answer in time:
+        // either way no answer, and what matters is what reached the server.
+        switch outcome {
+        case .failure(HTTPClientError.connectionFailed), .failure(HTTPClientError.timedOut): break
+        default: Issue.record("expected no answer, got \(outcome)")
         }
         #expect(server.count("POST", "/submit") == 1, "\(server.received)")
     }
