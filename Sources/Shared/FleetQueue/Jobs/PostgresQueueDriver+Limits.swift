@@ -22,19 +22,11 @@ extension PostgresQueueDriver {
         ).rows.map(ConcurrencyLimit.init(row:))
         guard !rules.isEmpty else { return ClaimResult(jobs: try await claim(slots, request, on: connection)) }
 
-        var running: [String: Int] = [:]
-        for row in try await connection.query("""
-            SELECT k AS key, count(*) AS n FROM jobs CROSS JOIN LATERAL unnest(limit_keys) AS k
-            WHERE state = 'running' AND limit_keys IS NOT NULL GROUP BY k
-            """).rows {
-            running[try row.string("key")] = try row.int("n")
-        }
+        let running = try await Self.runningPerKey(on: connection)
         var startAges: [String: [Duration]] = [:]
         if let longest = rules.map(\.rateWindow).max() {
             try await connection.query("DELETE FROM limit_starts WHERE started_at < now() - make_interval(secs => $1)", [longest.seconds])
-            for row in try await connection.query("SELECT key, extract(epoch FROM now() - started_at) AS age FROM limit_starts").rows {
-                startAges[try row.string("key"), default: []].append(.seconds(try row.double("age")))
-            }
+            startAges = try await Self.startAgesPerKey(on: connection)
         }
         var ledger = LimitLedger(rules: rules, running: running, startAges: startAges)
         let full = ledger.fullKeys()
@@ -162,26 +154,16 @@ extension PostgresQueueDriver {
     public func limitUsage() async throws -> [LimitUsage] {
         let rules = try await limitList()
         guard !rules.isEmpty else { return [] }
-        var running: [String: Int] = [:], waiting: [String: Int] = [:], startAges: [String: [Duration]] = [:]
-        for row in try await executor.query("""
-            SELECT k AS key, count(*) FILTER (WHERE state = 'running') AS running,
-                count(*) FILTER (WHERE state = 'available' AND run_at <= now()) AS waiting
-            FROM jobs CROSS JOIN LATERAL unnest(limit_keys) AS k
-            WHERE limit_keys IS NOT NULL AND state IN ('running', 'available') AND k = ANY($1::text[])
-            GROUP BY k
-            """, [PostgresArray(rules.filter { !$0.isPrefix }.map(\.key))]).rows {
-            running[try row.string("key")] = try row.int("running")
-            waiting[try row.string("key")] = try row.int("waiting")
-        }
+        var waiting: [String: Int] = [:]
         for row in try await executor.query("""
             SELECT k AS key, count(*) AS n FROM jobs CROSS JOIN LATERAL unnest(limit_keys) AS k
-            WHERE state = 'running' AND limit_keys IS NOT NULL GROUP BY k
-            """).rows where running[try row.string("key")] == nil {
-            running[try row.string("key")] = try row.int("n")
+            WHERE limit_keys IS NOT NULL AND state = 'available' AND run_at <= now() AND k = ANY($1::text[])
+            GROUP BY k
+            """, [PostgresArray(rules.filter { !$0.isPrefix }.map(\.key))]).rows {
+            waiting[try row.string("key")] = try row.int("n")
         }
-        for row in try await executor.query("SELECT key, extract(epoch FROM now() - started_at) AS age FROM limit_starts").rows {
-            startAges[try row.string("key"), default: []].append(.seconds(try row.double("age")))
-        }
+        let running = try await Self.runningPerKey(on: executor)
+        let startAges = try await Self.startAgesPerKey(on: executor)
         let ledger = LimitLedger(rules: rules, running: running, startAges: startAges)
         var usage: [LimitUsage] = []
         for rule in rules {
@@ -215,6 +197,29 @@ extension PostgresQueueDriver {
             """, [key, kind.rawValue]).rows[0]
         return LimitLoad(rule: row["key"] == nil ? nil : try ConcurrencyLimit(row: row), running: try row.int("running_now"),
                          waiting: try row.int("waiting_now"), startedInWindow: try row.int("started_now"))
+    }
+}
+
+extension PostgresQueueDriver {
+    /// Per job key: the running jobs carrying it (what the claim and `limitUsage` count).
+    fileprivate static func runningPerKey(on executor: any PostgresExecutor) async throws -> [String: Int] {
+        var running: [String: Int] = [:]
+        for row in try await executor.query("""
+            SELECT k AS key, count(*) AS n FROM jobs CROSS JOIN LATERAL unnest(limit_keys) AS k
+            WHERE state = 'running' AND limit_keys IS NOT NULL GROUP BY k
+            """).rows {
+            running[try row.string("key")] = try row.int("n")
+        }
+        return running
+    }
+
+    /// Per job key: the ages of its logged starts.
+    fileprivate static func startAgesPerKey(on executor: any PostgresExecutor) async throws -> [String: [Duration]] {
+        var ages: [String: [Duration]] = [:]
+        for row in try await executor.query("SELECT key, extract(epoch FROM now() - started_at) AS age FROM limit_starts").rows {
+            ages[try row.string("key"), default: []].append(.seconds(try row.double("age")))
+        }
+        return ages
     }
 }
 
