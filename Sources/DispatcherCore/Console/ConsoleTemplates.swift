@@ -15,7 +15,20 @@ enum ConsoleTemplates {
     }()
 
     static func render(_ name: String, _ values: [String: Any]) -> String {
-        library.render(values, withTemplate: name) ?? ""
+        library.render(present(values) ?? [:], withTemplate: name) ?? ""
+    }
+
+    /// The values without the absent ones: mustache would show an optional wrapped in `Any` as
+    /// "nil" and count it as present in a `{{#section}}`.
+    static func present(_ value: Any) -> Any? {
+        let mirror = Mirror(reflecting: value)
+        if mirror.displayStyle == .optional {
+            guard let wrapped = mirror.children.first?.value else { return nil }
+            return present(wrapped)
+        }
+        if let dictionary = value as? [String: Any] { return dictionary.compactMapValues(present) }
+        if let array = value as? [[String: Any]] { return array.compactMap(present) }
+        return value
     }
 
     private static let sources: [String: String] = [

@@ -217,6 +217,7 @@ import Testing
                          "/console/jobs?code=%3Cscript%3Ealert(1)%3C/script%3E"] {
                 let page = try console.get(path, session: session)
                 #expect(page.status == 200, "\(path)")
+                #expect(!page.body.contains("nil"), "\(path): an absent value is shown as nothing, not \"nil\"")
                 pages.append(page.body)
             }
             let all = pages.joined()
