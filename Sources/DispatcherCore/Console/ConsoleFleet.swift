@@ -170,14 +170,15 @@ struct ConsoleFleet: Sendable {
     }
 
     /// The newest renders matching the filter (at most 50), each with its credit ledger entries
-    /// and its provider submission.
+    /// (found through the ledger's index on its user: only a user's renders have credits) and
+    /// its provider submission.
     func renders(_ filter: RenderFilter) async throws -> [RenderLine] {
         let rows = try await pool.query("""
             SELECT r.id, r.user_id, r.provider, r.status::text AS status, r.category, r.charged, r.error_code, r.job_id,
                    extract(epoch FROM r.created_at) AS created_at, r.provider_submission::text AS submission,
                    (SELECT coalesce(json_agg(json_build_object('entry', l.entry, 'amount', l.amount, 'at', extract(epoch FROM l.created_at))
                                              ORDER BY l.id), '[]')::text
-                    FROM credit_ledger l WHERE l.render_id = r.id) AS ledger
+                    FROM credit_ledger l WHERE l.user_id = r.user_id AND l.render_id = r.id) AS ledger
             FROM renders r
             WHERE ($1::text IS NULL OR r.status::text = $1) AND ($2::text IS NULL OR r.provider = $2) AND ($3::text IS NULL OR r.user_id = $3)
             ORDER BY r.created_at DESC LIMIT 50

@@ -235,6 +235,34 @@ import Testing
         }
     }
 
+    @Test func rendersShowTheirLedgerAndProviderSubmissionFilteredByStatusProviderAndUser() async throws {
+        try await Self.withConsole { console in
+            try await console.q.pool.query("""
+                INSERT INTO renders (id, user_id, owner_id, garment_id, body_photo_id, category, provider, status, error_code, charged,
+                                     provider_submission, deadline_at)
+                VALUES ('r-done', $1, 'u1', 'g1', 'b1', 'tops', 'fal-fashn', 'complete', NULL, true, $2::jsonb, now()),
+                       ('r-failed', 'u2', 'u2', 'g2', 'b2', 'tops', 'local', 'failed', 'RENDER_FAILED', true, NULL, now())
+                """, [Self.xssScript, String(decoding: try JSONEncoder().encode(["request_id": Self.xssImage]), as: UTF8.self)])
+            try await console.q.pool.query("""
+                INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
+                VALUES ('k1', $1, 'r-done', 'reserve', -1), ('k2', $1, 'r-done', 'consume', 0), ('k3', 'u2', 'r-failed', 'release', 1)
+                """, [Self.xssScript])
+            let (session, _) = try console.login(console.readToken)
+            let all = try console.get("/console/renders", session: session).body
+            #expect(all.contains("r-done") && all.contains("r-failed"))
+            #expect(all.contains("reserve -1") && all.contains("consume 0") && all.contains("release 1"))
+            #expect(all.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !all.contains(Self.xssScript))
+            #expect(all.contains("&quot;&gt;&lt;img src=x") && !all.contains("<img src=x"))
+            #expect(all.contains("id=\"render-provider\">local</dd>"))  // the settings' default provider, read only
+            let failed = try console.get("/console/renders?status=failed", session: session).body
+            #expect(failed.contains("r-failed") && !failed.contains("r-done") && failed.contains("RENDER_FAILED"))
+            let byProvider = try console.get("/console/renders?provider=fal-fashn", session: session).body
+            #expect(byProvider.contains("r-done") && !byProvider.contains("r-failed"))
+            let byUser = try console.get("/console/renders?user=u2", session: session).body
+            #expect(byUser.contains("r-failed") && !byUser.contains("r-done"))
+        }
+    }
+
     @Test func aRevokedTokenEndsItsSessions() async throws {
         try await Self.withConsole { console in
             let (session, _) = try console.login(console.readToken)
