@@ -8,8 +8,9 @@ import Renders
 /// What the console reads and does. Every action and every read an op already answers goes
 /// through that op (`perform`), with the caller's role checked as the socket checks it and the
 /// caller set for the audit trail: the console adds no second way to change the queue. The
-/// reads no op answers (dead-job groups, the throughput chart, the schedule's slots, renders
-/// across users) are the statements below.
+/// reads no op answers (the overview, which refreshes every 2 s and must not count the whole
+/// table as `stats` does; dead-job groups; the schedule's slots; renders across users) are the
+/// statements below.
 struct ConsoleFleet: Sendable {
     let pool: PostgresPool
     let queue: JobQueue
@@ -18,7 +19,6 @@ struct ConsoleFleet: Sendable {
     /// A worker whose heartbeat is older than this is silent (as `stats` counts live workers).
     let liveWorkerWithin: Duration
 
-    let stats: StatsOperation
     let jobsList: JobsListOperation
     let jobGet: JobGetOperation
     let jobRetry: JobRetryOperation
@@ -38,7 +38,6 @@ struct ConsoleFleet: Sendable {
         self.control = control
         self.schedule = schedule
         self.liveWorkerWithin = liveWorkerWithin
-        stats = StatsOperation(queue: queue, liveWithin: liveWorkerWithin)
         jobsList = JobsListOperation(control: control)
         jobGet = JobGetOperation(queue: queue)
         jobRetry = JobRetryOperation(queue: queue, control: control)
@@ -105,19 +104,73 @@ struct ConsoleFleet: Sendable {
         }
     }
 
-    /// Jobs completed and dead per minute over the last hour, oldest minute first (60 entries).
-    func throughputLastHour() async throws -> [(completed: Int, failed: Int)] {
+    /// How many of the newest jobs (by id) the overview reads for what finished in the last hour.
+    static let recentJobsWindow = 30_000
+
+    struct KindLine: Decodable, Sendable {
+        let kind: String
+        let due: Int
+        let scheduled: Int
+        let retrying: Int
+        let running: Int
+        let lagSeconds: Double?
+        let completed: Int
+        let dead: Int
+        let paused: Bool
+    }
+
+    struct Overview: Sendable {
+        let kinds: [KindLine]
+        /// Completed and dead per minute over the last hour, oldest minute first (60 entries).
+        let minutes: [(completed: Int, failed: Int)]
+    }
+
+    /// The overview's numbers in one statement whose cost follows the queue, not the table:
+    /// due, scheduled, retrying and lag come from the available jobs (the claim's partial index),
+    /// running from the running ones (the lease index): exact. What finished in the last hour
+    /// (per kind, and per minute for the chart) comes from the newest `recentJobsWindow` jobs by
+    /// id: exact while fewer jobs than that were created in the last hour, an undercount above.
+    /// (`stats` counts the whole table: a full scan a refresh every 2 s must not cost.)
+    func overview() async throws -> Overview {
+        let row = try await pool.query("""
+            WITH recent AS (
+                SELECT kind, state, finished_at FROM jobs ORDER BY id DESC LIMIT $1
+            ), finished AS (
+                SELECT kind, state, floor(extract(epoch FROM now() - finished_at) / 60)::int AS minutes_ago
+                FROM recent WHERE state IN ('completed', 'dead') AND finished_at > now() - interval '1 hour'
+            ), queued AS (
+                SELECT kind, count(*) FILTER (WHERE run_at <= now()) AS due, count(*) FILTER (WHERE run_at > now()) AS scheduled,
+                       count(*) FILTER (WHERE attempt > 0) AS retrying,
+                       extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())) AS lag
+                FROM jobs WHERE state = 'available' GROUP BY kind
+            ), running AS (
+                SELECT kind, count(*) AS running FROM jobs WHERE state = 'running' GROUP BY kind
+            ), ended AS (
+                SELECT kind, count(*) FILTER (WHERE state = 'completed') AS completed, count(*) FILTER (WHERE state = 'dead') AS dead
+                FROM finished GROUP BY kind
+            ), paused AS (
+                SELECT name AS kind FROM queue_pauses WHERE scope = 'kind'
+            )
+            SELECT
+                (SELECT coalesce(json_agg(json_build_object(
+                        'kind', k.kind, 'due', coalesce(q.due, 0), 'scheduled', coalesce(q.scheduled, 0),
+                        'retrying', coalesce(q.retrying, 0), 'running', coalesce(r.running, 0), 'lagSeconds', q.lag,
+                        'completed', coalesce(e.completed, 0), 'dead', coalesce(e.dead, 0), 'paused', p.kind IS NOT NULL)
+                        ORDER BY k.kind), '[]')
+                 FROM (SELECT kind FROM queued UNION SELECT kind FROM running UNION SELECT kind FROM ended UNION SELECT kind FROM paused) k
+                 LEFT JOIN queued q USING (kind) LEFT JOIN running r USING (kind) LEFT JOIN ended e USING (kind)
+                 LEFT JOIN paused p USING (kind))::text AS kinds,
+                (SELECT coalesce(json_agg(json_build_array(minutes_ago, completed, failed)), '[]')
+                 FROM (SELECT minutes_ago, count(*) FILTER (WHERE state = 'completed') AS completed,
+                              count(*) FILTER (WHERE state = 'dead') AS failed
+                       FROM finished GROUP BY 1) m)::text AS minutes
+            """, [Self.recentJobsWindow]).rows[0]
+        let kinds = try JSONDecoder().decode([KindLine].self, from: Data(try row.string("kinds").utf8))
         var minutes = Array(repeating: (completed: 0, failed: 0), count: 60)
-        for row in try await pool.query("""
-            SELECT floor(extract(epoch FROM now() - finished_at) / 60)::int AS minutes_ago,
-                   count(*) FILTER (WHERE state = 'completed') AS completed, count(*) FILTER (WHERE state = 'dead') AS failed
-            FROM jobs WHERE finished_at > now() - interval '1 hour' AND state IN ('completed', 'dead') GROUP BY 1
-            """).rows {
-            let ago = try row.int("minutes_ago")
-            guard (0..<60).contains(ago) else { continue }
-            minutes[59 - ago] = (try row.int("completed"), try row.int("failed"))
+        for minute in try JSONDecoder().decode([[Int]].self, from: Data(try row.string("minutes").utf8)) where (0..<60).contains(minute[0]) {
+            minutes[59 - minute[0]] = (minute[1], minute[2])
         }
-        return minutes
+        return Overview(kinds: kinds, minutes: minutes)
     }
 
     /// Every live-or-silent worker not stopped within the last day: the ones whose heartbeat is

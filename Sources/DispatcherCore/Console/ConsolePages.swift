@@ -19,24 +19,24 @@ struct ConsolePages: Sendable {
         return ConsolePage(title: "Overview", body: ConsoleTemplates.render("overview", ["live": live]))
     }
 
-    /// The overview's live part: `stats` (exact counts per kind, the same statement as the op),
-    /// the throughput chart and the live workers.
+    /// The overview's live part, refreshed every 2 s: one statement for the counts and the
+    /// chart (`ConsoleFleet.overview`), and the live workers as `stats` reads them.
     func overviewLive(_ session: Session) async throws -> String {
-        async let stats = fleet.perform(fleet.stats, StatsRequest(windowSeconds: 3600), as: session.caller)
-        async let minutes = fleet.throughputLastHour()
-        let queueStats = try await stats
-        let chart = ThroughputChart(minutes: try await minutes)
+        async let overview = fleet.overview()
+        async let workers = fleet.queue.liveWorkers(heartbeatWithin: fleet.liveWorkerWithin)
+        let numbers = try await overview
+        let chart = ThroughputChart(minutes: numbers.minutes)
         return ConsoleTemplates.render("overview-live", [
-            "serverTime": Show.date(queueStats.serverTime),
-            "kinds": queueStats.kinds.map { kind in
+            "serverTime": Show.date(Date()), "window": ConsoleFleet.recentJobsWindow,
+            "kinds": numbers.kinds.map { kind in
                 [
                     "kind": kind.kind, "due": kind.due, "running": kind.running, "retrying": kind.retrying, "scheduled": kind.scheduled,
-                    "dead": kind.dead, "completed": kind.completed, "lag": kind.oldestDueSeconds.map(Show.seconds) ?? "–", "paused": kind.paused,
+                    "dead": kind.dead, "completed": kind.completed, "lag": kind.lagSeconds.map(Show.seconds) ?? "–", "paused": kind.paused,
                 ] as [String: Any]
             },
             "chart": chart.svg, "chartMax": chart.maximum,
-            "workers": queueStats.workers.map { worker in
-                ["id": worker.id, "kinds": worker.kinds.joined(separator: ", "), "running": worker.running,
+            "workers": try await workers.map { worker in
+                ["id": worker.record.id, "kinds": worker.record.kinds.map(\.rawValue).joined(separator: ", "), "running": worker.running,
                  "heartbeat": Show.ago(worker.lastHeartbeatAt)] as [String: Any]
             },
         ])

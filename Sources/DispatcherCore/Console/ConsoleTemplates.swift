@@ -90,7 +90,7 @@ enum ConsoleTemplates {
         """
 
     private static let overviewLive = """
-        <p class="hint">Refreshed every 2 s · {{serverTime}} · counts exact, per kind; completed and failed per minute over the last hour</p>
+        <p class="hint">Refreshed every 2 s · {{serverTime}} · due, scheduled, retrying, running and lag exact; completed and dead in the last hour counted among the newest {{window}} jobs</p>
         <div class="scroll"><table class="kinds">
           <thead><tr><th>Kind</th><th>Due</th><th>Running</th><th>Retrying</th><th>Scheduled</th><th>Dead (1 h)</th><th>Completed (1 h)</th><th>Lag</th><th></th></tr></thead>
           <tbody>

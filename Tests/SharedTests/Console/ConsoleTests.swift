@@ -263,6 +263,22 @@ import Testing
         }
     }
 
+    @Test func theOverviewCountsTheQueueAndWhatFinishedInTheLastHour() async throws {
+        try await Self.withConsole { console in
+            _ = try await console.q.queue.enqueue((0..<3).map { _ in NewJob(kind: .drillNoop) } + [NewJob(kind: .drillNoop, delay: .seconds(600))])
+            _ = try await Self.makeDead(console.q, code: "PROVIDER_DOWN", count: 2)
+            let (session, _) = try console.login(console.operateToken)
+            _ = try console.post("/console/queues/pause", session: session, form: ["csrf": try console.csrf(session), "kind": "drill.noop"])
+            let live = try console.get("/console/live/overview", session: session).body
+            // due, running, retrying, scheduled, dead (1 h), completed (1 h)
+            #expect(live.contains("drill.noop</a></td><td>3</td><td>0</td><td>0</td><td>1</td><td>0</td><td class=\"completed\">0</td>"))
+            #expect(live.contains("drill.script</a></td><td>0</td><td>0</td><td>0</td><td>0</td><td>2</td><td class=\"completed\">0</td>"))
+            #expect(live.contains("paused"))
+            #expect(live.contains("<rect class=\"bad\""))  // the two dead jobs in the chart's last minute
+            #expect(!live.contains("<rect class=\"ok\""))
+        }
+    }
+
     @Test func aRevokedTokenEndsItsSessions() async throws {
         try await Self.withConsole { console in
             let (session, _) = try console.login(console.readToken)
