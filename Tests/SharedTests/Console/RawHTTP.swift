@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -24,8 +25,15 @@ struct RawHTTPResponse {
 }
 
 enum RawHTTP {
+    /// The exchange runs on a dispatch queue: its reads block, and must not hold one of the
+    /// cooperative pool's threads (two on this machine) that the server and other suites need.
     static func send(port: Int, _ method: String, _ path: String, cookies: [String: String] = [:], form: [String: String]? = nil,
-                     headers: [String: String] = [:]) throws -> RawHTTPResponse {
+                     headers: [String: String] = [:]) async throws -> RawHTTPResponse {
+        try await offload { try exchange(port: port, method, path, cookies: cookies, form: form, headers: headers) }
+    }
+
+    private static func exchange(port: Int, _ method: String, _ path: String, cookies: [String: String], form: [String: String]?,
+                                 headers: [String: String]) throws -> RawHTTPResponse {
         var lines = ["\(method) \(path) HTTP/1.1", "Host: 127.0.0.1:\(port)", "Connection: close"]
         if !cookies.isEmpty { lines.append("Cookie: " + cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")) }
         for (name, value) in headers { lines.append("\(name): \(value)") }
@@ -42,7 +50,7 @@ enum RawHTTP {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket() failed") }
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        var timeout = timeval(tv_sec: 60, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
