@@ -218,7 +218,7 @@ struct ConsolePages: Sendable {
                 ["id": render.id, "userId": render.userId ?? "(onboarding)", "provider": render.provider, "status": render.status,
                  "errorCode": render.errorCode as Any, "category": render.category, "jobId": render.jobId as Any, "charged": render.charged,
                  "ledger": render.ledger.map { ["entry": $0.entry, "amount": $0.amount, "at": Show.date($0.at)] as [String: Any] },
-                 "submission": render.providerSubmission.map { Show.prettyJSON(text: $0) } as Any,
+                 "submission": render.providerSubmission.map { text in (try? JSONValue(json: text)).map { Show.prettyJSON(Show.abbreviated($0)) } ?? text } as Any,
                  "createdAt": Show.date(render.createdAt)] as [String: Any]
             },
         ])
@@ -265,6 +265,17 @@ enum Show {
 
     static func prettyJSON(text: String) -> String {
         (try? JSONValue(json: text)).map(prettyJSON) ?? text
+    }
+
+    /// Long texts cut to their start: a synchronous provider's submission holds the rendered
+    /// image inline (megabytes of base64), which a page of 50 renders must not carry.
+    static func abbreviated(_ value: JSONValue, keeping limit: Int = 200) -> JSONValue {
+        switch value {
+        case .string(let text) where text.count > limit: .string("\(text.prefix(limit))… (\(text.count) characters)")
+        case .array(let items): .array(items.map { abbreviated($0, keeping: limit) })
+        case .object(let fields): .object(fields.mapValues { abbreviated($0, keeping: limit) })
+        default: value
+        }
     }
 
     static func compactJSON(_ value: JSONValue) -> String {
