@@ -51,14 +51,14 @@ import Testing
         }
     }
 
-    static func withConsole(_ body: (Console) async throws -> Void) async throws {
+    static func withConsole(enabled: Bool = true, _ body: (Console) async throws -> Void) async throws {
         let q = try await TestQueue.make()
         let store = AccessTokenStore(pool: q.pool)
         let readToken = try await store.create(name: "viewer", role: .read)
         let operateToken = try await store.create(name: "ops", role: .operate)
         let tokens = AccessTokens(environmentToken: environmentToken, store: store, logger: testLogger)
         try await tokens.load()
-        let routes = ConsoleRoutes(settings: ConsoleSettings(enabled: true), pool: q.pool, tokens: tokens,
+        let routes = ConsoleRoutes(settings: ConsoleSettings(enabled: enabled), pool: q.pool, tokens: tokens,
                                    schedule: try MaintenanceTasks.schedule(from: [:]), liveWorkerWithin: .seconds(90), logger: testLogger)
         let listener = HTTPListener(address: ListenAddress(host: "127.0.0.1", port: 0), routes: [routes], logger: testLogger)
         let group = ServiceGroup(configuration: .init(services: [.init(service: listener)], logger: testLogger))
@@ -293,7 +293,13 @@ import Testing
         }
     }
 
-    @Test func theConsoleIsOffUnlessAskedFor() throws {
+    @Test func theConsoleIsOffUnlessAskedFor() async throws {
+        try await Self.withConsole(enabled: false) { console in
+            for path in ["/console", "/console/login", "/console/static/console.js"] {
+                let status = try await console.get(path).status
+                #expect(status == 404, "\(path)")
+            }
+        }
         #expect(try ConsoleSettings.load(from: [:]).enabled == false)
         #expect(try ConsoleSettings.load(from: ["FLEET_CONSOLE": "on"]).enabled == true)
         #expect(try ConsoleSettings.load(from: ["FLEET_CONSOLE_SESSION_MINUTES": "30"]).sessionLifetime == .seconds(1800))
