@@ -47,7 +47,7 @@ public struct ConsoleRoutes: HTTPRoutes {
         router.post("/console/login") { request, _ in await login(request) }
         router.post("/console/logout") { request, _ in await action(request) { session, _ in
             try await sessions.end(session.secret)
-            return Self.redirect("/console/login", request: request, cookies: [Self.expiredCookie(Self.sessionCookie, request: request)])
+            return Self.redirect("/console/login", cookies: [Self.expiredCookie(Self.sessionCookie, request: request)])
         } }
 
         router.get("/console") { request, _ in await page(request) { try await pages.overview($0) } }
@@ -74,10 +74,10 @@ public struct ConsoleRoutes: HTTPRoutes {
                     case "retry": _ = try await fleet.perform(fleet.jobRetry, JobRetryRequest(jobId: id), as: session.caller)
                     case "discard":
                         _ = try await fleet.perform(fleet.jobDiscard, JobDiscardRequest(jobId: id), as: session.caller)
-                        return Self.redirect("/console/jobs?done=discarded", request: request)
+                        return Self.redirect("/console/jobs?done=discarded")
                     default: _ = try await fleet.cancelJob(id, as: session.caller)
                     }
-                    return Self.redirect("/console/jobs/\(id)?done=\(verb)", request: request)
+                    return Self.redirect("/console/jobs/\(id)?done=\(verb)")
                 }
             }
         }
@@ -135,7 +135,7 @@ public struct ConsoleRoutes: HTTPRoutes {
             let secret = try await sessions.start(tokenName: caller.name)
             logger.info("console login", metadata: ["token": "\(caller.name)", "role": "\(caller.role.rawValue)"])
             let maxAge = Int(settings.sessionLifetime.components.seconds)
-            return Self.redirect("/console", request: request, cookies: [
+            return Self.redirect("/console", cookies: [
                 Self.cookie(Self.sessionCookie, secret.hex, maxAge: maxAge, request: request), Self.expiredCookie(Self.loginCookie, request: request),
             ])
         } catch {
@@ -148,7 +148,7 @@ public struct ConsoleRoutes: HTTPRoutes {
     /// A full page for a signed-in operator; anyone else is sent to the login page.
     private func page(_ request: Request, _ render: (Session) async throws -> ConsolePage) async -> Response {
         do {
-            guard let session = try await session(of: request) else { return Self.redirect("/console/login", request: request) }
+            guard let session = try await session(of: request) else { return Self.redirect("/console/login") }
             return Self.html(Self.layout(try await render(session), session: session), status: .ok)
         } catch {
             return failure(error)
@@ -224,7 +224,7 @@ public struct ConsoleRoutes: HTTPRoutes {
     }
 
     /// After a POST, to a page (303: the browser GETs it, and a reload does not repeat the POST).
-    static func redirect(_ location: String, request: Request, cookies: [String] = []) -> Response {
+    static func redirect(_ location: String, cookies: [String] = []) -> Response {
         var headers = securityHeaders
         headers[.location] = location
         for cookie in cookies { headers.append(Field(name: .setCookie, value: cookie)) }
