@@ -137,6 +137,14 @@ def no_dialog(driver):
         return True
 
 
+def after_click(driver, css, text=None, timeout=15):
+    """The element a click's navigation leads to (a click on a form's button does not wait for the POST's page)."""
+    def found(d):
+        elements = d.find_elements(By.CSS_SELECTOR, css)
+        return elements[0] if elements and (text is None or text in elements[0].text) else False
+    return WebDriverWait(driver, timeout).until(found)
+
+
 def shot(driver, name):
     os.makedirs(SCREENSHOTS, exist_ok=True)
     driver.save_screenshot(os.path.join(SCREENSHOTS, f"{name}.png"))
@@ -193,17 +201,17 @@ def run(fleet, driver):
     login(driver, fleet, operate_token)
     driver.get(f"{fleet.base}/console/queues")
     driver.find_element(By.CSS_SELECTOR, "tr[data-kind='drill.script'] button.pause").click()
-    check("Kind drill.script paused." in driver.find_element(By.ID, "notice").text, "operate: drill.script paused")
+    check("Kind drill.script paused." in after_click(driver, "#notice").text, "operate: drill.script paused")
     shot(driver, "queues")
 
     driver.get(f"{fleet.base}/console/dead")
     shot(driver, "dead")
     driver.find_element(By.CSS_SELECTOR, "tr[data-kind='drill.script'][data-code='DRILL_PERMANENT'] button.retry-group").click()
-    question = driver.find_element(By.CSS_SELECTOR, "main form.card p").text
+    question = after_click(driver, "main form.card p").text
     check("Retry 1 dead drill.script job whose last error is DRILL_PERMANENT?" in question, "the group retry asks first, with its count")
     shot(driver, "confirm")
     driver.find_element(By.ID, "confirm").click()
-    check("Retried 1 drill.script job (DRILL_PERMANENT)." in driver.find_element(By.ID, "notice").text, "the count retried is shown")
+    check("Retried 1 drill.script job (DRILL_PERMANENT)." in after_click(driver, "#notice").text, "the count retried is shown")
 
     driver.get(f"{fleet.base}/console/jobs/{job_id}")
     driver.execute_script("window.consoleTestMarker = 42")  # gone if the page reloads
