@@ -25,11 +25,12 @@ struct RawHTTPResponse {
 }
 
 enum RawHTTP {
-    /// The exchange runs on a dispatch queue: its reads block, and must not hold one of the
-    /// cooperative pool's threads (two on this machine) that the server and other suites need.
+    /// The exchange runs on `blockingIO`: its reads block, and must hold neither one of the
+    /// cooperative pool's threads (two on this machine) nor the default queue's, one per core,
+    /// which the server and other suites (libvips) need.
     static func send(port: Int, _ method: String, _ path: String, cookies: [String: String] = [:], form: [String: String]? = nil,
                      headers: [String: String] = [:]) async throws -> RawHTTPResponse {
-        try await offload { try exchange(port: port, method, path, cookies: cookies, form: form, headers: headers) }
+        try await offload(on: blockingIO) { try exchange(port: port, method, path, cookies: cookies, form: form, headers: headers) }
     }
 
     private static func exchange(port: Int, _ method: String, _ path: String, cookies: [String: String], form: [String: String]?,
