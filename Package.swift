@@ -25,6 +25,7 @@ let hummingbird = Target.Dependency.product(name: "Hummingbird", package: "hummi
 let prometheus = Target.Dependency.product(name: "Prometheus", package: "swift-prometheus")
 let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
 let cryptoExtras = Target.Dependency.product(name: "_CryptoExtras", package: "swift-crypto")
+let mustache = Target.Dependency.product(name: "Mustache", package: "swift-mustache")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
 
 let package = Package(
@@ -50,6 +51,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // System libraries, found by their pkg-config names (Debian's -dev packages).
@@ -110,12 +112,13 @@ let package = Package(
             path: "Sources/Shared/FleetRuntime"
         ),
 
-        // The dispatcher's server (socket, operations, webhooks, schedule), a library so tests run it in-process.
+        // The dispatcher's server (socket, operations, webhooks, schedule, the operator console), a library so tests
+        // run it in-process.
         .target(
             name: "DispatcherCore",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
-                "DispatcherProtocol", "CSodium", hummingbird, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle,
+                "DispatcherProtocol", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle,
             ]
         ),
         // The workers' shared command line (run, migrate).

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the fleet builds and runs with, when any is missing, and
 # `prometheus` for its promtool (scripts/check-signals.sh checks the alert rules with it).
+# chromium and chromium-driver: the console's browser test (scripts/console-browser-test.py).
 set -euo pipefail
-packages=(libpq-dev libvips-dev libvips-tools libcurl4-openssl-dev libsodium-dev postgresql python3-venv)
+packages=(libpq-dev libvips-dev libvips-tools libcurl4-openssl-dev libsodium-dev postgresql python3-venv chromium chromium-driver)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 missing=()
 for package in "${packages[@]}"; do

@@ -2,7 +2,7 @@
 # Runs the whole test suite on a fresh machine: installs the Debian packages if missing,
 # starts a throwaway PostgreSQL (fsync off) under .data/test-postgres on port
 # FLEET_TEST_PG_PORT (default: the first free port from 15330), builds, runs `swift test`, then the Node client's tests
-# (node --test) against the built dispatcher, the short multi-host chaos run
+# (node --test) against the built dispatcher, the console's browser test, the short multi-host chaos run
 # (scripts/chaos.sh --short), and stops the database. Before the build: deploy/ (check-deploy.sh),
 # the alert rules and dashboard (check-signals.sh), a standalone clone, the architecture graph.
 set -euo pipefail
@@ -34,6 +34,14 @@ PGOPTIONS=--client-min-messages=warning psql "postgresql://postgres@127.0.0.1:$p
   -c "DROP DATABASE IF EXISTS node_client" -c "CREATE DATABASE node_client"
 DISPATCHER_BIN_DIR=$(swift build --show-bin-path) DATABASE_URL="postgresql://postgres@127.0.0.1:$port/node_client" \
   node --test clients/node/test/
+
+# The operator console in a real browser (Debian's chromium, Selenium from PyPI in a virtualenv).
+PGOPTIONS=--client-min-messages=warning psql "postgresql://postgres@127.0.0.1:$port/postgres" -q \
+  -c "DROP DATABASE IF EXISTS console_browser" -c "CREATE DATABASE console_browser"
+[ -x .data/console-venv/bin/python ] || python3 -m venv .data/console-venv
+.data/console-venv/bin/pip install -q 'selenium>=4.20,<5'
+DISPATCHER_BIN_DIR=$(swift build --show-bin-path) DATABASE_URL="postgresql://postgres@127.0.0.1:$port/console_browser" \
+  .data/console-venv/bin/python scripts/console-browser-test.py
 
 # Horizontal scaling and chaos across network namespaces (root and ip netns; a short version).
 scripts/chaos.sh --short

@@ -41,16 +41,21 @@ struct Run: AsyncParsableCommand {
         let http = CurlHTTPClient()
         let logger = Logger(label: "dispatcher")
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
+        // One set of access tokens for the socket and the console's logins.
+        let tokens = AccessTokens(environmentToken: socketSettings.token, store: AccessTokenStore(pool: pool), logger: logger)
+        let console = ConsoleRoutes(
+            settings: try ConsoleSettings.load(from: ProcessInfo.processInfo.environment), pool: pool, tokens: tokens, schedule: schedule,
+            liveWorkerWithin: settings.worker.lease * 3, logger: logger)
         let listener = FleetProcess.http(
             settings, pool: pool,
-            routes: [WebhookRoutes(settings: webhooks, http: http, store: RenderStore(pool: pool), logger: logger)], logger: logger)
+            routes: [WebhookRoutes(settings: webhooks, http: http, store: RenderStore(pool: pool), logger: logger), console], logger: logger)
         try await FleetProcess.run(http: listener, logger: logger) {
             try await FleetProcess.migrate(settings, logger: logger)
             try await RenderCapacity(pool: pool).seedDefaults(perRequester: renderSettings.perUserConcurrency)
             let notifier = Notifier(conninfo: settings.databaseURL, logger: logger)
             let stack = try await DispatcherStack.bind(
                 pool: pool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
-                liveWorkerWithin: settings.worker.lease * 3, logger: logger)
+                liveWorkerWithin: settings.worker.lease * 3, tokens: tokens, logger: logger)
             logger.info("dispatcher started")
             let tasks = MaintenanceTasks(pool: pool, providers: ProviderCatalog(settings: providerSettings, http: http), logger: logger)
             let scheduler = Scheduler(

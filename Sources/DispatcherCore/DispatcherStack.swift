@@ -15,10 +15,12 @@ public struct DispatcherStack: Sendable {
     /// `notifier`: the process's LISTEN connection, which the caller runs (before these services,
     /// so it stops after them). `liveWorkerWithin`: how recent a worker's heartbeat must be for
     /// `stats` to count it live. `renderRecheck`: how often `render.wait`s look again in case a
-    /// notification was lost.
+    /// notification was lost. `tokens`: the access tokens, when the caller shares them (the
+    /// console's logins); made from `settings` otherwise.
     public static func bind(
         pool: PostgresPool, notifier: Notifier, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
-        liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, logger: Logger
+        liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, tokens: AccessTokens? = nil,
+        logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck)
@@ -27,7 +29,7 @@ public struct DispatcherStack: Sendable {
                 queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool), logger: logger)
                 + OperationRegistry.jobControlOperations(queue: queue, logger: logger)
                 + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings))
-        let tokens = AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
+        let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()
         let server = try await DispatcherServer.bind(settings: settings, operations: operations, tokens: tokens, logger: logger)
         return DispatcherStack(server: server, watcher: watcher, tokens: tokens)

@@ -39,7 +39,9 @@ public struct ScriptHandler: JobHandler {
                 try await Task.sleep(for: .milliseconds(sleep))
             }
         }
-        if script.permanent == true { throw JobError.permanent(code: .drillPermanent, message: "scripted permanent failure") }
+        if script.permanent == true, job.attempt <= script.failAttempts ?? .max {
+            throw JobError.permanent(code: .drillPermanent, message: "scripted permanent failure")
+        }
         if let fail = script.failAttempts, job.attempt <= fail {
             throw JobError.retryable("scripted failure on attempt \(job.attempt)")
         }

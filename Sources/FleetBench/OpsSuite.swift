@@ -33,7 +33,7 @@ struct OpsSuite: AsyncParsableCommand {
         let control = JobControl(driver: PostgresQueueDriver(executor: database.pool))
         try await bench.reset()
         progress("filling \(tableJobs) jobs")
-        try await fill(database)
+        try await Self.fill(database, jobs: tableJobs)
         var report = Report()
         for round in 1...max(1, options.repeats) {
             // The retry targets dead again (the previous round put them back) and the table
@@ -99,7 +99,8 @@ struct OpsSuite: AsyncParsableCommand {
 
     /// A table as an operator meets it after a week: mostly completed, some dead with a few
     /// codes, some cancelled and queued, over several kinds, finished over seven days.
-    private func fill(_ database: BenchDatabase) async throws {
+    /// (The console suite measures its pages on the same table.)
+    static func fill(_ database: BenchDatabase, jobs tableJobs: Int) async throws {
         try await database.pool.query("""
             INSERT INTO jobs (kind, state, attempt, max_attempts, created_at, finished_at, errors, run_at)
             SELECT (ARRAY['image.normalize', 'garment.cutout', 'render.run', 'account.purge'])[1 + i % 4],

@@ -73,6 +73,13 @@ public final class AccessTokens: Service, Sendable {
         return named.withLock { $0[digest.hexString] }
     }
 
+    /// The caller of the token with this name while it is valid (the console's sessions hold a
+    /// token's name, not the token): nil once revoked, so a revocation ends its sessions too.
+    func caller(named name: String) -> Caller? {
+        if name == Self.defaultTokenName { return environmentToken == nil ? nil : Caller(name: name, role: .operate) }
+        return named.withLock { callers in callers.values.first { $0.name == name } }
+    }
+
     static func digest(_ text: String) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         let bytes = Array(text.utf8)

@@ -7,7 +7,7 @@ public struct Migration: Sendable {
 
 /// Every migration of the fleet, in order. `docs/schema.md` describes the result.
 public enum Migrations {
-    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency]
+    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency, consoleSessions]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
         CREATE TYPE job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
@@ -268,5 +268,18 @@ public enum Migrations {
             samples bigint NOT NULL DEFAULT 1,
             updated_at timestamptz NOT NULL DEFAULT now()
         );
+        """)
+
+    /// The operator console's sessions (`docs/console.md`): a row per login, keyed by the digest of
+    /// the cookie's secret, so every dispatcher behind a load balancer knows every session and a
+    /// logout ends it everywhere. (Version 12: 7 to 11 are left to work on other branches.)
+    static let consoleSessions = Migration(version: 12, name: "console sessions", sql: """
+        CREATE TABLE console_sessions (
+            secret_hash bytea PRIMARY KEY,
+            token_name text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            expires_at timestamptz NOT NULL
+        );
+        CREATE INDEX console_sessions_expires_idx ON console_sessions (expires_at);
         """)
 }

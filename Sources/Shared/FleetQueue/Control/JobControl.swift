@@ -104,6 +104,12 @@ public struct JobControl: Sendable {
         return done
     }
 
+    /// Records an action taken elsewhere (the console's cancel, which goes through the backends'
+    /// `cancel`) in the same trail, the same way.
+    public func record(actor: String, action: String, target: some Encodable & Sendable, affected: Int) async throws {
+        try await audit(actor, action, target, affected: affected)
+    }
+
     private func audit(_ actor: String, _ action: String, _ target: some Encodable, affected: Int) async throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601

@@ -23,7 +23,8 @@ public struct DrillScript: JobPayload, Equatable {
     public var sleepMs: Int?
     /// Fails with a retryable error while `attempt <= failAttempts`.
     public var failAttempts: Int?
-    /// Fails permanently.
+    /// Fails permanently (`DRILL_PERMANENT`); with `failAttempts`, only while `attempt <= failAttempts`,
+    /// so an operator's retry of the dead job succeeds (the console's browser test).
     public var permanent: Bool?
     /// Ignores cancellation while sleeping (a handler stuck in C code, say).
     public var ignoreCancel: Bool?
