@@ -1,14 +1,36 @@
+import FleetCallbacks
 import DispatcherProtocol
 import FleetQueue
+import FleetSupport
+import Foundation
 
 /// `enqueue`: any known job kind with its payload object.
 public struct EnqueueOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }
+    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
 
     public func run(_ request: EnqueueRequest) async throws -> EnqueuedJobResult {
-        try await submitter.submit(kind: JobKind(rawValue: request.kind), payload: request.payload ?? [:], options: request.options)
+        let kind = JobKind(rawValue: request.kind)
+        let payload = request.payload ?? [:]
+        if kind == .httpRequest { try checkHTTPRequest(payload) }
+        return try await submitter.submit(kind: kind, payload: payload, options: request.options)
+    }
+
+    /// An `http.request` that could never be sent (a URL outside the allow-list, an unknown
+    /// secret, a bad method) is refused now rather than queued to die.
+    private func checkHTTPRequest(_ payload: [String: JSONValue]) throws {
+        let decoded: HTTPRequestPayload
+        do {
+            decoded = try JSONDecoder().decode(HTTPRequestPayload.self, from: JSONEncoder().encode(payload))
+        } catch {
+            throw DispatcherError(.badArgument, "args.payload is not an http.request payload: \(error)")
+        }
+        do {
+            _ = try decoded.request(policy: submitter.outbound.policy, secrets: submitter.outbound.secrets)
+        } catch {
+            throw DispatcherError(.badArgument, "args.payload.\(error)")
+        }
     }
 }
