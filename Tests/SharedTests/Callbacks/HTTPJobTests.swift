@@ -1,0 +1,172 @@
+import DispatcherCore
+import DispatcherProtocol
+import FakeProviders
+@testable import FleetCallbacks
+@testable import FleetQueue
+import FleetSupport
+import Foundation
+import Testing
+
+/// `http.request` jobs against real PostgreSQL and a receiver on loopback: signed, their secret
+/// header filled in from the settings (never stored), 2xx completes, 5xx/429/timeouts retry,
+/// 4xx ends dead with the answer's first bytes, refused URLs are never called; the schedule
+/// enqueues them once per slot with two dispatchers; the dispatcher refuses what could never run.
+@Suite struct HTTPJobTests {
+    func enqueue(_ rig: OutboundRig, _ payload: HTTPRequestPayload, maxAttempts: Int = 5) async throws -> Int64 {
+        try await rig.q.queue.enqueue(try NewJob(payload, maxAttempts: maxAttempts)).id
+    }
+
+    @Test func aSignedRequestCarriesItsSecretHeaderAndCompletesOn2xx() async throws {
+        let rig = try await OutboundRig(secrets: ["crm": "Bearer s3cret-token"])
+        let id = try await enqueue(rig, HTTPRequestPayload(
+            url: rig.receiver.baseURL + "/cron/trial-expiry", headers: ["X-Source": "fleet"], secretHeaders: ["Authorization": "crm"],
+            body: .object(["dryRun": .bool(false)])))
+        let worker = rig.worker()
+        let job = try await rig.waitForEnded(.httpRequest)[0]
+        try await worker.stop()
+
+        #expect(job.state == .completed && job.attempt == 1 && job.result == #"{"status": 200}"#)
+        let requests = rig.receiver.requests
+        #expect(requests.count == 1)
+        let request = try #require(requests.first)
+        #expect(request.method == "POST" && request.path == "/cron/trial-expiry")
+        #expect(request.headers["authorization"] == "Bearer s3cret-token" && request.headers["x-source"] == "fleet")
+        #expect(request.headers["content-type"] == "application/json" && request.jsonValue == .object(["dryRun": .bool(false)]))
+        #expect(try rig.verifiedID(request, secrets: [rig.current]) == "msg_http_\(id)")
+        // The secret is a reference in the stored payload, never its value.
+        let stored = try await rig.q.pool.query("SELECT payload::text AS p FROM jobs WHERE id = $1", [id]).rows[0].string("p")
+        #expect(!stored.contains("s3cret") && stored.contains(#""Authorization": "crm""#))
+        await rig.stop()
+    }
+
+    @Test func fiveHundredsAnd429AreRetriedWithTheSameWebhookIDUntilA2xx() async throws {
+        let rig = try await OutboundRig(answers: [.status(500, body: "boom"), .status(429, body: "slow down")])
+        let id = try await enqueue(rig, HTTPRequestPayload(method: "put", url: rig.receiver.baseURL + "/orders/7/status", body: .object(["state": .string("shipped")])))
+        let worker = rig.worker()
+        let job = try await rig.waitForEnded(.httpRequest)[0]
+        try await worker.stop()
+
+        #expect(job.state == .completed && job.attempt == 3)
+        #expect(job.errors.map(\.code) == ["HTTP_SERVER_ERROR", "HTTP_SERVER_ERROR"])
+        #expect(job.errors.map { $0.error.contains("500: boom") || $0.error.contains("429: slow down") } == [true, true])
+        let requests = rig.receiver.requests
+        #expect(requests.map(\.method) == ["PUT", "PUT", "PUT"])
+        #expect(try requests.map { try rig.verifiedID($0, secrets: [rig.previous]) } == Array(repeating: "msg_http_\(id)", count: 3))
+        await rig.stop()
+    }
+
+    @Test func aTimeoutIsRetriedAndTheJobEndsDeadAfterItsAttempts() async throws {
+        let rig = try await OutboundRig(answers: [.delay(.seconds(3)), .delay(.seconds(3))])
+        _ = try await enqueue(rig, HTTPRequestPayload(method: "GET", url: rig.receiver.baseURL + "/slow", timeoutMs: 300), maxAttempts: 2)
+        let started = ContinuousClock.now
+        let worker = rig.worker()
+        let job = try await rig.waitForEnded(.httpRequest)[0]
+        try await worker.stop()
+
+        #expect(job.state == .dead && job.attempt == 2)
+        #expect(job.errors.map(\.code) == ["HTTP_TIMEOUT", "HTTP_TIMEOUT"])
+        // Two attempts of 300 ms, not two of the receiver's 3 s.
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(rig.receiver.requests.map(\.method) == ["GET", "GET"])
+        await rig.stop()
+    }
+
+    @Test func a4xxEndsDeadAtOnceWithTheStatusAndTheAnswersFirstBytes() async throws {
+        let answer = "invalid cursor\n" + String(repeating: "x", count: 1000)
+        let rig = try await OutboundRig(answers: [.status(422, body: answer)])
+        _ = try await enqueue(rig, HTTPRequestPayload(url: rig.receiver.baseURL + "/cron/reminders"))
+        let worker = rig.worker()
+        let job = try await rig.waitForEnded(.httpRequest)[0]
+        try await Task.sleep(for: .milliseconds(300))
+        try await worker.stop()
+
+        #expect(job.state == .dead && job.attempt == 1 && job.errors.map(\.code) == ["HTTP_CLIENT_ERROR"])
+        let error = try #require(job.errors.first?.error)
+        #expect(error.contains("422: invalid cursor x"))
+        #expect(error.count < 400)  // the first 256 bytes of the answer, not all of it
+        #expect(rig.receiver.requests.count == 1)
+        await rig.stop()
+    }
+
+    @Test func aNameResolvingToLoopbackEndsDeadUnsent() async throws {
+        // localhost is allowed by name only: it resolves to loopback, which only a literal entry allows.
+        let probe = try await OutboundRig()
+        let rig = try await OutboundRig(moreHosts: ["localhost:\(probe.receiver.port)"])
+        _ = try await enqueue(rig, HTTPRequestPayload(url: "http://localhost:\(probe.receiver.port)/internal"))
+        let worker = rig.worker()
+        let job = try await rig.waitForEnded(.httpRequest)[0]
+        try await worker.stop()
+
+        #expect(job.state == .dead && job.attempt == 1 && job.errors.map(\.code) == ["URL_REFUSED"])
+        #expect(job.errors.first?.error.contains("internal address") == true)
+        #expect(probe.receiver.requests.isEmpty)
+        await probe.stop()
+        await rig.stop()
+    }
+
+    @Test func theScheduleEnqueuesItOncePerSlotWithTwoDispatchers() async throws {
+        let rig = try await OutboundRig()
+        let line = #"* * * * * * => http.request {"url": "\#(rig.receiver.baseURL)/cron/tick", "body": {"from": "schedule"}}"#
+        guard case .entry(let entry) = try ScheduleLine(line, vocabulary: MaintenanceTasks.vocabulary) else { throw TestFailure("not an entry") }
+        let schedulers = ["dispatcher-a", "dispatcher-b"].map { owner in
+            Scheduler(settings: ScheduleSettings(entries: [entry], lateness: .seconds(60)), slots: ScheduleSlots(pool: rig.q.pool),
+                      owner: owner, perform: { _ in 0 }, logger: testLogger)
+        }
+        let base = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 600).rounded(.down))
+        for second in 1...5 {
+            let now = base.addingTimeInterval(TimeInterval(second) + 0.3)
+            let outcomes = await withTaskGroup(of: Scheduler.Outcome.self) { group in
+                for scheduler in schedulers { group.addTask { await scheduler.fire(entry, after: now.addingTimeInterval(-1), now: now) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let slot = base.addingTimeInterval(TimeInterval(second))
+            #expect(outcomes.filter { $0 == .fired(slot) }.count == 1 && outcomes.filter { $0 == .taken(slot) }.count == 1)
+        }
+        let worker = rig.worker()
+        let jobs = try await rig.waitForEnded(.httpRequest, count: 5)
+        try await Task.sleep(for: .milliseconds(300))
+        try await worker.stop()
+
+        #expect(jobs.count == 5 && jobs.allSatisfy { $0.state == .completed })
+        let requests = rig.receiver.requests
+        #expect(requests.count == 5 && requests.allSatisfy { $0.path == "/cron/tick" && $0.jsonValue == .object(["from": .string("schedule")]) })
+        #expect(Set(try requests.map { try rig.verifiedID($0, secrets: [rig.current]) }) == Set(jobs.map { "msg_http_\($0.id)" }))
+        await rig.stop()
+    }
+
+    @Test func theDispatcherRefusesURLsAndRequestsThatCouldNeverBeSent() async throws {
+        let rig = try await OutboundRig(secrets: ["crm": "Bearer s3cret-token"])
+        let enqueue = EnqueueOperation(queue: rig.q.queue, outbound: rig.settings)
+        func refusal(_ request: EnqueueRequest) async -> String? {
+            do {
+                _ = try await enqueue.run(request)
+                return nil
+            } catch let error as DispatcherError {
+                return error.code == .badArgument ? error.message : "\(error.code): \(error.message)"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let metadata = await refusal(EnqueueRequest(kind: "drill.noop", options: JobOptions(callbackUrl: "http://169.254.169.254/latest/meta-data/")))
+        #expect(metadata?.contains("args.options.callbackUrl: 169.254.169.254:80 is not in FLEET_OUTBOUND_HOSTS") == true)
+        #expect(await refusal(EnqueueRequest(kind: "drill.noop", options: JobOptions(callbackUrl: "http://[::1]:\(rig.receiver.port)/"))) != nil)
+        let unknownSecret = await refusal(EnqueueRequest(kind: "http.request", payload: [
+            "url": .string(rig.hookURL), "secretHeaders": .object(["Authorization": .string("billing")]),
+        ]))
+        #expect(unknownSecret == "args.payload.secretHeaders.Authorization: no secret 'billing' in FLEET_OUTBOUND_SECRETS")
+        #expect(await refusal(EnqueueRequest(kind: "http.request", payload: ["url": .string("http://localhost:1/")])) != nil)
+        #expect(await refusal(EnqueueRequest(kind: "http.request", payload: ["url": .string(rig.hookURL), "method": .string("TRACE")])) != nil)
+        #expect(await refusal(EnqueueRequest(kind: "http.request", payload: [
+            "url": .string(rig.hookURL), "headers": .object(["webhook-signature": .string("v1,forged")]),
+        ])) != nil)
+        #expect(try await rig.q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == 0)
+
+        // Accepted: the URL is kept on the job for its callback.
+        let accepted = try await enqueue.run(EnqueueRequest(kind: "http.request", payload: [
+            "url": .string(rig.hookURL), "secretHeaders": .object(["Authorization": .string("crm")]),
+        ], options: JobOptions(callbackUrl: rig.hookURL + "/done")))
+        let url = try await rig.q.pool.query("SELECT callback_url FROM jobs WHERE id = $1", [accepted.jobId]).rows[0]["callback_url"]
+        #expect(url == rig.hookURL + "/done")
+        await rig.stop()
+    }
+}
