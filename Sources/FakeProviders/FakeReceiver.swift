@@ -30,7 +30,9 @@ public final class FakeReceiver: Sendable {
         let log = Log(answers)
         let router = Router()
         let respond: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
-            let recorded = FakeHTTP.record(request, body: try await FakeHTTP.body(request))
+            var recorded = FakeHTTP.record(request, body: try await FakeHTTP.body(request))
+            // HTTP/1.1's Host arrives as the request's authority, not among its header fields.
+            recorded.headers["host"] = request.head.authority
             switch log.answer(recording: recorded) {
             case .status(let status, let text):
                 return Response(status: .init(code: status), body: .init(byteBuffer: ByteBuffer(string: text)))

@@ -84,13 +84,13 @@ public struct HTTPRequestPayload: JobPayload {
     /// handler again before sending it (settings may have changed meanwhile). Secret values
     /// are looked up here and appear in no error message.
     public func request(policy: OutboundPolicy, secrets: [String: String]) throws(HTTPRequestPayloadError) -> CheckedHTTPRequest {
-        guard let method = HTTPClientMethod(rawValue: (method ?? "POST").uppercased()) else {
+        guard let verb = HTTPClientMethod(rawValue: (method ?? "POST").uppercased()) else {
             throw .invalid("method '\(method ?? "")' is not one of GET, POST, PUT, PATCH, DELETE")
         }
         do { _ = try policy.destination(of: url) } catch { throw .urlRefused(error) }
         let timeout = timeoutMs ?? Self.defaultTimeoutMs
         guard Self.timeoutRange.contains(timeout) else { throw .invalid("timeoutMs \(timeout) is outside \(Self.timeoutRange)") }
-        if method == .get, body != nil { throw .invalid("a GET has no body") }
+        if verb == .get, body != nil { throw .invalid("a GET has no body") }
         var lines: [(name: String, value: String)] = []
         for (name, value) in (headers ?? [:]).sorted(by: { $0.key < $1.key }) {
             try Self.checkHeader(name: name, value: value)
@@ -101,7 +101,7 @@ public struct HTTPRequestPayload: JobPayload {
             try Self.checkHeader(name: name, value: value, secret: true)
             lines.append((name, value))
         }
-        return CheckedHTTPRequest(method: method, url: url, headers: lines, body: body.map { Data($0.jsonText.utf8) }, timeout: .milliseconds(timeout))
+        return CheckedHTTPRequest(method: verb, url: url, headers: lines, body: body.map { Data($0.jsonText.utf8) }, timeout: .milliseconds(timeout))
     }
 
     private static func checkHeader(name: String, value: String, secret: Bool = false) throws(HTTPRequestPayloadError) {

@@ -92,7 +92,7 @@ public struct OutboundPolicy: Sendable {
     /// The address to connect to for `url`, checked: nil for a URL whose host is an address (it
     /// cannot resolve elsewhere), the first of the host's addresses otherwise.
     public func pinnedAddress(for url: String) async throws(OutboundRefusal) -> (destination: Destination, address: String?) {
-        let destination = try destination(of: url)
+        let destination = try self.destination(of: url)
         if let literal = IPAddress(destination.host) {
             // Listed as itself: allowed whatever its class. Listed only as a name cannot happen
             // (the entry matched on the literal text), so this is the literal entry.
@@ -103,7 +103,7 @@ public struct OutboundPolicy: Sendable {
         do {
             addresses = try await resolve(destination.host)
         } catch {
-            throw .unresolvable(host: destination.host, reason: "\(error)")
+            throw (error as? OutboundRefusal) ?? .unresolvable(host: destination.host, reason: "\(error)")
         }
         guard !addresses.isEmpty else { throw .unresolvable(host: destination.host, reason: "no address") }
         for text in addresses {
@@ -129,7 +129,7 @@ public struct OutboundPolicy: Sendable {
             while let current = node {
                 var buffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
                 if getnameinfo(current.pointee.ai_addr, current.pointee.ai_addrlen, &buffer, socklen_t(buffer.count), nil, 0, NI_NUMERICHOST) == 0 {
-                    let text = String(cString: buffer)
+                    let text = String(decoding: buffer.prefix { $0 != 0 }.map(UInt8.init(bitPattern:)), as: UTF8.self)
                     if !addresses.contains(text) { addresses.append(text) }
                 }
                 node = current.pointee.ai_next
@@ -178,14 +178,14 @@ struct IPAddress: Equatable {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         if inet_pton(AF_INET, text, &v4) == 1 {
             bytes = withUnsafeBytes(of: &v4) { Array($0) }
-            inet_ntop(AF_INET, &v4, &buffer, socklen_t(buffer.count))
+            _ = inet_ntop(AF_INET, &v4, &buffer, socklen_t(buffer.count))
         } else if inet_pton(AF_INET6, text, &v6) == 1 {
             bytes = withUnsafeBytes(of: &v6) { Array($0) }
-            inet_ntop(AF_INET6, &v6, &buffer, socklen_t(buffer.count))
+            _ = inet_ntop(AF_INET6, &v6, &buffer, socklen_t(buffer.count))
         } else {
             return nil
         }
-        self.text = String(cString: buffer)
+        self.text = String(decoding: buffer.prefix { $0 != 0 }.map(UInt8.init(bitPattern:)), as: UTF8.self)
     }
 
     var isPublic: Bool { bytes.count == 4 ? Self.isPublicV4(bytes) : Self.isPublicV6(bytes) }

@@ -26,11 +26,12 @@ public struct SignedSender: Sendable {
     ) async throws(OutboundFailure) -> Int {
         let address: String?
         do { address = try await policy.pinnedAddress(for: url).address } catch { throw .refused(error) }
+        var lines: [(name: String, value: String)] = [("User-Agent", "wearbloom-fleet")]
+        if body != nil { lines.append(("Content-Type", "application/json")) }
+        lines += headers
+        lines += signer.headers(id: webhookID, timestamp: now(), body: body ?? Data())
         var request = HTTPClientRequest(
-            method: method, url: url,
-            headers: [("User-Agent", "wearbloom-fleet")] + (body == nil ? [] : [("Content-Type", "application/json")]) + headers
-                + signer.headers(id: webhookID, timestamp: now(), body: body ?? Data()),
-            body: body, timeout: timeout, maxResponseBytes: 1 << 20)
+            method: method, url: url, headers: lines, body: body, timeout: timeout, maxResponseBytes: 1 << 20)
         request.followsRedirects = false
         request.pinnedAddress = address
         let response: HTTPClientResponse
@@ -128,7 +129,7 @@ public struct CallbackDeliveryHandler: JobHandler {
     }
 }
 
-/// Runs `http.request` jobs; their `webhook-id` is `msg_job_<id>`, the same on every attempt.
+/// Runs `http.request` jobs; their `webhook-id` is `msg_http_<id>`, the same on every attempt.
 public struct HTTPRequestHandler: JobHandler {
     public let kind = JobKind.httpRequest
     let sender: SignedSender
@@ -149,7 +150,7 @@ public struct HTTPRequestHandler: JobHandler {
         }
         do {
             let status = try await sender.send(
-                method: request.method, url: request.url, headers: request.headers, body: request.body, webhookID: "msg_job_\(job.id)",
+                method: request.method, url: request.url, headers: request.headers, body: request.body, webhookID: "msg_http_\(job.id)",
                 timeout: request.timeout)
             return .object(["status": .number(Double(status))])
         } catch {

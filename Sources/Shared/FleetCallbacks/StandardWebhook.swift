@@ -1,4 +1,5 @@
 import Crypto
+import FleetSupport
 import Foundation
 
 /// Signs and verifies requests the Standard Webhooks way (standardwebhooks.com, the scheme

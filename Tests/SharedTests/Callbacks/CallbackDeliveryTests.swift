@@ -1,6 +1,7 @@
 import FakeProviders
 @testable import FleetCallbacks
 import FleetPostgres
+import FleetStorage
 @testable import FleetQueue
 import FleetSupport
 import Foundation

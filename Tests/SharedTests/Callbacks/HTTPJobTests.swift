@@ -1,4 +1,4 @@
-import DispatcherCore
+@testable import DispatcherCore
 import DispatcherProtocol
 import FakeProviders
 @testable import FleetCallbacks
@@ -101,6 +101,25 @@ import Testing
         #expect(job.errors.first?.error.contains("internal address") == true)
         #expect(probe.receiver.requests.isEmpty)
         await probe.stop()
+        await rig.stop()
+    }
+
+    @Test func theConnectionGoesToTheAddressChecked() async throws {
+        // receiver.test exists only in this resolver: curl, which would ask the system's DNS,
+        // can reach it only through the address the policy resolved and pinned.
+        let rig = try await OutboundRig()
+        let port = rig.receiver.port
+        let policy = OutboundPolicy(
+            allowList: try OutboundPolicy.parse(entries: ["receiver.test:\(port)", "127.0.0.1:\(port)"], variable: "FLEET_OUTBOUND_HOSTS"),
+            resolve: { _ in ["127.0.0.1"] })
+        _ = try await enqueue(rig, HTTPRequestPayload(method: "DELETE", url: "http://receiver.test:\(port)/sessions/9"))
+        let worker = rig.worker(policy: policy)
+        let job = try await rig.waitForEnded(.httpRequest)[0]
+        try await worker.stop()
+
+        #expect(job.state == .completed, "\(job.errors)")
+        let request = try #require(rig.receiver.requests.first)
+        #expect(request.method == "DELETE" && request.path == "/sessions/9" && request.headers["host"] == "receiver.test:\(port)")
         await rig.stop()
     }
 

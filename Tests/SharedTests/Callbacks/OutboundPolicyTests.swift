@@ -6,25 +6,25 @@ import Testing
 /// The allow-list and its SSRF checks without a request: which URLs pass, which addresses count
 /// as internal, and the Standard Webhooks signature against the specification's own vector.
 @Suite struct OutboundPolicyTests {
-    func policy(_ entries: [String], resolve: @escaping @Sendable (String) async throws -> [String] = OutboundPolicy.systemResolve) throws -> OutboundPolicy {
+    func makePolicy(_ entries: [String], resolve: @escaping @Sendable (String) async throws -> [String] = OutboundPolicy.systemResolve) throws -> OutboundPolicy {
         OutboundPolicy(allowList: try OutboundPolicy.parse(entries: entries, variable: "FLEET_OUTBOUND_HOSTS"), resolve: resolve)
     }
 
     @Test func internalAddressesAreToldFromPublicOnes() {
-        let internal = [
+        let internalAddresses = [
             "127.0.0.1", "127.8.9.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1",
             "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fd00:ec2::254", "fc00::1", "ff02::1",
             "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
         ]
         let external = ["93.184.216.34", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:8.8.8.8"]
-        for text in internal { #expect(IPAddress(text)?.isPublic == false, "\(text)") }
+        for text in internalAddresses { #expect(IPAddress(text)?.isPublic == false, "\(text)") }
         for text in external { #expect(IPAddress(text)?.isPublic == true, "\(text)") }
         #expect(IPAddress("localhost") == nil)
         #expect(IPAddress("::0001")?.text == "::1")
     }
 
     @Test func onlyListedHostsAndPortsPass() throws {
-        let policy = try policy(["api.example.com", "hooks.example.com:8443", "127.0.0.1:9000", "[::1]:9001"])
+        let policy = try makePolicy(["api.example.com", "hooks.example.com:8443", "127.0.0.1:9000", "[::1]:9001"])
         #expect(try policy.destination(of: "https://api.example.com/cron/trial-expiry?x=1").port == 443)
         #expect(try policy.destination(of: "http://API.example.com:8080/").host == "api.example.com")
         #expect(try policy.destination(of: "https://hooks.example.com:8443/h").port == 8443)
@@ -43,12 +43,12 @@ import Testing
 
     @Test func aNameResolvingInsideIsRefusedUnlessTheAddressItselfIsListed() async throws {
         // localhost is a DNS name resolving to loopback: listing the name does not allow loopback.
-        let localhost = try policy(["localhost:9000"])
+        let localhost = try makePolicy(["localhost:9000"])
         let refusal = await #expect(throws: OutboundRefusal.self) { _ = try await localhost.pinnedAddress(for: "http://localhost:9000/") }
         guard case .internalAddress(host: "localhost", let address)? = refusal else { throw TestFailure("\(String(describing: refusal))") }
         #expect(IPAddress(address)?.isPublic == false)
         // A name the resolver points at the metadata service, or at a public and a private address.
-        let metadata = try policy(["metadata.test", "mixed.test", "public.test"]) { host in
+        let metadata = try makePolicy(["metadata.test", "mixed.test", "public.test"]) { host in
             switch host {
             case "metadata.test": ["169.254.169.254"]
             case "mixed.test": ["93.184.216.34", "10.0.0.7"]
@@ -64,12 +64,12 @@ import Testing
         // The public one is pinned: the connection goes to the address checked.
         #expect(try await metadata.pinnedAddress(for: "https://public.test/").address == "93.184.216.34")
         // An address listed itself passes, and needs no pin.
-        #expect(try await policy(["127.0.0.1:9000"]).pinnedAddress(for: "http://127.0.0.1:9000/x").address == nil)
+        #expect(try await makePolicy(["127.0.0.1:9000"]).pinnedAddress(for: "http://127.0.0.1:9000/x").address == nil)
         // A name pointing at an address the list names itself passes, pinned to it.
-        let listed = try policy(["internal.test", "10.0.0.7"]) { _ in ["10.0.0.7"] }
+        let listed = try makePolicy(["internal.test", "10.0.0.7"]) { _ in ["10.0.0.7"] }
         #expect(try await listed.pinnedAddress(for: "http://internal.test/").address == "10.0.0.7")
         // Unresolvable: may pass later, so it is not permanent.
-        let nowhere = try policy(["nowhere.test"]) { _ in [] }
+        let nowhere = try makePolicy(["nowhere.test"]) { _ in [] }
         await #expect(throws: OutboundRefusal.unresolvable(host: "nowhere.test", reason: "no address")) {
             _ = try await nowhere.pinnedAddress(for: "http://nowhere.test/")
         }

@@ -30,9 +30,9 @@ struct OutboundRig {
 
     var hookURL: String { receiver.baseURL + "/hook" }
 
-    /// The outbound handlers (and `more`), as the dispatcher runs them.
-    func worker(_ more: [any JobHandler] = [], concurrency: [JobKind: Int] = [:]) -> RunningWorker {
-        let sender = SignedSender(http: CurlHTTPClient(), policy: settings.policy, signer: settings.signer!)
+    /// The outbound handlers (and `more`), as the dispatcher runs them; `policy` replaces the settings' one.
+    func worker(_ more: [any JobHandler] = [], concurrency: [JobKind: Int] = [:], policy: OutboundPolicy? = nil) -> RunningWorker {
+        let sender = SignedSender(http: CurlHTTPClient(), policy: policy ?? settings.policy, signer: settings.signer!)
         return RunningWorker(
             q, handlers: [CallbackDeliveryHandler(sender: sender, timeout: settings.callbackTimeout), HTTPRequestHandler(sender: sender, secrets: settings.secrets)] + more,
             concurrency: [.callbackDeliver: 4, .httpRequest: 4].merging(concurrency) { $1 })
