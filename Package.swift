@@ -171,7 +171,7 @@ let package = Package(
         // formats: used by the tests and by fleet-bench's render suite.
         .target(
             name: "FakeProviders",
-            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log]
+            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log, serviceLifecycle]
         ),
         .testTarget(
             name: "SharedTests",

@@ -2,17 +2,24 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// A Hummingbird server on 127.0.0.1 with a kernel-chosen port, for one fake provider.
 /// Stop it with `stop()`; a test that forgets leaks only a listening socket on loopback.
 public final class FakeServer: Sendable {
     public let port: Int
+    private let group: ServiceGroup
     private let task: Task<Void, any Error>
+
+    /// How long `stop()` lets requests in progress finish before it cancels them (a fake told to
+    /// hang never answers).
+    static let gracePeriod: Duration = .seconds(2)
 
     public var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    private init(port: Int, task: Task<Void, any Error>) {
+    private init(port: Int, group: ServiceGroup, task: Task<Void, any Error>) {
         self.port = port
+        self.group = group
         self.task = task
     }
 
@@ -31,18 +38,29 @@ public final class FakeServer: Sendable {
             },
             logger: logger
         )
-        let task = Task { try await application.run() }
+        let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
+        let task = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next(), port > 0 else {
             task.cancel()
             throw FakeServerError.didNotStart
         }
-        return FakeServer(port: port, task: task)
+        return FakeServer(port: port, group: group, task: task)
     }
 
+    /// Stops accepting, then waits for the connections already accepted. Cancelling the server
+    /// outright is not safe: a connection NIO accepted but the server had not yet taken from its
+    /// queue is dropped unfinished, and NIO traps ("Deinited NIOAsyncWriter without calling
+    /// finish()", apple/swift-nio#3481). After the graceful shutdown has closed the listening
+    /// socket, cancelling what still runs past the grace period is safe.
     public func stop() async {
-        task.cancel()
+        await group.triggerGracefulShutdown()
+        let deadline = Task { [task] in
+            try await Task.sleep(for: Self.gracePeriod)
+            task.cancel()
+        }
         _ = await task.result
+        deadline.cancel()
     }
 }
 

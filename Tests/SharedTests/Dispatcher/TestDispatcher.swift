@@ -5,6 +5,7 @@ import FleetSupport
 import Foundation
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
 @testable import Renders
 
 /// A dispatcher served in-process (TCP on a free port and a Unix socket) over a fresh database,
@@ -35,11 +36,28 @@ struct TestDispatcher: Sendable {
         let dispatcher = TestDispatcher(
             queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
             settings: settings)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for service in [notifier] + stack.services { group.addTask { try await service.run() } }
+        let group = ServiceGroup(configuration: .init(services: ([notifier] + stack.services).map { .init(service: $0) }, logger: testLogger))
+        let running = Task { try await group.run() }
+        do {
             try await body(dispatcher)
-            group.cancelAll()
+        } catch {
+            await stop(group, running)
+            throw error
         }
+        await stop(group, running)
+    }
+
+    /// Shuts the dispatcher down gracefully (listeners closed first), then cancels what still runs
+    /// after two seconds (a connection a test left open). Cancelling at once could drop a
+    /// connection NIO had accepted but the server had not yet taken, which traps in NIO.
+    private static func stop(_ group: ServiceGroup, _ running: Task<Void, any Error>) async {
+        await group.triggerGracefulShutdown()
+        let deadline = Task {
+            try await Task.sleep(for: .seconds(2))
+            running.cancel()
+        }
+        _ = await running.result
+        deadline.cancel()
     }
 
     /// A client on the Unix socket (no token needed), or on TCP authenticated with the token.
