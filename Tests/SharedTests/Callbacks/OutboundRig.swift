@@ -24,8 +24,7 @@ struct OutboundRig {
             "FLEET_OUTBOUND_HOSTS": (["127.0.0.1:\(receiver.port)"] + moreHosts).joined(separator: ","),
             "FLEET_CALLBACK_SECRET": current, "FLEET_CALLBACK_PREVIOUS_SECRET": previous,
             "FLEET_OUTBOUND_SECRETS": String(decoding: try JSONEncoder().encode(secrets), as: UTF8.self),
-            "FLEET_CALLBACK_TIMEOUT_MS": "2000",
-        ])
+                    ])
     }
 
     var hookURL: String { receiver.baseURL + "/hook" }
@@ -53,7 +52,7 @@ struct OutboundRig {
 
     /// Waits until every job of `kind` (at least `count`) has ended.
     func waitForEnded(_ kind: JobKind, count: Int = 1) async throws -> [JobRecord] {
-        try await q.waitUntil(timeout: .seconds(30), "\(count) \(kind) job(s) ended") {
+        try await q.waitUntil(timeout: .seconds(90), "\(count) \(kind) job(s) ended") {
             let jobs = try await jobs(of: kind)
             return jobs.count >= count && jobs.allSatisfy(\.state.isTerminal)
         }
