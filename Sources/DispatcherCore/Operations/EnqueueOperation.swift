@@ -14,6 +14,10 @@ public struct EnqueueOperation: DispatcherOperation {
     public func run(_ request: EnqueueRequest) async throws -> EnqueuedJobResult {
         let kind = JobKind(rawValue: request.kind)
         let payload = request.payload ?? [:]
+        // Its events are signed by the fleet: only the database makes them, from a real ending.
+        if kind == .callbackDeliver {
+            throw DispatcherError(.badArgument, "callback.deliver jobs are made by the fleet when a job or render with a callbackUrl ends; give options.callbackUrl instead")
+        }
         if kind == .httpRequest { try checkHTTPRequest(payload) }
         return try await submitter.submit(kind: kind, payload: payload, options: request.options)
     }

@@ -176,6 +176,11 @@ import Testing
         #expect(await refusal(EnqueueRequest(kind: "http.request", payload: [
             "url": .string(rig.hookURL), "headers": .object(["webhook-signature": .string("v1,forged")]),
         ])) != nil)
+        // A signed event of the fleet's is made only by a real ending, never by a submitter.
+        let forged = await refusal(EnqueueRequest(kind: "callback.deliver", payload: [
+            "url": .string(rig.hookURL), "webhookId": .string("msg_cb_render_r1"), "event": .object(["status": .string("complete")]),
+        ]))
+        #expect(forged?.hasPrefix("callback.deliver jobs are made by the fleet") == true)
         #expect(try await rig.q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == 0)
 
         // Accepted: the URL is kept on the job for its callback.
