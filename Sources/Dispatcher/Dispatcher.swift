@@ -32,18 +32,25 @@ struct Dispatcher: AsyncParsableCommand {
 /// `FLEET_OUTBOUND_HOSTS` allows anything (otherwise no such job can be submitted). The dispatcher
 /// runs them because it already checks their URLs as they are submitted, so the signing and header
 /// secrets live in its environment only, and no worker executable has to be deployed for them.
+/// `http.request` only when `FLEET_HTTP_JOB_SECRET` is set: each kind is signed with its own secret.
 /// Its own libcurl client: calls to others' endpoints never share connections with the providers'.
 private func outboundWorker(
     _ outbound: OutboundSettings, settings: FleetSettings, pool: PostgresPool, notifier: Notifier, logger: Logger
 ) -> [any Service] {
-    guard let signer = outbound.signer else { return [] }
-    let sender = SignedSender(http: CurlHTTPClient(), policy: outbound.policy, signer: signer)
+    guard let callbackSigner = outbound.callbackSigner else { return [] }
+    // Each kind its own signer: an HTTP job's request never verifies as a callback.
+    let http = CurlHTTPClient()
+    var handlers: [any JobHandler] = [CallbackDeliveryHandler(
+        sender: SignedSender(http: http, policy: outbound.policy, signer: callbackSigner), timeout: outbound.callbackTimeout)]
     var configuration = settings.worker
-    configuration.concurrency = [.callbackDeliver: outbound.concurrency, .httpRequest: outbound.concurrency]
+    configuration.concurrency = [.callbackDeliver: outbound.concurrency]
+    if let httpJobSigner = outbound.httpJobSigner {
+        handlers.append(HTTPRequestHandler(sender: SignedSender(http: http, policy: outbound.policy, signer: httpJobSigner), secrets: outbound.secrets))
+        configuration.concurrency[.httpRequest] = outbound.concurrency
+    }
     return [WorkerRuntime(
         executable: "dispatcher", configuration: configuration, driver: PostgresQueueDriver(executor: pool), notifier: notifier,
-        handlers: [CallbackDeliveryHandler(sender: sender, timeout: outbound.callbackTimeout), HTTPRequestHandler(sender: sender, secrets: outbound.secrets)],
-        logger: logger)]
+        handlers: handlers, logger: logger)]
 }
 
 struct Run: AsyncParsableCommand {

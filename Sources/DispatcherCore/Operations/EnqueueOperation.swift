@@ -25,6 +25,10 @@ public struct EnqueueOperation: DispatcherOperation {
     /// An `http.request` that could never be sent (a URL outside the allow-list, an unknown
     /// secret, a bad method) is refused now rather than queued to die.
     private func checkHTTPRequest(_ payload: [String: JSONValue]) throws {
+        // Signed with their own secret, never the callbacks' one: without it none can be sent.
+        if submitter.outbound.isOn, submitter.outbound.httpJobSigner == nil {
+            throw DispatcherError(.badArgument, "http.request jobs are off: the dispatcher has no FLEET_HTTP_JOB_SECRET to sign them with")
+        }
         let decoded: HTTPRequestPayload
         do {
             decoded = try JSONDecoder().decode(HTTPRequestPayload.self, from: JSONEncoder().encode(payload))

@@ -6,8 +6,13 @@ import Foundation
 /// dispatcher, which both checks URLs as they are submitted and runs the deliveries.
 public struct OutboundSettings: Sendable {
     public let policy: OutboundPolicy
-    /// Nil when no host is allowed (then nothing is ever sent and no secret is needed).
-    public let signer: StandardWebhook?
+    /// Signs `callback.deliver` (`FLEET_CALLBACK_SECRET`). Nil when no host is allowed (then
+    /// nothing is ever sent and no secret is needed).
+    public let callbackSigner: StandardWebhook?
+    /// Signs `http.request` (`FLEET_HTTP_JOB_SECRET`), never with a callback secret: a client's
+    /// request imitating a callback must not verify at a callback receiver. Nil when no host is
+    /// allowed or the variable is unset: then `http.request` jobs are refused at submission.
+    public let httpJobSigner: StandardWebhook?
     /// Name → header value, for `http.request`'s `secretHeaders`. Never logged.
     public let secrets: [String: String]
     public let callbackTimeout: Duration
@@ -15,18 +20,23 @@ public struct OutboundSettings: Sendable {
     public let concurrency: Int
 
     /// Nothing allowed, nothing signed: callbacks and HTTP jobs are refused at submission.
-    public static let off = OutboundSettings(policy: .closed, signer: nil, secrets: [:], callbackTimeout: .seconds(10), concurrency: 32)
+    public static let off = OutboundSettings(
+        policy: .closed, callbackSigner: nil, httpJobSigner: nil, secrets: [:], callbackTimeout: .seconds(10), concurrency: 32)
 
-    public init(policy: OutboundPolicy, signer: StandardWebhook?, secrets: [String: String], callbackTimeout: Duration, concurrency: Int) {
+    public init(
+        policy: OutboundPolicy, callbackSigner: StandardWebhook?, httpJobSigner: StandardWebhook?, secrets: [String: String],
+        callbackTimeout: Duration, concurrency: Int
+    ) {
         self.policy = policy
-        self.signer = signer
+        self.callbackSigner = callbackSigner
+        self.httpJobSigner = httpJobSigner
         self.secrets = secrets
         self.callbackTimeout = callbackTimeout
         self.concurrency = concurrency
     }
 
     /// Whether anything may be sent: the dispatcher runs the deliveries only then.
-    public var isOn: Bool { signer != nil }
+    public var isOn: Bool { callbackSigner != nil }
 
     public static func load(from environment: [String: String]) throws -> OutboundSettings {
         let reader = EnvironmentReader(environment: environment)
@@ -41,18 +51,32 @@ public struct OutboundSettings: Sendable {
             }
             secrets = map
         }
-        guard !hosts.isEmpty else { return OutboundSettings(policy: .closed, signer: nil, secrets: secrets, callbackTimeout: timeout, concurrency: concurrency) }
-        guard let current = environment["FLEET_CALLBACK_SECRET"], !current.isEmpty else {
-            throw ConfigurationError(variable: "FLEET_CALLBACK_SECRET", reason: "required while FLEET_OUTBOUND_HOSTS allows hosts: every callback and HTTP job is signed")
+        guard !hosts.isEmpty else {
+            return OutboundSettings(
+                policy: .closed, callbackSigner: nil, httpJobSigner: nil, secrets: secrets, callbackTimeout: timeout, concurrency: concurrency)
         }
-        let previous = environment["FLEET_CALLBACK_PREVIOUS_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
-        let signer: StandardWebhook
-        do {
-            signer = try StandardWebhook(secrets: [current] + (previous.map { [$0] } ?? []))
-        } catch {
-            throw ConfigurationError(variable: previous == nil ? "FLEET_CALLBACK_SECRET" : "FLEET_CALLBACK_SECRET or FLEET_CALLBACK_PREVIOUS_SECRET", reason: "\(error)")
+        guard let callback = try signer(environment, current: "FLEET_CALLBACK_SECRET", previous: "FLEET_CALLBACK_PREVIOUS_SECRET") else {
+            throw ConfigurationError(variable: "FLEET_CALLBACK_SECRET", reason: "required while FLEET_OUTBOUND_HOSTS allows hosts: every callback is signed")
+        }
+        let httpJob = try signer(environment, current: "FLEET_HTTP_JOB_SECRET", previous: "FLEET_HTTP_JOB_PREVIOUS_SECRET")
+        if let httpJob, httpJob.sharesSecret(with: callback) {
+            throw ConfigurationError(
+                variable: "FLEET_HTTP_JOB_SECRET", reason: "must differ from the callback secrets: an HTTP job must never verify as a callback")
         }
         return OutboundSettings(
-            policy: OutboundPolicy(allowList: hosts), signer: signer, secrets: secrets, callbackTimeout: timeout, concurrency: concurrency)
+            policy: OutboundPolicy(allowList: hosts), callbackSigner: callback, httpJobSigner: httpJob, secrets: secrets, callbackTimeout: timeout,
+            concurrency: concurrency)
+    }
+
+    /// The signer of one pair of variables (current, and previous during a rotation); nil when
+    /// `current` is unset or empty. The reason never quotes the secrets.
+    private static func signer(_ environment: [String: String], current: String, previous: String) throws -> StandardWebhook? {
+        guard let secret = environment[current], !secret.isEmpty else { return nil }
+        let old = environment[previous].flatMap { $0.isEmpty ? nil : $0 }
+        do {
+            return try StandardWebhook(secrets: [secret] + (old.map { [$0] } ?? []))
+        } catch {
+            throw ConfigurationError(variable: old == nil ? current : "\(current) or \(previous)", reason: "\(error)")
+        }
     }
 }

@@ -36,6 +36,9 @@ public struct StandardWebhook: Sendable {
         return [(Header.id, id), (Header.timestamp, seconds), (Header.signature, signature(id: id, timestamp: seconds, body: body))]
     }
 
+    /// Whether one secret signs for both: two outbound kinds must never share one.
+    func sharesSecret(with other: StandardWebhook) -> Bool { !Set(secrets).isDisjoint(with: other.secrets) }
+
     /// `v1,<base64>` for each secret, space-separated.
     public func signature(id: String, timestamp: String, body: Data) -> String {
         let signed = Data("\(id).\(timestamp).".utf8) + body

@@ -41,6 +41,8 @@ struct ResultHandler: JobHandler {
         let ids = try requests.map { try rig.verifiedID($0, secrets: [rig.previous]) }
         #expect(try requests.map { try rig.verifiedID($0, secrets: [rig.current]) } == ids)
         #expect(ids == ["msg_cb_job_\(enqueued.id)_1", "msg_cb_job_\(enqueued.id)_1"])
+        // The HTTP jobs' secrets never verify a callback (nor the callback secrets an HTTP job: HTTPJobTests).
+        #expect(throws: StandardWebhookError.invalidSignature) { try rig.verifiedID(requests[0], secrets: [rig.httpJobCurrent, rig.httpJobPrevious]) }
         #expect(requests[0].body == requests[1].body)
         let event = try #require(requests[1].jsonValue)
         #expect(event["type"] == .string("job.finished") && event["jobId"] == .number(Double(enqueued.id)))

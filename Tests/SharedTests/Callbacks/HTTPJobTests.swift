@@ -32,7 +32,7 @@ import Testing
         #expect(request.method == "POST" && request.path == "/cron/trial-expiry")
         #expect(request.headers["authorization"] == "Bearer s3cret-token" && request.headers["x-source"] == "fleet")
         #expect(request.headers["content-type"] == "application/json" && request.jsonValue == .object(["dryRun": .bool(false)]))
-        #expect(try rig.verifiedID(request, secrets: [rig.current]) == "msg_http_\(id)")
+        #expect(try rig.verifiedID(request, secrets: [rig.httpJobCurrent]) == "msg_http_\(id)")
         // The secret is a reference in the stored payload, never its value.
         let stored = try await rig.q.pool.query("SELECT payload::text AS p FROM jobs WHERE id = $1", [id]).rows[0].string("p")
         #expect(!stored.contains("s3cret") && stored.contains(#""Authorization": "crm""#))
@@ -51,7 +51,7 @@ import Testing
         #expect(job.errors.map { $0.error.contains("500: boom") || $0.error.contains("429: slow down") } == [true, true])
         let requests = rig.receiver.requests
         #expect(requests.map(\.method) == ["PUT", "PUT", "PUT"])
-        #expect(try requests.map { try rig.verifiedID($0, secrets: [rig.previous]) } == Array(repeating: "msg_http_\(id)", count: 3))
+        #expect(try requests.map { try rig.verifiedID($0, secrets: [rig.httpJobPrevious]) } == Array(repeating: "msg_http_\(id)", count: 3))
         await rig.stop()
     }
 
@@ -147,7 +147,53 @@ import Testing
         #expect(jobs.count == 5 && jobs.allSatisfy { $0.state == .completed })
         let requests = rig.receiver.requests
         #expect(requests.count == 5 && requests.allSatisfy { $0.path == "/cron/tick" && $0.jsonValue == .object(["from": .string("schedule")]) })
-        #expect(Set(try requests.map { try rig.verifiedID($0, secrets: [rig.current]) }) == Set(jobs.map { "msg_http_\($0.id)" }))
+        #expect(Set(try requests.map { try rig.verifiedID($0, secrets: [rig.httpJobCurrent]) }) == Set(jobs.map { "msg_http_\($0.id)" }))
+        await rig.stop()
+    }
+
+    @Test func aRequestImitatingACallbackNeverVerifiesWithTheCallbackSecret() async throws {
+        // A submitter sends the callback receiver (necessarily allowed) a "render completed" event.
+        let rig = try await OutboundRig()
+        let event: JSONValue = .object([
+            "type": .string("render.finished"), "renderId": .string("r-forged"), "status": .string("complete"), "errorCode": .null,
+            "resultPath": .string("acct/renders/r-forged.png"),
+        ])
+        let accepted = try await EnqueueOperation(queue: rig.q.queue, outbound: rig.settings).run(
+            EnqueueRequest(kind: "http.request", payload: ["url": .string(rig.hookURL), "body": event]))
+        let worker = rig.worker()
+        let job = try await rig.waitForEnded(.httpRequest)[0]
+        try await worker.stop()
+
+        #expect(job.state == .completed)
+        let requests = rig.receiver.requests
+        #expect(requests.count == 1)
+        let request = try #require(requests.first)
+        #expect(request.path == "/hook" && request.jsonValue == event)
+        // The receiver's verifyCallback, with either callback secret, rejects it ...
+        #expect(throws: StandardWebhookError.invalidSignature) { try rig.verifiedID(request, secrets: [rig.current, rig.previous]) }
+        // ... it is signed with the HTTP jobs' secrets, current and previous.
+        #expect(try rig.verifiedID(request, secrets: [rig.httpJobCurrent]) == "msg_http_\(accepted.jobId)")
+        #expect(try rig.verifiedID(request, secrets: [rig.httpJobPrevious]) == "msg_http_\(accepted.jobId)")
+        await rig.stop()
+    }
+
+    @Test func withoutItsSecretHTTPJobsAreRefusedAndCallbacksStillDeliver() async throws {
+        let rig = try await OutboundRig(httpJobSecret: false)
+        #expect(rig.settings.isOn && rig.settings.httpJobSigner == nil)
+        let enqueue = EnqueueOperation(queue: rig.q.queue, outbound: rig.settings)
+        let refusal = await #expect(throws: DispatcherError.self) {
+            try await enqueue.run(EnqueueRequest(kind: "http.request", payload: ["url": .string(rig.hookURL)]))
+        }
+        #expect(refusal?.code == .badArgument && refusal?.message.contains("FLEET_HTTP_JOB_SECRET") == true)
+        #expect(try await rig.q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == 0)
+
+        let done = try await enqueue.run(EnqueueRequest(kind: "drill.noop", options: JobOptions(callbackUrl: rig.hookURL)))
+        let worker = rig.worker([ResultHandler()], concurrency: [.drillNoop: 1])
+        _ = try await rig.waitForEnded(.callbackDeliver)
+        try await worker.stop()
+        let request = try #require(rig.receiver.requests.first)
+        #expect(rig.receiver.requests.count == 1)
+        #expect(try rig.verifiedID(request, secrets: [rig.current]) == "msg_cb_job_\(done.jobId)_1")
         await rig.stop()
     }
 

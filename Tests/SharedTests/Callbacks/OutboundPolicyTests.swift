@@ -97,5 +97,25 @@ import Testing
             try OutboundSettings.load(from: ["FLEET_OUTBOUND_HOSTS": "api.example.com"])  // hosts but no secret
         }
         #expect(try OutboundSettings.load(from: [:]).isOn == false)
+        // HTTP jobs: their own secret, optional (without it they are refused at submission), never a callback one.
+        let hosts = "api.example.com"
+        let callbacksOnly = try OutboundSettings.load(from: ["FLEET_OUTBOUND_HOSTS": hosts, "FLEET_CALLBACK_SECRET": secret])
+        #expect(callbacksOnly.isOn && callbacksOnly.httpJobSigner == nil)
+        let both = try OutboundSettings.load(from: ["FLEET_OUTBOUND_HOSTS": hosts, "FLEET_CALLBACK_SECRET": secret, "FLEET_HTTP_JOB_SECRET": next])
+        #expect(both.httpJobSigner != nil)
+        #expect(throws: ConfigurationError.self) {
+            try OutboundSettings.load(from: ["FLEET_OUTBOUND_HOSTS": hosts, "FLEET_CALLBACK_SECRET": secret, "FLEET_HTTP_JOB_SECRET": secret])
+        }
+        #expect(throws: ConfigurationError.self) {
+            try OutboundSettings.load(from: [
+                "FLEET_OUTBOUND_HOSTS": hosts, "FLEET_CALLBACK_SECRET": next, "FLEET_CALLBACK_PREVIOUS_SECRET": secret, "FLEET_HTTP_JOB_SECRET": secret,
+            ])
+        }
+        #expect(throws: ConfigurationError.self) {
+            try OutboundSettings.load(from: [
+                "FLEET_OUTBOUND_HOSTS": hosts, "FLEET_CALLBACK_SECRET": secret, "FLEET_HTTP_JOB_SECRET": next,
+                "FLEET_HTTP_JOB_PREVIOUS_SECRET": "whsec_c2hvcnQ=",
+            ])
+        }
     }
 }

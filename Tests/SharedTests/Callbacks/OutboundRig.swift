@@ -6,8 +6,8 @@ import FleetSupport
 import Foundation
 
 /// A database, a receiver on loopback the allow-list names (and nothing else), the signing
-/// secrets (a rotation: current and previous), and a worker running the two outbound kinds as
-/// the dispatcher does.
+/// secrets of each kind (a rotation: current and previous; the HTTP jobs' unless `httpJobSecret`
+/// is false), and a worker running the two outbound kinds as the dispatcher does.
 struct OutboundRig {
     let q: TestQueue
     let receiver: FakeReceiver
@@ -16,25 +16,38 @@ struct OutboundRig {
     static func secret() -> String { "whsec_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() }
     let current = OutboundRig.secret()
     let previous = OutboundRig.secret()
+    let httpJobCurrent = OutboundRig.secret()
+    let httpJobPrevious = OutboundRig.secret()
 
-    init(answers: [FakeReceiver.Answer] = [], secrets: [String: String] = [:], moreHosts: [String] = [], q: TestQueue? = nil) async throws {
+    init(
+        answers: [FakeReceiver.Answer] = [], secrets: [String: String] = [:], moreHosts: [String] = [], httpJobSecret: Bool = true, q: TestQueue? = nil
+    ) async throws {
         if let q { self.q = q } else { self.q = try await TestQueue.make() }
         receiver = try await FakeReceiver.start(answers: answers)
-        settings = try OutboundSettings.load(from: [
+        var environment = [
             "FLEET_OUTBOUND_HOSTS": (["127.0.0.1:\(receiver.port)"] + moreHosts).joined(separator: ","),
             "FLEET_CALLBACK_SECRET": current, "FLEET_CALLBACK_PREVIOUS_SECRET": previous,
             "FLEET_OUTBOUND_SECRETS": String(decoding: try JSONEncoder().encode(secrets), as: UTF8.self),
-                    ])
+        ]
+        if httpJobSecret {
+            environment["FLEET_HTTP_JOB_SECRET"] = httpJobCurrent
+            environment["FLEET_HTTP_JOB_PREVIOUS_SECRET"] = httpJobPrevious
+        }
+        settings = try OutboundSettings.load(from: environment)
     }
 
     var hookURL: String { receiver.baseURL + "/hook" }
 
-    /// The outbound handlers (and `more`), as the dispatcher runs them; `policy` replaces the settings' one.
+    /// The outbound handlers (and `more`), as the dispatcher runs them, each kind with its own
+    /// signer (no `http.request` handler without its secret); `policy` replaces the settings' one.
     func worker(_ more: [any JobHandler] = [], concurrency: [JobKind: Int] = [:], policy: OutboundPolicy? = nil) -> RunningWorker {
-        let sender = SignedSender(http: CurlHTTPClient(), policy: policy ?? settings.policy, signer: settings.signer!)
-        return RunningWorker(
-            q, handlers: [CallbackDeliveryHandler(sender: sender, timeout: settings.callbackTimeout), HTTPRequestHandler(sender: sender, secrets: settings.secrets)] + more,
-            concurrency: [.callbackDeliver: 4, .httpRequest: 4].merging(concurrency) { $1 })
+        let http = CurlHTTPClient()
+        var handlers: [any JobHandler] = [CallbackDeliveryHandler(
+            sender: SignedSender(http: http, policy: policy ?? settings.policy, signer: settings.callbackSigner!), timeout: settings.callbackTimeout)]
+        if let signer = settings.httpJobSigner {
+            handlers.append(HTTPRequestHandler(sender: SignedSender(http: http, policy: policy ?? settings.policy, signer: signer), secrets: settings.secrets))
+        }
+        return RunningWorker(q, handlers: handlers + more, concurrency: [.callbackDeliver: 4, .httpRequest: 4].merging(concurrency) { $1 })
     }
 
     func job(_ id: Int64) async throws -> JobRecord {

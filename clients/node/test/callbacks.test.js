@@ -118,6 +118,9 @@ test('a render requested with a callbackUrl calls back once it is complete, sign
   await assert.rejects(client.requestRender({
     renderId: 'r-refused', ephemeralToken: token, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops', callbackUrl: 'http://169.254.169.254/latest/meta-data',
   }), { code: 'BAD_ARGUMENT' });
+  // This dispatcher has no FLEET_HTTP_JOB_SECRET: http.request is refused, callbacks still work.
+  await assert.rejects(client.enqueue('http.request', { url: `http://127.0.0.1:${receiverPort}/hooks/render`, body: { type: 'render.finished' } }),
+    { code: 'BAD_ARGUMENT', message: /FLEET_HTTP_JOB_SECRET/ });
 
   await client.requestRender({ renderId: 'r-callback', ephemeralToken: token, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops', callbackUrl });
   const { render, timedOut } = await client.waitRender('r-callback', { timeoutMs: 30_000 });
