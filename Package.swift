@@ -9,6 +9,7 @@ import PackageDescription
 //   FleetQueue                         (FleetPostgres)
 //   Imaging                            (FleetQueue for its jobs' kinds, FleetHTTPClient, FleetStorage)
 //   Renders                            (FleetQueue, Imaging, FleetPostgres, FleetHTTPClient, FleetStorage)
+//   FleetCallbacks                     (FleetQueue for its jobs' kinds, FleetHTTPClient)
 //   DispatcherProtocol                 (FleetSupport only: no domain)
 //   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP)
 //
@@ -102,6 +103,13 @@ let package = Package(
             ],
             path: "Sources/Shared/Renders"
         ),
+        // Calling out: signed completion callbacks (`callback.deliver`) and HTTP jobs (`http.request`),
+        // the outbound allow-list and its SSRF checks, Standard Webhooks signing.
+        .target(
+            name: "FleetCallbacks",
+            dependencies: ["FleetSupport", "FleetQueue", "FleetHTTPClient", crypto],
+            path: "Sources/Shared/FleetCallbacks"
+        ),
         // The dispatcher's socket protocol: wire types, frames, settings, the Swift client.
         .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix, nioSSL], path: "Sources/Shared/DispatcherProtocol"),
         // What every executable does at start: settings, JSON logs, the HTTP listener with probes
@@ -118,7 +126,7 @@ let package = Package(
             name: "DispatcherCore",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
-                "DispatcherProtocol", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle,
+                "FleetCallbacks", "DispatcherProtocol", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle,
             ]
         ),
         // The workers' shared command line (run, migrate).
@@ -127,7 +135,7 @@ let package = Package(
             name: "Dispatcher",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol",
-                "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log,
+                "FleetCallbacks", "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log, serviceLifecycle,
             ]
         ),
         .executableTarget(
@@ -173,6 +181,7 @@ let package = Package(
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetDrill", "ImageWorker",
+                "FleetCallbacks",
                 "RenderWorker", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle,

@@ -80,10 +80,12 @@ struct Enqueue: AsyncParsableCommand {
     @Option(help: "Seconds to wait before the first run.") var delay: Double?
     @Option(help: "Attempts before the job is dead (default 5).") var maxAttempts: Int?
     @Option(help: "Enqueueing the same key again returns the first job.") var idempotencyKey: String?
+    @Option(help: "Where the fleet POSTs the job's signed end (a host in FLEET_OUTBOUND_HOSTS).") var callbackUrl: String?
 
     func run() async throws {
         guard case .object(let fields) = try? JSONValue(json: payload) else { throw ValidationError("--payload must be a JSON object") }
-        let options = JobOptions(queue: queue, priority: priority, maxAttempts: maxAttempts, delaySeconds: delay, idempotencyKey: idempotencyKey)
+        let options = JobOptions(
+            queue: queue, priority: priority, maxAttempts: maxAttempts, delaySeconds: delay, idempotencyKey: idempotencyKey, callbackUrl: callbackUrl)
         let job = try await connection.send(EnqueueRequest(kind: kind, payload: fields, options: options))
         print(job.isNew ? "\(job.jobId)" : "\(job.jobId) (existing job with this idempotency key)")
     }

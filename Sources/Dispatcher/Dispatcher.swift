@@ -9,6 +9,8 @@ import Foundation
 import Logging
 import FleetCommands
 import FleetHTTP
+import FleetCallbacks
+import ServiceLifecycle
 import Renders
 
 @main
@@ -26,6 +28,31 @@ struct Dispatcher: AsyncParsableCommand {
         defaultSubcommand: Run.self)
 }
 
+/// The worker that runs `callback.deliver` and `http.request` inside the dispatcher, when
+/// `FLEET_OUTBOUND_HOSTS` allows anything (otherwise no such job can be submitted). The dispatcher
+/// runs them because it already checks their URLs as they are submitted, so the signing and header
+/// secrets live in its environment only, and no worker executable has to be deployed for them.
+/// `http.request` only when `FLEET_HTTP_JOB_SECRET` is set: each kind is signed with its own secret.
+/// Its own libcurl client: calls to others' endpoints never share connections with the providers'.
+private func outboundWorker(
+    _ outbound: OutboundSettings, settings: FleetSettings, pool: PostgresPool, notifier: Notifier, logger: Logger
+) -> [any Service] {
+    guard let callbackSigner = outbound.callbackSigner else { return [] }
+    // Each kind its own signer: an HTTP job's request never verifies as a callback.
+    let http = CurlHTTPClient()
+    var handlers: [any JobHandler] = [CallbackDeliveryHandler(
+        sender: SignedSender(http: http, policy: outbound.policy, signer: callbackSigner), timeout: outbound.callbackTimeout)]
+    var configuration = settings.worker
+    configuration.concurrency = [.callbackDeliver: outbound.concurrency]
+    if let httpJobSigner = outbound.httpJobSigner {
+        handlers.append(HTTPRequestHandler(sender: SignedSender(http: http, policy: outbound.policy, signer: httpJobSigner), secrets: outbound.secrets))
+        configuration.concurrency[.httpRequest] = outbound.concurrency
+    }
+    return [WorkerRuntime(
+        executable: "dispatcher", configuration: configuration, driver: PostgresQueueDriver(executor: pool), notifier: notifier,
+        handlers: handlers, logger: logger)]
+}
+
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the dispatcher: the socket server (docs/protocol.md) and the schedule (docs/schedule.md: expire tokens, time out renders, rescue leases, prune).")
@@ -38,6 +65,7 @@ struct Run: AsyncParsableCommand {
         let schedule = try MaintenanceTasks.schedule(from: ProcessInfo.processInfo.environment)
         let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
         let providerSettings = try ProviderSettings.load(from: ProcessInfo.processInfo.environment)
+        let outbound = try OutboundSettings.load(from: ProcessInfo.processInfo.environment)
         let http = CurlHTTPClient()
         let logger = Logger(label: "dispatcher")
         let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
@@ -55,14 +83,15 @@ struct Run: AsyncParsableCommand {
             let notifier = Notifier(conninfo: settings.databaseURL, logger: logger)
             let stack = try await DispatcherStack.bind(
                 pool: pool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
-                liveWorkerWithin: settings.worker.lease * 3, tokens: tokens, logger: logger)
+                liveWorkerWithin: settings.worker.lease * 3, outbound: outbound, tokens: tokens, logger: logger)
             logger.info("dispatcher started")
             let tasks = MaintenanceTasks(pool: pool, providers: ProviderCatalog(settings: providerSettings, http: http), logger: logger)
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
                 perform: { try await tasks.run($0) }, logger: logger)
             // The notifier first: a group stops its services in reverse, so it outlives its subscribers.
-            return [notifier, scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)] + stack.services
+            return [notifier, scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)]
+                + outboundWorker(outbound, settings: settings, pool: pool, notifier: notifier, logger: logger) + stack.services
         }
     }
 }

@@ -20,6 +20,7 @@ struct RequestRender: AsyncParsableCommand {
     @Option(help: "The garment id.") var garment: String
     @Option(help: "The body photo id.") var body: String
     @Option(help: "tops, bottoms, dresses, shoes or outerwear.") var category: String
+    @Option(help: "Where the fleet POSTs the render's signed end (a host in FLEET_OUTBOUND_HOSTS).") var callbackUrl: String?
 
     func run() async throws {
         let token = try tokenVariable.map { name in
@@ -27,7 +28,8 @@ struct RequestRender: AsyncParsableCommand {
             return value
         }
         try printJSON(try await connection.send(RequestRenderRequest(
-            renderId: renderId, userId: user, ephemeralToken: token, garmentId: garment, bodyPhotoId: body, category: category)))
+            renderId: renderId, userId: user, ephemeralToken: token, garmentId: garment, bodyPhotoId: body, category: category,
+            callbackUrl: callbackUrl)))
     }
 }
 

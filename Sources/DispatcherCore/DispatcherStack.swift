@@ -1,4 +1,5 @@
 import DispatcherProtocol
+import FleetCallbacks
 import FleetPostgres
 import FleetQueue
 import Imaging
@@ -15,20 +16,23 @@ public struct DispatcherStack: Sendable {
     /// `notifier`: the process's LISTEN connection, which the caller runs (before these services,
     /// so it stops after them). `liveWorkerWithin`: how recent a worker's heartbeat must be for
     /// `stats` to count it live. `renderRecheck`: how often `render.wait`s look again in case a
-    /// notification was lost. `tokens`: the access tokens, when the caller shares them (the
-    /// console's logins); made from `settings` otherwise.
+    /// notification was lost. `outbound`: what `callbackUrl`s and `http.request` jobs must pass.
+    /// `tokens`: the access tokens, when the caller shares them (the console's logins); made from
+    /// `settings` otherwise.
     public static func bind(
         pool: PostgresPool, notifier: Notifier, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
-        liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, tokens: AccessTokens? = nil,
+        liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, outbound: OutboundSettings = .off,
+        tokens: AccessTokens? = nil,
         logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(
-                queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool), logger: logger)
+                queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
+                outbound: outbound, logger: logger)
                 + OperationRegistry.jobControlOperations(queue: queue, logger: logger)
-                + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings))
+                + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()
         let server = try await DispatcherServer.bind(settings: settings, operations: operations, tokens: tokens, logger: logger)

@@ -1,3 +1,4 @@
+import FleetCallbacks
 import FleetQueue
 import Imaging
 import Renders
@@ -8,6 +9,7 @@ public enum FleetKinds {
     public static let all = KnownKinds([
         NormalizeImagePayload.self, GarmentCutoutPayload.self, PurgeAccountPayload.self,
         RenderRunPayload.self,
+        CallbackDeliveryPayload.self, HTTPRequestPayload.self,
         DrillNoop.self, DrillScript.self,
     ])
 }

@@ -118,6 +118,11 @@ export interface JobOptions {
    * of `A-Z a-z 0-9 . _ : -`. Honoured for kinds whose workers claim under limits.
    */
   limitKeys?: string[];
+  /**
+   * Where the fleet POSTs the job's signed end (a `JobFinishedEvent`; check it with
+   * `verifyCallback`). Its host must be in the dispatcher's FLEET_OUTBOUND_HOSTS, else BAD_ARGUMENT.
+   */
+  callbackUrl?: string;
 }
 
 export interface EnqueuedJob {
@@ -287,6 +292,8 @@ export interface RenderRequest {
   garmentId: string;
   bodyPhotoId: string;
   category: GarmentCategory;
+  /** Where the fleet POSTs the render's signed end (a `RenderFinishedEvent`); host in FLEET_OUTBOUND_HOSTS. */
+  callbackUrl?: string;
 }
 
 export interface RenderWaitResult {
@@ -418,3 +425,50 @@ export declare class DispatcherClient extends EventEmitter {
   /** Closes every connection and stops reconnecting; requests in flight or waiting reject with ConnectionClosedError. */
   close(): void;
 }
+
+/** The body of a render's completion callback. */
+export interface RenderFinishedEvent {
+  type: 'render.finished';
+  renderId: string;
+  /** null for an onboarding render not yet linked to an account. */
+  userId: string | null;
+  status: 'complete' | 'failed';
+  errorCode: string | null;
+  resultPath: string | null;
+  createdAt: string;
+  finishedAt: string;
+}
+
+/** The body of a job's completion callback. */
+export interface JobFinishedEvent {
+  type: 'job.finished';
+  jobId: number;
+  kind: string;
+  state: 'completed' | 'dead' | 'cancelled';
+  attempt: number;
+  /** The last failed attempt's code; null when completed. */
+  errorCode: string | null;
+  result: JsonValue | null;
+  createdAt: string;
+  finishedAt: string;
+}
+
+export type CallbackEvent = RenderFinishedEvent | JobFinishedEvent;
+
+export class CallbackVerificationError extends Error {
+  code: 'MISSING_HEADER' | 'BAD_TIMESTAMP' | 'STALE_TIMESTAMP' | 'BAD_SECRET' | 'BAD_SIGNATURE';
+}
+
+/**
+ * Verifies a signed call from the fleet (a completion callback or an `http.request` job):
+ * `headers` as Node's `req.headers` or a Fetch `Headers`, `body` the raw bytes as received,
+ * `secret` the `whsec_` secret (or several, during a rotation). Returns the `webhook-id` (the same
+ * on every redelivery: store it to drop repeats), the timestamp and the parsed body; throws
+ * `CallbackVerificationError` when the call is not authentic or is older than `toleranceSeconds` (300).
+ */
+export function verifyCallback<Event = CallbackEvent>(
+  headers: Record<string, string | string[] | undefined> | { get(name: string): string | null },
+  body: Buffer | string,
+  secret: string | string[],
+  options?: { toleranceSeconds?: number; now?: number },
+): { id: string; timestamp: number; event: Event | null };

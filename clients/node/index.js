@@ -291,8 +291,8 @@ class DispatcherClient extends EventEmitter {
   wait(jobId, { timeoutMs } = {}) { return this.call('wait', { jobId, timeoutMs }); }
   cancel(jobId) { return this.call('cancel', { jobId }); }
   stats({ windowSeconds } = {}) { return this.call('stats', { windowSeconds }); }
-  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category }) {
-    return this.call('render.request', { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category });
+  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl }) {
+    return this.call('render.request', { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl });
   }
   renderStatus(renderId) { return this.call('render.status', { renderId }); }
   waitRender(renderId, { timeoutMs } = {}) { return this.call('render.wait', { renderId, timeoutMs }); }
@@ -481,6 +481,9 @@ class DispatcherClient extends EventEmitter {
   }
 }
 
+const { verifyCallback, CallbackVerificationError } = require('./callbacks');
+
 module.exports = {
+  verifyCallback, CallbackVerificationError,
   DispatcherClient, DispatcherError, ConnectionClosedError, ConnectionLostError, NotConnectedError, PROTOCOL, VERSION, SAFE_OPS, KEYED_OPS,
 };

@@ -1,14 +1,44 @@
+import FleetCallbacks
 import DispatcherProtocol
 import FleetQueue
+import FleetSupport
+import Foundation
 
 /// `enqueue`: any known job kind with its payload object.
 public struct EnqueueOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }
+    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
 
     public func run(_ request: EnqueueRequest) async throws -> EnqueuedJobResult {
-        try await submitter.submit(kind: JobKind(rawValue: request.kind), payload: request.payload ?? [:], options: request.options)
+        let kind = JobKind(rawValue: request.kind)
+        let payload = request.payload ?? [:]
+        // Its events are signed by the fleet: only the database makes them, from a real ending.
+        if kind == .callbackDeliver {
+            throw DispatcherError(.badArgument, "callback.deliver jobs are made by the fleet when a job or render with a callbackUrl ends; give options.callbackUrl instead")
+        }
+        if kind == .httpRequest { try checkHTTPRequest(payload) }
+        return try await submitter.submit(kind: kind, payload: payload, options: request.options)
+    }
+
+    /// An `http.request` that could never be sent (a URL outside the allow-list, an unknown
+    /// secret, a bad method) is refused now rather than queued to die.
+    private func checkHTTPRequest(_ payload: [String: JSONValue]) throws {
+        // Signed with their own secret, never the callbacks' one: without it none can be sent.
+        if submitter.outbound.isOn, submitter.outbound.httpJobSigner == nil {
+            throw DispatcherError(.badArgument, "http.request jobs are off: the dispatcher has no FLEET_HTTP_JOB_SECRET to sign them with")
+        }
+        let decoded: HTTPRequestPayload
+        do {
+            decoded = try JSONDecoder().decode(HTTPRequestPayload.self, from: JSONEncoder().encode(payload))
+        } catch {
+            throw DispatcherError(.badArgument, "args.payload is not an http.request payload: \(error)")
+        }
+        do {
+            _ = try decoded.request(policy: submitter.outbound.policy, secrets: submitter.outbound.secrets)
+        } catch {
+            throw DispatcherError(.badArgument, "args.payload.\(error)")
+        }
     }
 }

@@ -1,3 +1,4 @@
+import FleetCallbacks
 import FleetQueue
 import Imaging
 import Logging
@@ -5,16 +6,17 @@ import Logging
 extension OperationRegistry {
     /// Every job op: `ping`, `enqueue`, the image conveniences, `status`, `wait`, `cancel`, `stats`.
     /// (`auth` belongs to the connection, not the registry.) `profiles`: what `image.normalize`
-    /// checks its `profile` against.
+    /// checks its `profile` against; `outbound`: what `callbackUrl`s and `http.request` jobs are.
     public static func jobOperations(
-        queue: JobQueue, watcher: FinishWatcher, liveWorkerWithin: Duration, profiles: any NormalizeProfileSource, logger: Logger
+        queue: JobQueue, watcher: FinishWatcher, liveWorkerWithin: Duration, profiles: any NormalizeProfileSource,
+        outbound: OutboundSettings = .off, logger: Logger
     ) -> [any DispatcherOperation] {
         [
             PingOperation(),
-            EnqueueOperation(queue: queue),
-            NormalizeImageOperation(queue: queue, profiles: profiles, logger: logger),
-            ProcessGarmentOperation(queue: queue),
-            PurgeAccountOperation(queue: queue),
+            EnqueueOperation(queue: queue, outbound: outbound),
+            NormalizeImageOperation(queue: queue, profiles: profiles, outbound: outbound, logger: logger),
+            ProcessGarmentOperation(queue: queue, outbound: outbound),
+            PurgeAccountOperation(queue: queue, outbound: outbound),
             StatusOperation(queue: queue),
             WaitOperation(queue: queue, watcher: watcher),
             CancelOperation(queue: queue),

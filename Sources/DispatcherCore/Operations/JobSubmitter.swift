@@ -1,4 +1,5 @@
 import DispatcherProtocol
+import FleetCallbacks
 import FleetQueue
 import FleetStorage
 import Foundation
@@ -6,6 +7,8 @@ import Foundation
 /// Enqueues one job for the enqueueing ops, turning the protocol's options into the queue's.
 struct JobSubmitter: Sendable {
     let queue: JobQueue
+    /// What a `callbackUrl` and an `http.request` are checked against.
+    let outbound: OutboundSettings
 
     /// Longest `delaySeconds`: far beyond any use, and well inside what a `Duration` holds.
     static let maxDelaySeconds = 366.0 * 86_400
@@ -26,6 +29,12 @@ struct JobSubmitter: Sendable {
             delay: .milliseconds(Int64((delay * 1000).rounded())), maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
             idempotencyKey: options.idempotencyKey)
         job.limitKeys = options.limitKeys ?? []
+        if let url = options.callbackUrl {
+            do { _ = try outbound.policy.destination(of: url) } catch {
+                throw DispatcherError(.badArgument, "args.options.callbackUrl: \(error)")
+            }
+            job.callbackURL = url
+        }
         let enqueued = try await queue.enqueue(job)
         return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
     }

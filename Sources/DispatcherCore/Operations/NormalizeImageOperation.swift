@@ -1,3 +1,4 @@
+import FleetCallbacks
 import DispatcherProtocol
 import FleetQueue
 import Imaging
@@ -10,8 +11,8 @@ public struct NormalizeImageOperation: DispatcherOperation {
     let profiles: any NormalizeProfileSource
     let logger: Logger
 
-    public init(queue: JobQueue, profiles: any NormalizeProfileSource, logger: Logger) {
-        submitter = JobSubmitter(queue: queue)
+    public init(queue: JobQueue, profiles: any NormalizeProfileSource, outbound: OutboundSettings = .off, logger: Logger) {
+        submitter = JobSubmitter(queue: queue, outbound: outbound)
         self.profiles = profiles
         self.logger = logger
     }

@@ -1,3 +1,4 @@
+import FleetCallbacks
 import DispatcherProtocol
 import FleetQueue
 import Imaging
@@ -10,7 +11,7 @@ public struct ProcessGarmentOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }
+    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
 
     public func run(_ request: ProcessGarmentRequest) async throws -> EnqueuedJobResult {
         let payload = NormalizeImagePayload(

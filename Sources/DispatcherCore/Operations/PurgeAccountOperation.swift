@@ -1,3 +1,4 @@
+import FleetCallbacks
 import DispatcherProtocol
 import FleetQueue
 import Imaging
@@ -7,7 +8,7 @@ public struct PurgeAccountOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue) { submitter = JobSubmitter(queue: queue) }
+    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
 
     public func run(_ request: PurgeAccountRequest) async throws -> EnqueuedJobResult {
         let payload = PurgeAccountPayload(userId: try storageID(request.userId, field: "userId"))

@@ -45,6 +45,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// Set by the caller's task cancellation, which may come before the loop has seen the transfer.
     let isCancelled = Mutex(false)
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     private var body = Data()
     private var headers: [String: String] = [:]
@@ -62,6 +63,7 @@ final class CurlTransfer: @unchecked Sendable {
     deinit {
         curl_easy_cleanup(easy)
         curl_slist_free_all(headerList)
+        curl_slist_free_all(connectToList)
         errorBuffer.deallocate()
     }
 
@@ -71,8 +73,16 @@ final class CurlTransfer: @unchecked Sendable {
         fleet_curl_setopt_string(easy, CURLOPT_URL, request.url)
         fleet_curl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         fleet_curl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        fleet_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        fleet_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, request.followsRedirects ? 1 : 0)
         fleet_curl_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
+        if let address = request.pinnedAddress, let url = URLComponents(string: request.url), let host = url.host {
+            // CONNECT_TO rather than RESOLVE: RESOLVE entries stay in the multi handle's DNS
+            // cache for every later transfer; CONNECT_TO is this transfer's alone.
+            let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+            let target = address.contains(":") ? "[\(address)]" : address
+            connectToList = curl_slist_append(nil, "\(host):\(port):\(target):\(port)")
+            fleet_curl_setopt_pointer(easy, CURLOPT_CONNECT_TO, connectToList)
+        }
         fleet_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
         fleet_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
@@ -89,7 +99,7 @@ final class CurlTransfer: @unchecked Sendable {
 
         switch request.method {
         case .get: fleet_curl_setopt_long(easy, CURLOPT_HTTPGET, 1)
-        case .post, .put, .delete:
+        case .post, .put, .patch, .delete:
             if request.method != .post { fleet_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method.rawValue) }
             let payload = request.body ?? Data()
             if request.isIdempotent {

@@ -3,7 +3,7 @@ import Foundation
 /// One outbound HTTP request to a provider.
 public struct HTTPClientRequest: Sendable {
     public enum Method: String, Sendable {
-        case get = "GET", post = "POST", put = "PUT", delete = "DELETE"
+        case get = "GET", post = "POST", put = "PUT", patch = "PATCH", delete = "DELETE"
     }
 
     public var method: Method
@@ -15,6 +15,13 @@ public struct HTTPClientRequest: Sendable {
     public var timeout: Duration
     /// A response body larger than this ends the request with `responseTooLarge`.
     public var maxResponseBytes: Int
+    /// Whether a 3xx is followed (at most 5 hops). Calls to URLs the fleet was given by others
+    /// (callbacks, HTTP jobs) set false: a redirect would lead past the checks made on the URL.
+    public var followsRedirects = true
+    /// The IP address to connect to instead of resolving the URL's host (the host is still what
+    /// TLS verifies and `Host` names): the address a caller resolved and checked itself, so the
+    /// name cannot resolve elsewhere between the check and the connection.
+    public var pinnedAddress: String?
     /// Whether sending it twice does no more than sending it once. By default a POST is not (a
     /// provider's submit or prediction is paid once per request that reaches it) and GET, PUT and
     /// DELETE are; set it when the method says otherwise. Once any of a non-idempotent request's

@@ -7,7 +7,9 @@ public struct Migration: Sendable {
 
 /// Every migration of the fleet, in order. `docs/schema.md` describes the result.
 public enum Migrations {
-    public static let all: [Migration] = [jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency, consoleSessions]
+    public static let all: [Migration] = [
+        jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency, completionCallbacks, consoleSessions,
+    ]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
         CREATE TYPE job_state AS ENUM ('available', 'running', 'completed', 'dead', 'cancelled');
@@ -270,10 +272,64 @@ public enum Migrations {
         );
         """)
 
+    /// Completion callbacks: a job or render given a `callbackUrl` gets a `callback.deliver` job
+    /// from the database itself, in the transaction that ends it, whoever ends it (a worker's
+    /// outcome, a cancel, the rescuer, the sweeps, the render timeout): nothing can end without
+    /// its callback, and a kill -9 loses neither. The idempotency key makes it one per ending.
+    static let completionCallbacks = Migration(version: 7, name: "completion callbacks", sql: """
+        ALTER TABLE jobs ADD COLUMN callback_url text;
+        ALTER TABLE renders ADD COLUMN callback_url text;
+
+        CREATE FUNCTION fleet_wire_time(at timestamptz) RETURNS text LANGUAGE sql STABLE
+            RETURN to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+
+        CREATE FUNCTION jobs_enqueue_callback() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO jobs (kind, payload, priority, max_attempts, idempotency_key)
+            VALUES ('callback.deliver', jsonb_build_object(
+                'url', NEW.callback_url,
+                'webhookId', 'msg_cb_job_' || NEW.id || '_' || NEW.attempt,
+                'event', jsonb_build_object(
+                    'type', 'job.finished', 'jobId', NEW.id, 'kind', NEW.kind, 'state', NEW.state, 'attempt', NEW.attempt,
+                    'errorCode', CASE WHEN NEW.state = 'completed' THEN NULL ELSE NEW.errors -> -1 ->> 'code' END,
+                    'result', NEW.result,
+                    'createdAt', fleet_wire_time(NEW.created_at),
+                    'finishedAt', fleet_wire_time(coalesce(NEW.finished_at, now())))),
+                1, 12, 'callback:job:' || NEW.id || ':' || NEW.attempt)
+            ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+            PERFORM pg_notify('fleet_jobs', 'callback.deliver');
+            RETURN NULL;
+        END $$;
+        -- Rows without a callback_url pay only this WHEN test.
+        CREATE TRIGGER jobs_callback AFTER UPDATE OF state ON jobs FOR EACH ROW
+            WHEN (NEW.callback_url IS NOT NULL AND NEW.state IN ('completed', 'dead', 'cancelled')
+                  AND OLD.state IN ('available', 'running'))
+            EXECUTE FUNCTION jobs_enqueue_callback();
+
+        CREATE FUNCTION renders_enqueue_callback() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO jobs (kind, payload, priority, max_attempts, idempotency_key)
+            VALUES ('callback.deliver', jsonb_build_object(
+                'url', NEW.callback_url,
+                'webhookId', 'msg_cb_render_' || NEW.id,
+                'event', jsonb_build_object(
+                    'type', 'render.finished', 'renderId', NEW.id, 'userId', NEW.user_id, 'status', NEW.status,
+                    'errorCode', NEW.error_code, 'resultPath', NEW.result_path,
+                    'createdAt', fleet_wire_time(NEW.created_at), 'finishedAt', fleet_wire_time(now()))),
+                1, 12, 'callback:render:' || NEW.id)
+            ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+            PERFORM pg_notify('fleet_jobs', 'callback.deliver');
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER renders_callback AFTER UPDATE OF status ON renders FOR EACH ROW
+            WHEN (NEW.callback_url IS NOT NULL AND NEW.status IN ('complete', 'failed') AND OLD.status IN ('pending', 'processing'))
+            EXECUTE FUNCTION renders_enqueue_callback();
+        """)
+
     /// The operator console's sessions (`docs/console.md`): a row per login, keyed by the digest of
     /// the cookie's secret, so every dispatcher behind a load balancer knows every session and a
-    /// logout ends it everywhere. (Version 12: 7 to 11 are left to work on other branches.)
-    static let consoleSessions = Migration(version: 12, name: "console sessions", sql: """
+    /// logout ends it everywhere.
+    static let consoleSessions = Migration(version: 8, name: "console sessions", sql: """
         CREATE TABLE console_sessions (
             secret_hash bytea PRIMARY KEY,
             token_name text NOT NULL,

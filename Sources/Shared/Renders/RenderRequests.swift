@@ -20,6 +20,9 @@ public struct RenderRequest: Sendable {
     public var garmentId: StorageID
     public var bodyPhotoId: StorageID
     public var category: GarmentCategory
+    /// Where the fleet POSTs the render's signed end (`callback.deliver`, enqueued by the
+    /// database when the render completes or fails); the caller checked it against the allow-list.
+    public var callbackURL: String?
 
     public init(renderId: StorageID, requester: Requester, ownerId: StorageID, garmentId: StorageID, bodyPhotoId: StorageID, category: GarmentCategory) {
         self.renderId = renderId
@@ -165,15 +168,15 @@ public struct RenderRequests: Sendable {
         // Charged unless a user subscribes: trial or paid and not expired; cancelled until the
         // period ends; paid within Apple's billing grace. Onboarding renders are never charged.
         let charged = try await connection.query("""
-            INSERT INTO renders (id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, charged, deadline_at)
+            INSERT INTO renders (id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, charged, deadline_at, callback_url)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2::text IS NOT NULL AND NOT EXISTS (
                 SELECT 1 FROM subscriptions WHERE user_id = $2 AND (
                     (status IN ('trial', 'subscribed', 'cancelled') AND expires_at > now())
                     OR (status = 'subscribed' AND expires_at + make_interval(secs => $10) > now()))
-            ), now() + make_interval(secs => $9))
+            ), now() + make_interval(secs => $9), $11)
             RETURNING charged
             """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
-                  request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds]
+                  request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
         ).rows[0].bool("charged")
         let job = try await PostgresQueueDriver(executor: connection).jobInsertMany([
             try NewJob(RenderRunPayload(renderId: request.renderId), priority: 1, maxAttempts: 10,

@@ -1,3 +1,4 @@
+import FleetCallbacks
 import DispatcherProtocol
 import FleetPostgres
 import Renders
@@ -5,11 +6,13 @@ import Renders
 extension OperationRegistry {
     /// Every render and onboarding op: `render.request`, `render.status`, `render.wait`,
     /// `render.feedback`, `renders.list`, `token.issue`, `account.link`.
-    public static func renderOperations(pool: PostgresPool, watcher: FinishWatcher, settings: RenderRequestSettings) -> [any DispatcherOperation] {
+    public static func renderOperations(
+        pool: PostgresPool, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed
+    ) -> [any DispatcherOperation] {
         let store = RenderStore(pool: pool)
         let tokens = EphemeralTokens(pool: pool, ttl: settings.tokenTTL)
         return [
-            RequestRenderOperation(requests: RenderRequests(pool: pool, deadline: settings.deadline), store: store),
+            RequestRenderOperation(requests: RenderRequests(pool: pool, deadline: settings.deadline), store: store, outbound: outbound),
             RenderStatusOperation(store: store),
             WaitRenderOperation(store: store, watcher: watcher),
             RenderFeedbackOperation(store: store),

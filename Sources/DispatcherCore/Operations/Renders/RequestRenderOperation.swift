@@ -1,4 +1,5 @@
 import DispatcherProtocol
+import FleetCallbacks
 import Renders
 
 /// `render.request`: checks the arguments, then `RenderRequests` gates the category, reserves
@@ -9,6 +10,8 @@ public struct RequestRenderOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let requests: RenderRequests
     let store: RenderStore
+    /// What a `callbackUrl` must pass.
+    let outbound: OutboundPolicy
 
     public func run(_ request: RequestRenderRequest) async throws -> RenderView {
         let requester: Requester
@@ -32,10 +35,15 @@ public struct RequestRenderOperation: DispatcherOperation {
         guard let category = GarmentCategory(rawValue: request.category) else {
             throw DispatcherError(.invalidCategory, "unknown category '\(request.category.prefix(64))' (one of \(GarmentCategory.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
-        let render = try await requests.request(RenderRequest(
+        var renderRequest = RenderRequest(
             renderId: try storageID(request.renderId, field: "renderId"), requester: requester,
             ownerId: try storageID(owner, field: "ownerId"), garmentId: try storageID(request.garmentId, field: "garmentId"),
-            bodyPhotoId: try storageID(request.bodyPhotoId, field: "bodyPhotoId"), category: category))
+            bodyPhotoId: try storageID(request.bodyPhotoId, field: "bodyPhotoId"), category: category)
+        if let url = request.callbackUrl {
+            do { _ = try outbound.destination(of: url) } catch { throw DispatcherError(.badArgument, "args.callbackUrl: \(error)") }
+            renderRequest.callbackURL = url
+        }
+        let render = try await requests.request(renderRequest)
         return RenderView(render)
     }
 }

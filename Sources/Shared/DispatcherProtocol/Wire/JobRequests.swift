@@ -67,10 +67,14 @@ public struct JobOptions: Codable, Sendable, Equatable {
     /// Keys the fleet-wide limits count the job under (`limits.list`); only kinds whose workers
     /// claim under limits honour them (docs/queue.md, "Limits").
     public var limitKeys: [String]?
+    /// Where the fleet POSTs the job's signed end (docs/protocol.md, "Completion callbacks");
+    /// its host must be in the dispatcher's `FLEET_OUTBOUND_HOSTS`.
+    public var callbackUrl: String?
 
     public init(queue: String? = nil, priority: Int? = nil, maxAttempts: Int? = nil, delaySeconds: Double? = nil, idempotencyKey: String? = nil,
-                limitKeys: [String]? = nil) {
+                limitKeys: [String]? = nil, callbackUrl: String? = nil) {
         self.limitKeys = limitKeys
+        self.callbackUrl = callbackUrl
         self.queue = queue
         self.priority = priority
         self.maxAttempts = maxAttempts

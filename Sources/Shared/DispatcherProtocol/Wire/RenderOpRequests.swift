@@ -74,11 +74,15 @@ public struct RequestRenderRequest: DispatcherRequest {
     public let bodyPhotoId: String
     /// `tops`, `bottoms`, `dresses`, `shoes` or `outerwear`.
     public let category: String
+    /// Where the fleet POSTs the render's signed end once it is complete or failed
+    /// (docs/protocol.md, "Completion callbacks"); its host must be in `FLEET_OUTBOUND_HOSTS`.
+    public let callbackUrl: String?
 
     public init(
         renderId: String, userId: String? = nil, ephemeralToken: String? = nil, ownerId: String? = nil,
-        garmentId: String, bodyPhotoId: String, category: String
+        garmentId: String, bodyPhotoId: String, category: String, callbackUrl: String? = nil
     ) {
+        self.callbackUrl = callbackUrl
         self.renderId = renderId
         self.userId = userId
         self.ephemeralToken = ephemeralToken

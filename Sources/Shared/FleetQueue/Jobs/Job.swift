@@ -23,6 +23,9 @@ public struct NewJob: Sendable, Hashable {
     /// Keys the fleet-wide limits count this job under (`ConcurrencyLimit`), e.g. its provider
     /// and its user. Only kinds whose handler says `usesLimits` are claimed under limits.
     public var limitKeys: [String] = []
+    /// Where the fleet POSTs the job's signed end (`callback.deliver`, enqueued by the database
+    /// in the transaction that ends the job). Checked against the allow-list by whoever accepts it.
+    public var callbackURL: String?
 
     /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
     public enum Field: String, Sendable {

@@ -97,24 +97,33 @@ public struct PostgresQueueDriver: QueueDriver {
                     DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
             """ : ""
         // Likewise only batches with limit keys name the column: one more array otherwise for nothing.
-        // Keys are joined by spaces (they cannot hold one): unnest would flatten an array of arrays.
         let limited = unique.contains { !$0.limitKeys.isEmpty }
-        let (keysColumn, keysValue, keysInput) = limited
-            ? (", limit_keys", ", string_to_array(nullif(limit_keys, ''), ' ')", ", $8::text[]")
-            : ("", "", "")
+        // And only batches with callbacks name theirs.
+        let calledBack = unique.contains { $0.callbackURL != nil }
         var parameters: [(any PostgresEncodable)?] = [
             PostgresArray(unique.map(\.kind.rawValue)), PostgresArray(unique.map(\.queue)),
             PostgresArray(unique.map(\.priority)), PostgresArray(unique.map(\.maxAttempts)),
             PostgresArray(unique.map(\.delay.seconds)), PostgresArray(unique.map(\.payload)),
             PostgresArray(unique.map(\.idempotencyKey)),
         ]
-        if limited { parameters.append(PostgresArray(unique.map { $0.limitKeys.joined(separator: " ") })) }
+        var (extraColumns, extraValues, extraInputs, extraNames) = ("", "", "", "")
+        if limited {
+            // Keys are joined by spaces (they cannot hold one): unnest would flatten an array of arrays.
+            parameters.append(PostgresArray(unique.map { $0.limitKeys.joined(separator: " ") }))
+            extraColumns += ", limit_keys"; extraValues += ", string_to_array(nullif(limit_keys, ''), ' ')"
+            extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", limit_keys"
+        }
+        if calledBack {
+            parameters.append(PostgresArray(unique.map(\.callbackURL)))
+            extraColumns += ", callback_url"; extraValues += ", callback_url"
+            extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", callback_url"
+        }
         let rows = try await executor.query("""
             WITH inserted AS (
-                INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key\(keysColumn))
-                SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key\(keysValue)
-                FROM unnest($1::text[], $2::text[], $3::smallint[], $4::integer[], $5::float8[], $6::jsonb[], $7::text[]\(keysInput))
-                    AS input(kind, queue, priority, max_attempts, delay, payload, idempotency_key\(limited ? ", limit_keys" : ""))
+                INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key\(extraColumns))
+                SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key\(extraValues)
+                FROM unnest($1::text[], $2::text[], $3::smallint[], $4::integer[], $5::float8[], $6::jsonb[], $7::text[]\(extraInputs))
+                    AS input(kind, queue, priority, max_attempts, delay, payload, idempotency_key\(extraNames))
                 \(onConflict)
                 RETURNING id, idempotency_key, kind, (xmax = 0) AS is_new
             ), notified AS (
