@@ -115,10 +115,14 @@ public struct RenderCapacity: Sendable {
     }
 
     /// Folds one completed render's run time into its provider's mean (weight 1/5 for the new one:
-    /// a provider slowing down shows within a few renders).
+    /// a provider slowing down shows within a few renders). Every render of a provider updates one
+    /// row, so each waits for the previous one's commit: that commit does not wait for the disk (a
+    /// sample lost in a crash changes an estimate, nothing else). Flushed, it held render
+    /// completions in line behind fsync (render overhead at 500 in flight, docs/benchmarks.md).
     public func recordLatency(provider: String, _ latency: Duration) async throws {
         try await pool.query("""
-            INSERT INTO provider_latency (provider, seconds) VALUES ($1, $2)
+            INSERT INTO provider_latency (provider, seconds)
+            SELECT $1::text, $2::float8 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
             ON CONFLICT (provider) DO UPDATE SET seconds = provider_latency.seconds * 0.8 + EXCLUDED.seconds * 0.2,
                 samples = provider_latency.samples + 1, updated_at = now()
             """, [provider, latency.seconds])
