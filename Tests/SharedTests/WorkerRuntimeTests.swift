@@ -115,11 +115,14 @@ struct RunningWorker {
 
     @Test func gracefulShutdownFinishesShortJobsAndHandsBackTheRest() async throws {
         let q = try await TestQueue.make()
-        let worker = RunningWorker(q, handlers: [ScriptHandler()], concurrency: [.drillScript: 10], grace: .milliseconds(800))
-        let short = try await q.queue.enqueue((0..<4).map { _ in try script(.init(sleepMs: 200)) })
+        let worker = RunningWorker(q, handlers: [ScriptHandler()], concurrency: [.drillScript: 10], grace: .seconds(6))
         let long = try await q.queue.enqueue((0..<3).map { _ in try script(.init(sleepMs: 60_000)) })
         // Ignores cancellation and would run for 30 s: the stop must not wait for it.
         let stubborn = try await q.queue.enqueue(script(.init(sleepMs: 30_000, ignoreCancel: true)))
+        try await q.waitUntil("the long jobs running") { try await q.states()[.running] == 4 }
+        // Enqueued last and given 3 s, well inside the grace: on a loaded machine a 200 ms job
+        // claimed with the others had ended before the last long one was claimed (CI, stop 21).
+        let short = try await q.queue.enqueue((0..<4).map { _ in try script(.init(sleepMs: 3_000)) })
         try await q.waitUntil("all running") { try await q.states()[.running] == 8 }
         let stopping = ContinuousClock.now
         try await worker.stop()
