@@ -31,7 +31,9 @@ public final class FakeServer: Sendable {
         logger.logLevel = .critical
         let application = Application(
             router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: nil),
+            // A backlog of 256 (Hummingbird's default) drops the SYNs of a burst of hundreds of
+            // connects, and the kernel retries them after 1, 3, 7 s: a load test's clients time out.
+            configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: nil, backlog: 4096),
             onServerRunning: { channel in
                 continuation.yield(channel.localAddress?.port ?? 0)
                 continuation.finish()
