@@ -156,7 +156,7 @@ public final class FakeGoogleVTO: Sendable {
         guard known else {
             return Self.error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token.")
         }
-        try await Task.sleep(for: behavior.latency)
+        try await FakeServer.pause(for: behavior.latency)
         if behavior.transientFailures > 0 { return Self.error(503, "UNAVAILABLE", "The service is currently unavailable.") }
         if let rejection = behavior.rejection { return Self.error(400, "INVALID_ARGUMENT", rejection) }
         let parameters: Parameters

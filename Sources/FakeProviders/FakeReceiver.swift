@@ -39,7 +39,7 @@ public final class FakeReceiver: Sendable {
             case .redirect(let location):
                 return Response(status: .found, headers: [.location: location])
             case .delay(let wait):
-                try await Task.sleep(for: wait)
+                try await FakeServer.pause(for: wait)
                 return Response(status: .ok)
             }
         }

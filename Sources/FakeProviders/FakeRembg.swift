@@ -42,7 +42,7 @@ public final class FakeRembg: Sendable {
             case .failPrediction:
                 return .json(status: 500, #"{"detail":"Internal Server Error"}"#)
             case .hang:
-                try await Task.sleep(for: .seconds(120))
+                try await FakeServer.pause(for: .seconds(120))
                 return Response(status: .ok)
             case .notPNG, .garbledPrediction, .garbledPolls:
                 return Response(status: .ok, headers: [.contentType: "text/html"],

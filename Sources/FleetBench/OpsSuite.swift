@@ -102,14 +102,16 @@ struct OpsSuite: AsyncParsableCommand {
     /// (The console suite measures its pages on the same table.)
     static func fill(_ database: BenchDatabase, jobs tableJobs: Int) async throws {
         try await database.pool.query("""
-            INSERT INTO jobs (kind, state, attempt, max_attempts, created_at, finished_at, errors, run_at)
+            INSERT INTO jobs (kind, state, attempt, max_attempts, created_at, finished_at, errors, last_error_code, run_at)
             SELECT (ARRAY['image.normalize', 'garment.cutout', 'render.run', 'account.purge'])[1 + i % 4],
                 s.state::job_state, 1, 1, f - interval '1 minute', CASE WHEN s.state = 'available' THEN NULL ELSE f END,
                 CASE WHEN s.state = 'dead' THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'at', f, 'error', 'failed',
-                    'code', (ARRAY['PROVIDER_DOWN', 'IMAGE_INVALID', 'LEASE_EXPIRED'])[1 + i % 3])) ELSE '[]' END,
+                    'code', c.code)) ELSE '[]' END,
+                CASE WHEN s.state = 'dead' THEN c.code END,
                 now() + interval '1 day'
             FROM generate_series(1, $1) AS i,
                 LATERAL (SELECT now() - make_interval(secs => ($1 - i) * 604800.0 / $1) AS f) AS t,
+                LATERAL (SELECT (ARRAY['PROVIDER_DOWN', 'IMAGE_INVALID', 'LEASE_EXPIRED'])[1 + i % 3] AS code) AS c,
                 LATERAL (SELECT CASE WHEN i % 100 < 6 THEN 'dead' WHEN i % 100 < 8 THEN 'cancelled'
                                      WHEN i % 100 < 10 THEN 'available' ELSE 'completed' END AS state) AS s
             """, [tableJobs])
@@ -118,11 +120,11 @@ struct OpsSuite: AsyncParsableCommand {
     /// `retryJobs` dead image.normalize jobs that died of PROVIDER_DOWN, ready to be retried
     /// (again, each round: the previous retry made them available).
     private func killRetryTargets(_ database: BenchDatabase) async throws {
-        try await database.pool.query("DELETE FROM jobs WHERE kind = 'image.normalize' AND errors -> -1 ->> 'code' = 'PROVIDER_DOWN'")
+        try await database.pool.query("DELETE FROM jobs WHERE kind = 'image.normalize' AND last_error_code = 'PROVIDER_DOWN'")
         try await database.pool.query("""
-            INSERT INTO jobs (kind, state, attempt, max_attempts, finished_at, errors)
+            INSERT INTO jobs (kind, state, attempt, max_attempts, finished_at, errors, last_error_code)
             SELECT 'image.normalize', 'dead', 1, 1, now(),
-                '[{"attempt": 1, "at": "2026-11-24T00:00:00Z", "error": "provider down", "code": "PROVIDER_DOWN"}]'
+                '[{"attempt": 1, "at": "2026-11-24T00:00:00Z", "error": "provider down", "code": "PROVIDER_DOWN"}]', 'PROVIDER_DOWN'
             FROM generate_series(1, $1)
             """, [retryJobs])
         try await database.pool.query("VACUUM ANALYZE jobs")

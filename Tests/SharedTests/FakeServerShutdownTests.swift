@@ -30,6 +30,29 @@ import Glibc
         }
     }
 
+    /// A request told to hang (`FakeServer.pause`) ends when its server stops: the graceful
+    /// stop waits for it, and cancelling instead is what traps, so a hanging fake must not hold
+    /// the stop for its grace period (30 s) or its hang (10 minutes).
+    @Test func aRequestHangingInPauseEndsWhenItsServerStops() async throws {
+        let entered = AsyncStream.makeStream(of: Void.self)
+        let router = Router()
+        router.get("/hang") { _, _ in
+            entered.continuation.yield()
+            try await FakeServer.pause(for: .seconds(600))
+            return Response(status: .ok)
+        }
+        let server = try await FakeServer.start(router: router)
+        let socket = Self.connect(port: server.port)
+        defer { close(socket) }
+        let request = Array("GET /hang HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        #expect(send(socket, request, request.count, 0) == request.count)
+        var waiting = entered.stream.makeAsyncIterator()
+        _ = await waiting.next()
+        let started = ContinuousClock.now
+        await server.stop()
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
     /// A blocking connect on loopback: it returns once the kernel has queued the connection.
     private static func connect(port: Int) -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

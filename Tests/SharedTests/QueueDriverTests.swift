@@ -13,6 +13,11 @@ import Testing
         try await q.driver.jobClaim(ClaimRequest(owner: owner ?? self.owner, lease: lease, slots: slots)).jobs
     }
 
+    /// The copy of the newest error's code every statement that appends an error keeps beside it.
+    func lastErrorCode(_ q: TestQueue, _ id: Int64) async throws -> String? {
+        try await q.sql.query("SELECT last_error_code FROM jobs WHERE id = $1", [id]).rows[0]["last_error_code"]
+    }
+
     @Test(arguments: DriverExecutor.allCases) func claimsInPriorityThenRunAtOrder(_ executor: DriverExecutor) async throws {
         let q = try await TestQueue.make(executor: executor)
         let low = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 5))
@@ -138,6 +143,7 @@ import Testing
             JobOutcome(jobID: job.id, attempt: first.attempt, kind: .retry(error: "boom 1", code: JobErrorCode(rawValue: "E1"), retryIn: .seconds(60)))])
         var record = try #require(try await q.queue.job(id: job.id))
         #expect(record.state == .available)
+        #expect(try await lastErrorCode(q, job.id) == "E1")
         #expect(record.runAt > Date().addingTimeInterval(50))
         #expect(try await claim(q, [.drillNoop: 1]).isEmpty)
         try await q.travelInTime(.seconds(61))
@@ -150,6 +156,7 @@ import Testing
         #expect(record.errors.map(\.error) == ["boom 1", "boom 2"])
         #expect(record.errors.map(\.attempt) == [1, 2])
         #expect(record.errors[0].code == "E1" && record.errors[0].worker == owner)
+        #expect(try await lastErrorCode(q, job.id) == nil, "the newest error has no code")
     }
 
     @Test(arguments: DriverExecutor.allCases) func returnedJobDoesNotSpendAnAttempt(_ executor: DriverExecutor) async throws {
@@ -206,6 +213,8 @@ import Testing
         let again = try #require(try await q.queue.job(id: retryable.id))
         #expect(again.state == .available && again.attempt == 1)
         #expect(again.errors.first?.code == "LEASE_EXPIRED")
+        #expect(try await lastErrorCode(q, retryable.id) == "LEASE_EXPIRED")
+        #expect(try await lastErrorCode(q, lastChance.id) == "LEASE_EXPIRED")
         #expect(again.errors.first?.error.contains(owner) == true)
         #expect(try await q.queue.job(id: lastChance.id)?.state == .dead)
         // The worker that lost the lease can no longer finish the attempt.
@@ -237,6 +246,7 @@ import Testing
         let record = try #require(try await q.queue.job(id: killed[0]))
         #expect(record.state == .dead)
         #expect(record.errors.first?.code == "UNKNOWN_KIND")
+        #expect(try await lastErrorCode(q, killed[0]) == "UNKNOWN_KIND")
         #expect(record.errors.first?.error == "unknown job kind 'image.resize': no worker of this fleet handles it")
     }
 
@@ -333,12 +343,13 @@ import Testing
     @Test func listPagesReadAnIndexInIdOrder() async throws {
         let q = try await TestQueue.make()
         try await q.sql.query("""
-            INSERT INTO jobs (kind, state, attempt, finished_at, errors)
+            INSERT INTO jobs (kind, state, attempt, finished_at, errors, last_error_code)
             SELECT (ARRAY['drill.noop', 'drill.script', 'image.normalize'])[1 + i % 3],
                 CASE WHEN i % 500 = 0 THEN 'dead'::job_state WHEN i % 500 = 1 THEN 'cancelled'::job_state ELSE 'completed'::job_state END,
                 1, now(),
-                CASE WHEN i % 500 = 0 THEN jsonb_build_array(jsonb_build_object('code', (ARRAY['A', 'B', 'C', 'D'])[1 + i % 4])) ELSE '[]' END
-            FROM generate_series(1, 100000) AS i;
+                CASE WHEN i % 500 = 0 THEN jsonb_build_array(jsonb_build_object('code', c.code)) ELSE '[]' END,
+                CASE WHEN i % 500 = 0 THEN c.code END
+            FROM generate_series(1, 100000) AS i, LATERAL (SELECT (ARRAY['A', 'B', 'C', 'D'])[1 + i % 4] AS code) AS c;
             ANALYZE jobs;
             """)
         for (filter, index) in [

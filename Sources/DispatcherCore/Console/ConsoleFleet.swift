@@ -88,12 +88,12 @@ struct ConsoleFleet: Sendable {
     }
 
     /// Dead jobs grouped by kind and latest error code, largest first; a group's sample is its
-    /// newest job. Reads only the partial index of failed jobs (`jobs_failed_kind_idx`).
+    /// newest job. An index-only scan of the dead jobs' index by kind and code (`jobs_dead_groups_idx`).
     func deadGroups() async throws -> [DeadGroup] {
         try await pool.query("""
             SELECT g.kind, g.code, g.n, extract(epoch FROM g.first_seen) AS first_seen, extract(epoch FROM g.last_seen) AS last_seen,
                    g.sample_id, j.payload::text AS payload
-            FROM (SELECT kind, errors -> -1 ->> 'code' AS code, count(*) AS n, min(finished_at) AS first_seen,
+            FROM (SELECT kind, last_error_code AS code, count(*) AS n, min(finished_at) AS first_seen,
                          max(finished_at) AS last_seen, max(id) AS sample_id
                   FROM jobs WHERE state = 'dead' GROUP BY 1, 2 ORDER BY n DESC, kind LIMIT 200) g
             JOIN jobs j ON j.id = g.sample_id

@@ -164,8 +164,9 @@ import Testing
         try await TestDispatcher.run { dispatcher in
             let q = dispatcher.queue
             try await q.pool.query("""
-                INSERT INTO jobs (kind, state, attempt, max_attempts, finished_at, errors)
-                SELECT 'drill.script', 'dead', 1, 1, now(), '[{"attempt":1,"at":"2026-01-01T00:00:00Z","error":"down","code":"PROVIDER_DOWN"}]'
+                INSERT INTO jobs (kind, state, attempt, max_attempts, finished_at, errors, last_error_code)
+                SELECT 'drill.script', 'dead', 1, 1, now(), '[{"attempt":1,"at":"2026-01-01T00:00:00Z","error":"down","code":"PROVIDER_DOWN"}]',
+                    'PROVIDER_DOWN'
                 FROM generate_series(1, 100000)
                 """)
             let client = try await dispatcher.unixClient()

@@ -7,7 +7,7 @@ public struct JobFilter: Sendable, Equatable, Encodable {
     public var states: [JobState]?
     public var kinds: [JobKind]?
     public var queues: [String]?
-    /// The code of the job's latest error (`errors[-1].code`).
+    /// The code of the job's latest error (`errors[-1].code`, kept in `last_error_code`).
     public var errorCode: String?
     public var createdAfter: Date?
     public var createdBefore: Date?
@@ -57,7 +57,7 @@ public struct JobFilter: Sendable, Equatable, Encodable {
         if let states { oneOf("state", "job_state", states.map(\.rawValue)) }
         if let kinds { oneOf("kind", "text", kinds.map(\.rawValue)) }
         if let queues { oneOf("queue", "text", queues) }
-        if let errorCode { add({ "(errors -> -1 ->> 'code') = \($0)::text" }, errorCode) }
+        if let errorCode { add({ "last_error_code = \($0)::text" }, errorCode) }
         if let createdAfter { add({ "created_at >= to_timestamp(\($0)::float8)" }, createdAfter.timeIntervalSince1970) }
         if let createdBefore { add({ "created_at < to_timestamp(\($0)::float8)" }, createdBefore.timeIntervalSince1970) }
         if let finishedAfter { add({ "finished_at >= to_timestamp(\($0)::float8)" }, finishedAfter.timeIntervalSince1970) }

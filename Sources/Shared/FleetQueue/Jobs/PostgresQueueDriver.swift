@@ -55,6 +55,7 @@ public struct PostgresQueueDriver: QueueDriver {
             finished_at = CASE WHEN o.state = 'available' THEN NULL ELSE now() END,
             errors = CASE WHEN o.error IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(jsonb_build_object(
                 'attempt', jobs.attempt, 'at', now(), 'error', o.error, 'code', o.code, 'worker', $1::text)) END,
+            last_error_code = CASE WHEN o.error IS NULL THEN jobs.last_error_code ELSE o.code END,
             lease_owner = NULL,
             lease_expires_at = NULL
         FROM unnest($2::bigint[], $3::integer[], $4::job_state[], $5::jsonb[], $6::text[], $7::text[], $8::float8[], $9::boolean[],
@@ -318,6 +319,7 @@ public struct PostgresQueueDriver: QueueDriver {
                     errors = jobs.errors || jsonb_build_array(jsonb_build_object(
                         'attempt', jobs.attempt, 'at', now(), 'code', '\(JobErrorCode.leaseExpired)', 'worker', jobs.lease_owner,
                         'error', 'lease expired: worker ' || coalesce(jobs.lease_owner, '?') || ' stopped renewing it')),
+                    last_error_code = '\(JobErrorCode.leaseExpired)',
                     lease_owner = NULL,
                     lease_expires_at = NULL
                 FROM expired
@@ -352,7 +354,8 @@ public struct PostgresQueueDriver: QueueDriver {
             UPDATE jobs SET state = 'dead', finished_at = now(),
                 errors = errors || jsonb_build_array(jsonb_build_object(
                     'attempt', attempt, 'at', now(), 'code', '\(JobErrorCode.unknownKind)',
-                    'error', 'unknown job kind ''' || kind || ''': no worker of this fleet handles it'))
+                    'error', 'unknown job kind ''' || kind || ''': no worker of this fleet handles it')),
+                last_error_code = '\(JobErrorCode.unknownKind)'
             WHERE state = 'available' AND NOT (kind = ANY($1::text[])) AND created_at < now() - make_interval(secs => $2)
             RETURNING id, state
             ),
