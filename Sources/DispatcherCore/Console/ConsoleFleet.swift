@@ -126,8 +126,9 @@ struct ConsoleFleet: Sendable {
     }
 
     /// The overview's numbers in one statement whose cost follows the queue, not the table:
-    /// due, scheduled, retrying and lag come from the available jobs (the claim's partial index),
-    /// running from the running ones (the lease index): exact. What finished in the last hour
+    /// due, scheduled and lag come from the claim's partial index (kind and run_at, no heap once
+    /// vacuumed), retrying from the retried jobs' own (`jobs_retrying_idx`), running from the
+    /// lease index: exact. What finished in the last hour
     /// (per kind, and per minute for the chart) comes from the newest `recentJobsWindow` jobs by
     /// id: exact while fewer jobs than that were created in the last hour, an undercount above.
     /// (`stats` counts the whole table: a full scan a refresh every 2 s must not cost.)
@@ -140,9 +141,10 @@ struct ConsoleFleet: Sendable {
                 FROM recent WHERE state IN ('completed', 'dead') AND finished_at > now() - interval '1 hour'
             ), queued AS (
                 SELECT kind, count(*) FILTER (WHERE run_at <= now()) AS due, count(*) FILTER (WHERE run_at > now()) AS scheduled,
-                       count(*) FILTER (WHERE attempt > 0) AS retrying,
                        extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())) AS lag
                 FROM jobs WHERE state = 'available' GROUP BY kind
+            ), retrying AS (
+                SELECT kind, count(*) AS retrying FROM jobs WHERE state = 'available' AND attempt > 0 GROUP BY kind
             ), running AS (
                 SELECT kind, count(*) AS running FROM jobs WHERE state = 'running' GROUP BY kind
             ), ended AS (
@@ -154,11 +156,12 @@ struct ConsoleFleet: Sendable {
             SELECT
                 (SELECT coalesce(json_agg(json_build_object(
                         'kind', k.kind, 'due', coalesce(q.due, 0), 'scheduled', coalesce(q.scheduled, 0),
-                        'retrying', coalesce(q.retrying, 0), 'running', coalesce(r.running, 0), 'lagSeconds', q.lag,
+                        'retrying', coalesce(rt.retrying, 0), 'running', coalesce(r.running, 0), 'lagSeconds', q.lag,
                         'completed', coalesce(e.completed, 0), 'dead', coalesce(e.dead, 0), 'paused', p.kind IS NOT NULL)
                         ORDER BY k.kind), '[]')
                  FROM (SELECT kind FROM queued UNION SELECT kind FROM running UNION SELECT kind FROM ended UNION SELECT kind FROM paused) k
-                 LEFT JOIN queued q USING (kind) LEFT JOIN running r USING (kind) LEFT JOIN ended e USING (kind)
+                 LEFT JOIN queued q USING (kind) LEFT JOIN retrying rt USING (kind) LEFT JOIN running r USING (kind)
+                 LEFT JOIN ended e USING (kind)
                  LEFT JOIN paused p USING (kind))::text AS kinds,
                 (SELECT coalesce(json_agg(json_build_array(minutes_ago, completed, failed)), '[]')
                  FROM (SELECT minutes_ago, count(*) FILTER (WHERE state = 'completed') AS completed,
