@@ -30,7 +30,7 @@ import traceback
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -142,7 +142,13 @@ def after_click(driver, css, text=None, timeout=15):
     def found(d):
         elements = d.find_elements(By.CSS_SELECTOR, css)
         return elements[0] if elements and (text is None or text in elements[0].text) else False
-    return WebDriverWait(driver, timeout).until(found)
+    return live_wait(driver, timeout).until(found)
+
+
+def live_wait(driver, timeout):
+    """A wait on what the live refresh rewrites: an element read between its removal and its
+    replacement is stale, which is not a failure but a reason to look again."""
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def shot(driver, name):
@@ -219,16 +225,16 @@ def run(fleet, driver):
     check(driver.find_element(By.ID, "job-state").text == "available", "paused: the worker does not claim the retried job")
     fleet.ask("resume", "drill.script")
     try:
-        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "job-state").text == "completed")
+        live_wait(driver, 30).until(lambda d: d.find_element(By.ID, "job-state").text == "completed")
         completed = True
-    except Exception:
+    except TimeoutException:
         completed = False
     check(completed, "resumed: the job page shows the job completed")
     check(driver.execute_script("return window.consoleTestMarker") == 42, "... without a reload (live refresh)")
     shot(driver, "job-completed")
 
     driver.get(fleet.base + "/console")
-    WebDriverWait(driver, 15).until(lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-kind='drill.script'] td.completed").text != "0")
+    live_wait(driver, 15).until(lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-kind='drill.script'] td.completed").text != "0")
     shot(driver, "overview")
     driver.get(f"{fleet.base}/console/audit")
     audit = driver.find_element(By.TAG_NAME, "main").text
