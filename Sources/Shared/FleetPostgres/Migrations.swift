@@ -9,7 +9,7 @@ public struct Migration: Sendable {
 public enum Migrations {
     public static let all: [Migration] = [
         jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency, completionCallbacks, consoleSessions,
-        consoleIndexes,
+        consoleIndexes, jobTraces,
     ]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
@@ -353,5 +353,12 @@ public enum Migrations {
         CREATE INDEX jobs_dead_code_idx ON jobs (last_error_code, id) WHERE state = 'dead';
         CREATE INDEX jobs_dead_groups_idx ON jobs (kind, last_error_code, finished_at, id) WHERE state = 'dead';
         CREATE INDEX jobs_retrying_idx ON jobs (kind) WHERE state = 'available' AND attempt > 0;
+        """)
+
+    /// The W3C traceparent of the span that enqueued a job (`docs/operations.md`, "Traces"), so
+    /// the worker that claims it continues the trace; NULL when tracing was off. A nullable
+    /// column without a default is added to the catalogue only: no rewrite of the table.
+    static let jobTraces = Migration(version: 10, name: "job traces", sql: """
+        ALTER TABLE jobs ADD COLUMN trace_parent text;
         """)
 }

@@ -26,6 +26,9 @@ public struct NewJob: Sendable, Hashable {
     /// Where the fleet POSTs the job's signed end (`callback.deliver`, enqueued by the database
     /// in the transaction that ends the job). Checked against the allow-list by whoever accepts it.
     public var callbackURL: String?
+    /// The W3C traceparent the claiming worker continues. Left nil, enqueueing sets its own span's
+    /// (nil still when tracing is off).
+    public var traceParent: String?
 
     /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
     public enum Field: String, Sendable {
@@ -79,7 +82,10 @@ public struct ClaimedJob: Sendable, Hashable {
     public let attempt: Int
     public let maxAttempts: Int
     public let payload: String
+    /// When it was enqueued (the insert statement's start, by the database's clock).
     public let createdAt: Date
+    /// The enqueueing span's traceparent: the worker's spans for this job continue its trace.
+    public var traceParent: String? = nil
 
     /// Decodes the payload; a payload of the wrong shape is a permanent failure, not a crash.
     public func decodePayload<T: Decodable>(_ type: T.Type) throws -> T {
