@@ -117,8 +117,8 @@ let package = Package(
         ),
         // The dispatcher's socket protocol: wire types, frames, settings, the Swift client.
         .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix, nioSSL], path: "Sources/Shared/DispatcherProtocol"),
-        // What every executable does at start: settings, JSON logs, the HTTP listener with probes
-        // and metrics, migrations, the worker's run loop under a ServiceGroup.
+        // What every executable does at start: settings, JSON logs, traces (OTLP/HTTP when asked), the
+        // HTTP listener with probes and metrics, migrations, the worker's run loop under a ServiceGroup.
         .target(
             name: "FleetRuntime",
             dependencies: ["FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP", log, prometheus, serviceLifecycle, tracing, otel],
