@@ -31,8 +31,10 @@ public enum FleetTracing {
         configuration.serviceName = ProcessInfo.processInfo.processName
         configuration.logs.enabled = false
         configuration.metrics.enabled = false
-        // The exporter's own complaints (a collector down) go to the process's JSON log.
+        // The exporter's own complaints (a collector down) go to the process's JSON log; its
+        // start-up account of each variable it read stays out (OTEL_LOG_LEVEL=info shows it).
         configuration.diagnosticLogger = .custom(Logger(label: "otel"))
+        configuration.diagnosticLogLevel = .warning
         let backend: (factory: any Tracer, service: any Service)
         do {
             backend = try OTel.makeTracingBackend(configuration: configuration)
