@@ -26,9 +26,6 @@ public struct NewJob: Sendable, Hashable {
     /// Where the fleet POSTs the job's signed end (`callback.deliver`, enqueued by the database
     /// in the transaction that ends the job). Checked against the allow-list by whoever accepts it.
     public var callbackURL: String?
-    /// The W3C traceparent the claiming worker continues. Left nil, enqueueing sets its own span's
-    /// (nil still when tracing is off).
-    public var traceParent: String?
 
     /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
     public enum Field: String, Sendable {

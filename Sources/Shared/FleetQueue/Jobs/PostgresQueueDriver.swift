@@ -80,7 +80,7 @@ public struct PostgresQueueDriver: QueueDriver {
 
     /// Without `announce`, no `fleet_jobs` notification: a caller whose transaction holds durable
     /// writes sends it after its commit (`PostgresPool.notify` says why). Runs in an `enqueue`
-    /// span whose traceparent the jobs keep, unless they carry their own.
+    /// span whose traceparent the jobs keep (`trace_parent`), for their workers to continue.
     public func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
         return try await withSpan("enqueue", ofKind: .producer) { span in
@@ -104,8 +104,6 @@ public struct PostgresQueueDriver: QueueDriver {
                 if firstIndexOfKey[key] != nil { continue }
                 firstIndexOfKey[key] = unique.count
             }
-            var job = job
-            if job.traceParent == nil { job.traceParent = traceParent }
             unique.append(job)
         }
         // ON CONFLICT makes every row a speculative insertion (extra locking and WAL), so only
@@ -125,8 +123,6 @@ public struct PostgresQueueDriver: QueueDriver {
             PostgresArray(unique.map(\.delay.seconds)), PostgresArray(unique.map(\.payload)),
             PostgresArray(unique.map(\.idempotencyKey)),
         ]
-        // And only traced ones (tracing on) name the trace's.
-        let traced = unique.contains { $0.traceParent != nil }
         var (extraColumns, extraValues, extraInputs, extraNames) = ("", "", "", "")
         if limited {
             // Keys are joined by spaces (they cannot hold one): unnest would flatten an array of arrays.
@@ -139,10 +135,10 @@ public struct PostgresQueueDriver: QueueDriver {
             extraColumns += ", callback_url"; extraValues += ", callback_url"
             extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", callback_url"
         }
-        if traced {
-            parameters.append(PostgresArray(unique.map(\.traceParent)))
-            extraColumns += ", trace_parent"; extraValues += ", trace_parent"
-            extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", trace_parent"
+        // And only traced batches (tracing on) name the trace's, one value for the whole batch.
+        if let traceParent {
+            parameters.append(traceParent)
+            extraColumns += ", trace_parent"; extraValues += ", $\(parameters.count)::text"
         }
         // created_at is the statement's start, not the transaction's (`now()`): a render's job is
         // inserted late in its request's transaction, and its queue wait must not start before
