@@ -115,8 +115,13 @@ import Testing
         await client.close()
 
         let traceID = String(caller.traceID)
+        // Each process exports its spans as they end, in batches: `job run` ends after its steps
+        // and `request` after `enqueue`, so wait for every one.
+        let expected: Set = [
+            "request render.request", "enqueue", "queue wait", "job run", "provider submit", "provider wait", "download", "store", "settle",
+        ]
         let collected = try await collector.spans(within: .seconds(20)) { spans in
-            spans.contains { $0.traceID == traceID && $0.name == "settle" } && spans.contains { $0.traceID == traceID && $0.name == "request render.request" }
+            expected.isSubset(of: Set(spans.filter { $0.traceID == traceID }.map(\.name)))
         }
         let spans = try #require(collected, "spans: \(collector.spans)\ndispatcher log: \(dispatcher.log)\nworker log: \(worker.log)")
             .filter { $0.traceID == traceID }
