@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // The layers under Sources/Shared, lowest first; each imports only the layers below it and the
@@ -28,6 +28,8 @@ let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
 let cryptoExtras = Target.Dependency.product(name: "_CryptoExtras", package: "swift-crypto")
 let mustache = Target.Dependency.product(name: "Mustache", package: "swift-mustache")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
+let tracing = Target.Dependency.product(name: "Tracing", package: "swift-distributed-tracing")
+let otel = Target.Dependency.product(name: "OTel", package: "swift-otel")
 
 let package = Package(
     name: "wearbloom-fleet",
@@ -53,6 +55,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // OTLP/HTTP only: the gRPC exporter's packages would double the first build.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // System libraries, found by their pkg-config names (Debian's -dev packages).
@@ -64,13 +69,13 @@ let package = Package(
         .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"]),
 
         // Helpers every layer uses: JSON values, coded errors, settings from the environment,
-        // blocking work off the cooperative pool, child processes.
-        .target(name: "FleetSupport", path: "Sources/Shared/FleetSupport"),
+        // blocking work off the cooperative pool, child processes, trace context across processes.
+        .target(name: "FleetSupport", dependencies: [tracing], path: "Sources/Shared/FleetSupport"),
         // libpq: connections, the pool, the process's one LISTEN connection (Notifier), migrations.
         // Imports nothing of ours.
         .target(name: "FleetPostgres", dependencies: ["CLibPQ", log, serviceLifecycle], path: "Sources/Shared/FleetPostgres"),
         // The outbound HTTP client (libcurl's multi interface) every provider client uses.
-        .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims"], path: "Sources/Shared/FleetHTTPClient"),
+        .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims", tracing], path: "Sources/Shared/FleetHTTPClient"),
         // Where images live: storage keys and ids, the local store, atomic files.
         .target(name: "FleetStorage", dependencies: ["FleetSupport"], path: "Sources/Shared/FleetStorage"),
         // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
@@ -83,7 +88,7 @@ let package = Package(
         // cron-style schedule. Knows no product: each kind's handler lives with its domain.
         .target(
             name: "FleetQueue",
-            dependencies: ["FleetSupport", "FleetPostgres", log, metrics, serviceLifecycle],
+            dependencies: ["FleetSupport", "FleetPostgres", log, metrics, serviceLifecycle, tracing],
             path: "Sources/Shared/FleetQueue"
         ),
         // The image work: libvips normalise and cut-out composition, the background removers
@@ -112,11 +117,11 @@ let package = Package(
         ),
         // The dispatcher's socket protocol: wire types, frames, settings, the Swift client.
         .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix, nioSSL], path: "Sources/Shared/DispatcherProtocol"),
-        // What every executable does at start: settings, JSON logs, the HTTP listener with probes
-        // and metrics, migrations, the worker's run loop under a ServiceGroup.
+        // What every executable does at start: settings, JSON logs, traces (OTLP/HTTP when asked), the
+        // HTTP listener with probes and metrics, migrations, the worker's run loop under a ServiceGroup.
         .target(
             name: "FleetRuntime",
-            dependencies: ["FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP", log, prometheus, serviceLifecycle],
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP", log, prometheus, serviceLifecycle, tracing, otel],
             path: "Sources/Shared/FleetRuntime"
         ),
 
@@ -126,7 +131,7 @@ let package = Package(
             name: "DispatcherCore",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
-                "FleetCallbacks", "DispatcherProtocol", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle,
+                "FleetCallbacks", "DispatcherProtocol", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle, tracing,
             ]
         ),
         // The workers' shared command line (run, migrate).
@@ -142,7 +147,7 @@ let package = Package(
             name: "RenderWorker",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
-                "FleetRuntime", "FleetCommands", argumentParser, log,
+                "FleetRuntime", "FleetCommands", argumentParser, log, tracing,
             ]
         ),
         .executableTarget(
@@ -184,7 +189,7 @@ let package = Package(
                 "FleetCallbacks",
                 "RenderWorker", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
-                prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle,
+                prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,
             ]
         ),
         .testTarget(

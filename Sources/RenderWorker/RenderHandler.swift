@@ -7,6 +7,7 @@ import Imaging
 import Logging
 import Renders
 import Synchronization
+import Tracing
 
 /// `render.run`: one render from `processing` to `complete` or `failed`, within its deadline.
 ///
@@ -62,21 +63,22 @@ struct RenderHandler: JobHandler {
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
         }
         let remaining = render.deadlineAt.timeIntervalSinceNow
-        let attempt = RenderAttempt(render: render, earlier: earlier, provider: provider, handler: self, logger: logger)
+        let spans = RenderSpans(renderID: render.id, provider: render.provider)
+        let attempt = RenderAttempt(render: render, earlier: earlier, provider: provider, handler: self, spans: spans, logger: logger)
         let outcome: RenderAttempt.Outcome
         let attemptStarted = ContinuousClock.now
         do {
             outcome = try await withDeadline(.seconds(max(0, remaining))) { try await attempt.run() }
         } catch is DeadlinePassed {
             await attempt.cancelAtProvider()
-            let ended = try await store.fail(id: render.id, code: .renderTimeout)
+            let ended = try await settle(spans, RenderErrorCode.renderTimeout.rawValue) { try await store.fail(id: render.id, code: .renderTimeout) }
             if ended { record(render, outcome: RenderErrorCode.renderTimeout.rawValue, settled: "release") }
             logger.warning("render timed out", metadata: ["ended_here": "\(ended)"])
             return summary(render.id, RenderErrorCode.renderTimeout.rawValue)
         }
         switch outcome {
         case .stored(let path):
-            let ended = try await store.complete(id: render.id, resultPath: path)
+            let ended = try await settle(spans, RenderStatus.complete.rawValue) { try await store.complete(id: render.id, resultPath: path) }
             if !ended {
                 // The deadline passed (or a sweep ended it) between the download and now: the
                 // late result does not revive it.
@@ -89,11 +91,21 @@ struct RenderHandler: JobHandler {
             record(render, outcome: RenderStatus.complete.rawValue, settled: "consume")
             return summary(render.id, RenderStatus.complete.rawValue)
         case .failed(let reason):
-            if try await store.fail(id: render.id, code: .renderFailed) {
+            if try await settle(spans, RenderErrorCode.renderFailed.rawValue, { try await store.fail(id: render.id, code: .renderFailed) }) {
                 record(render, outcome: RenderErrorCode.renderFailed.rawValue, settled: "release")
             }
             logger.warning("render failed", metadata: ["reason": "\(reason)"])
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
+        }
+    }
+
+    /// Ends the render as `outcome` in a `settle` span; `end` says whether it ended here (false:
+    /// someone else ended it first).
+    private func settle(_ spans: RenderSpans, _ outcome: String, _ end: () async throws -> Bool) async throws -> Bool {
+        try await spans.run("settle") { span in
+            let ended = try await end()
+            span.attributes[TraceAttribute.outcome] = ended ? outcome : "ended elsewhere"
+            return ended
         }
     }
 
@@ -145,14 +157,19 @@ struct RenderAttempt: Sendable {
     let earlier: ProviderSubmission?
     let provider: any TryOnProvider
     let handler: RenderHandler
+    let spans: RenderSpans
     let logger: Logger
     private let submitted = SubmissionBox()
 
-    init(render: RenderRecord, earlier: ProviderSubmission?, provider: any TryOnProvider, handler: RenderHandler, logger: Logger) {
+    init(
+        render: RenderRecord, earlier: ProviderSubmission?, provider: any TryOnProvider, handler: RenderHandler, spans: RenderSpans,
+        logger: Logger
+    ) {
         self.render = render
         self.earlier = earlier
         self.provider = provider
         self.handler = handler
+        self.spans = spans
         self.logger = logger
         // Cancelled at the provider like a fresh one should this attempt's deadline pass, even
         // before `run` starts (a deadline already past when the job was taken over).
@@ -178,29 +195,16 @@ struct RenderAttempt: Sendable {
             lookNow = false
         }
         var submittedAt = ContinuousClock.now
-        /// An answer that was not the provider's documented JSON: read once more, as after a
-        /// 5xx; a second one ends the render instead of polling garbage until the deadline.
-        var unreadableBefore = false
         while true {
-            try Task.checkCancellation()  // the deadline passed
-            if !lookNow { await waitForCallback(submission, since: submittedAt) }
-            lookNow = false
-            let result: ProviderResult
-            switch await outcome(of: submission, since: submittedAt) {
-            case .read(let read):
-                unreadableBefore = false
-                result = read
-            case .unreadable(let error) where unreadableBefore:
-                return .failed("the provider's answers are not its documented JSON: \(error)")
-            case .unreadable(let error):
-                logger.warning("the provider's answer is not its documented JSON; reading once more", metadata: ["error": "\(error)"])
-                unreadableBefore = true
-                lookNow = true
-                continue
+            let waited = try await spans.run("provider wait", kind: .client) { span in
+                let waited = try await waitForResult(of: submission, since: submittedAt, lookNow: lookNow)
+                span.attributes[TraceAttribute.outcome] = waited.label
+                return waited
             }
-            switch result {
-            case .pending:
-                continue
+            lookNow = false
+            switch waited {
+            case .unreadable(let reason):
+                return .failed(reason)
             case .succeeded(let image):
                 return try await store(image)
             case .failed(let failure) where failure.retryable && !retried:
@@ -217,6 +221,49 @@ struct RenderAttempt: Sendable {
         }
     }
 
+    /// How waiting for the provider's outcome ended: its result once no longer pending, or two
+    /// answers in a row that were not its documented JSON.
+    private enum Waited {
+        case succeeded(ProviderImage)
+        case failed(ProviderFailure)
+        case unreadable(String)
+
+        var label: String {
+            switch self {
+            case .succeeded: "succeeded"
+            case .failed: "failed"
+            case .unreadable: "unreadable"
+            }
+        }
+    }
+
+    /// Waits for the submission's callback or polls until its outcome is known. An answer that
+    /// was not the provider's documented JSON is read once more, as after a 5xx; a second one
+    /// ends the render instead of polling garbage until the deadline.
+    private func waitForResult(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant, lookNow: Bool) async throws -> Waited {
+        var lookNow = lookNow
+        var unreadableBefore = false
+        while true {
+            try Task.checkCancellation()  // the deadline passed
+            if !lookNow { await waitForCallback(submission, since: submittedAt) }
+            lookNow = false
+            switch await outcome(of: submission, since: submittedAt) {
+            case .read(.pending):
+                unreadableBefore = false
+            case .read(.succeeded(let image)):
+                return .succeeded(image)
+            case .read(.failed(let failure)):
+                return .failed(failure)
+            case .unreadable(let error) where unreadableBefore:
+                return .unreadable("the provider's answers are not its documented JSON: \(error)")
+            case .unreadable(let error):
+                logger.warning("the provider's answer is not its documented JSON; reading once more", metadata: ["error": "\(error)"])
+                unreadableBefore = true
+                lookNow = true
+            }
+        }
+    }
+
     /// Asks the provider to drop the job, if one was submitted (deadline passed).
     func cancelAtProvider() async {
         if let submission = submitted.value { await provider.cancel(submission) }
@@ -228,7 +275,16 @@ struct RenderAttempt: Sendable {
         while true {
             let started = ContinuousClock.now
             do {
-                let submission = try await provider.submit(request)
+                let submission = try await spans.run("provider submit", kind: .client) { span in
+                    do {
+                        let submission = try await provider.submit(request)
+                        span.attributes[TraceAttribute.outcome] = "ok"
+                        return submission
+                    } catch {
+                        span.attributes[TraceAttribute.outcome] = (error as? ProviderError).map { $0.isTransient ? "transient" : "rejected" } ?? "error"
+                        throw error
+                    }
+                }
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
                 submitted.value = submission
                 if case .falQueue = submission.state {
@@ -300,19 +356,23 @@ struct RenderAttempt: Sendable {
     private func store(_ image: ProviderImage) async throws -> Outcome {
         let bytes: Data
         do {
-            bytes = try await handler.fetcher.fetch(image, provider: provider.name).bytes
+            bytes = try await spans.run("download") { _ in try await handler.fetcher.fetch(image, provider: provider.name).bytes }
         } catch {
             return .failed("result download failed: \(error)")
         }
-        let jpeg: Data
-        do {
-            jpeg = try await offload { try RenderImage.normalize(bytes) }
-        } catch {
-            return .failed("the provider's image does not decode: \(error)")
+        return try await spans.run("store") { span in
+            let jpeg: Data
+            do {
+                jpeg = try await offload { try RenderImage.normalize(bytes) }
+            } catch {
+                span.attributes[TraceAttribute.outcome] = "undecodable"
+                return .failed("the provider's image does not decode: \(error)")
+            }
+            let key = StorageKey.render(user: try StorageID(render.ownerId), render: try StorageID(render.id))
+            try await handler.storage.write(jpeg, to: key)
+            span.attributes[TraceAttribute.outcome] = "stored"
+            return .stored(path: key.relativePath)
         }
-        let key = StorageKey.render(user: try StorageID(render.ownerId), render: try StorageID(render.id))
-        try await handler.storage.write(jpeg, to: key)
-        return .stored(path: key.relativePath)
     }
 
     private func tryOnRequest() async throws -> TryOnRequest {

@@ -42,4 +42,17 @@ import Testing
             "logger": "render-worker", "job_id": "7", "worker_id": "w2",
         ])
     }
+
+    /// Inside a span, the provider (tracing's) adds the span's ids; the handler's and the event's
+    /// own metadata win over it.
+    @Test func aMetadataProvidersFieldsComeUnderTheHandlersAndTheEvents() throws {
+        var handler = JSONLogHandler(label: "dispatcher", level: .info, metadataProvider: .init {
+            ["trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7", "kind": "provided"]
+        })
+        handler[metadataKey: "kind"] = "handler"
+        let event = LogEvent(level: .info, message: "enqueued", metadata: ["job_id": "7"], source: nil, file: #fileID, function: #function, line: #line)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(handler.line(for: event, at: "t").utf8)) as? [String: String])
+        #expect(object["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" && object["span_id"] == "00f067aa0ba902b7")
+        #expect(object["kind"] == "handler" && object["job_id"] == "7")
+    }
 }

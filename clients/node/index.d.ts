@@ -104,6 +104,11 @@ export interface Greeting {
 }
 
 /** The queue's options; each one left out takes the default. */
+/** Joins a request to the caller's trace: `traceparent` is a W3C traceparent (`00-<trace id>-<parent id>-<flags>`). */
+export interface TraceOptions {
+  traceparent?: string;
+}
+
 export interface JobOptions {
   queue?: string;
   /** 0 runs first, 9 last; default 2. */
@@ -374,11 +379,12 @@ export declare class DispatcherClient extends EventEmitter {
    * ConnectionLostError (connection broken, not safe to repeat), a NotConnectedError (no
    * connection within reconnectTimeoutMs) or a ConnectionClosedError (closed).
    */
-  call<T = unknown>(op: string, args?: object): Promise<T>;
+  /** `traceparent`: a W3C traceparent; the dispatcher's spans for the request join that trace. */
+  call<T = unknown>(op: string, args?: object, trace?: TraceOptions): Promise<T>;
   ping(): Promise<{ pong: true; serverTime: string }>;
   /** Authenticates every open connection and keeps the token for reconnections; a refused token closes the client. */
   auth(token: string): Promise<{ authenticated: true; name: string; role: AccessRole }>;
-  enqueue(kind: string, payload?: { [key: string]: JsonValue }, options?: JobOptions): Promise<EnqueuedJob>;
+  enqueue(kind: string, payload?: { [key: string]: JsonValue }, options?: JobOptions, trace?: TraceOptions): Promise<EnqueuedJob>;
   /**
    * `profile`: a normalise profile's name (built in: `upload`, the default, at most 1200 px wide; `trial-room`,
    * at most 2000 px high; `thumb`, a 400 px box; more in `fleet_settings`). An unknown one rejects with
@@ -395,7 +401,7 @@ export declare class DispatcherClient extends EventEmitter {
   cancel(jobId: number): Promise<CancelResult>;
   stats(options?: { windowSeconds?: number }): Promise<QueueStats>;
   /** Rejects with INVALID_CATEGORY, INSUFFICIENT_CREDITS, SUBSCRIPTION_EXPIRED, INVALID_TOKEN, TOKEN_ALREADY_USED or RENDER_ID_CONFLICT (the id is another requester's render). */
-  requestRender(request: RenderRequest): Promise<Render>;
+  requestRender(request: RenderRequest, trace?: TraceOptions): Promise<Render>;
   renderStatus(renderId: string): Promise<Render>;
   waitRender(renderId: string, options?: { timeoutMs?: number }): Promise<RenderWaitResult>;
   /** A thumbs-down on a complete render refunds its credit once. */

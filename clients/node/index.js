@@ -20,6 +20,8 @@ const SAFE_OPS = new Set([
 /** Ops that are safe to repeat only with `options.idempotencyKey`. */
 const KEYED_OPS = new Set(['enqueue', 'image.normalize', 'garment.process', 'account.purge']);
 /** The server's default `timeoutMs` of `wait` and `render.wait`. */
+// A W3C traceparent (version 00), as the dispatcher checks it: a malformed one is refused here, not sent.
+const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 const DEFAULT_WAIT_MS = 30_000;
 /** How often one request is sent again before it rejects with ConnectionLostError (a request that
  * brings the dispatcher down must not do so forever). */
@@ -140,11 +142,13 @@ class Connection {
 
   get isOpen() { return this.#closedWith === null; }
 
-  /** Writes one request: `{op, args, resolve, reject}`; its answer settles it. */
+  /** Writes one request: `{op, args, traceparent?, resolve, reject}`; its answer settles it. */
   send(request) {
     const id = this.#nextId++;
     this.#pending.set(id, request);
-    this.#socket.write(JSON.stringify({ id, op: request.op, args: request.args }) + '\n');
+    const frame = { id, op: request.op, args: request.args };
+    if (request.traceparent) frame.traceparent = request.traceparent;
+    this.#socket.write(JSON.stringify(frame) + '\n');
   }
 
   close() {
@@ -252,11 +256,18 @@ class DispatcherClient extends EventEmitter {
   /** The greeting of the latest connection made. */
   get greeting() { return this.#greeting; }
 
-  /** Sends one request; resolves with its result or rejects with a DispatcherError (or a connection error). */
-  call(op, args = {}) {
+  /**
+   * Sends one request; resolves with its result or rejects with a DispatcherError (or a connection error).
+   * With `traceparent` (a W3C traceparent), the dispatcher's spans for it join the caller's trace.
+   */
+  call(op, args = {}, { traceparent } = {}) {
     if (op === 'auth') return this.auth(args.token);
     if (this.#closedWith) return Promise.reject(this.#closedWith);
-    return new Promise((resolve, reject) => this.#dispatch({ op, args, resolve, reject, startedAt: Date.now(), resends: 0, timer: null }));
+    if (traceparent !== undefined && !TRACEPARENT.test(traceparent)) {
+      return Promise.reject(new TypeError(`traceparent '${traceparent}' is not a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)`));
+    }
+    return new Promise((resolve, reject) =>
+      this.#dispatch({ op, args, traceparent, resolve, reject, startedAt: Date.now(), resends: 0, timer: null }));
   }
 
   ping() { return this.call('ping'); }
@@ -279,7 +290,9 @@ class DispatcherClient extends EventEmitter {
       throw error;
     }
   }
-  enqueue(kind, payload = {}, options = undefined) { return this.call('enqueue', { kind, payload, options }); }
+  enqueue(kind, payload = {}, options = undefined, { traceparent } = {}) {
+    return this.call('enqueue', { kind, payload, options }, { traceparent });
+  }
   normalizeImage({ userId, uploadId, target, imageId, profile }, options = undefined) {
     return this.call('image.normalize', { userId, uploadId, target, imageId, profile, options });
   }
@@ -291,8 +304,9 @@ class DispatcherClient extends EventEmitter {
   wait(jobId, { timeoutMs } = {}) { return this.call('wait', { jobId, timeoutMs }); }
   cancel(jobId) { return this.call('cancel', { jobId }); }
   stats({ windowSeconds } = {}) { return this.call('stats', { windowSeconds }); }
-  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl }) {
-    return this.call('render.request', { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl });
+  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl }, { traceparent } = {}) {
+    return this.call('render.request', { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl },
+      { traceparent });
   }
   renderStatus(renderId) { return this.call('render.status', { renderId }); }
   waitRender(renderId, { timeoutMs } = {}) { return this.call('render.wait', { renderId, timeoutMs }); }

@@ -53,12 +53,23 @@ struct RequestRouter: Sendable {
         }
         let arguments = fields["args"] ?? .object([:])
         guard case .object = arguments else { return .reply(.failure(id, .badArgument, "args must be an object")) }
+        let traceParent: TraceParent?
+        switch fields["traceparent"] {
+        case nil, .null?: traceParent = nil
+        case .string(let text)?:
+            do throws(TraceParent.FormatError) {
+                traceParent = try TraceParent(text)
+            } catch {
+                return .reply(.failure(id, .badArgument, error.description))
+            }
+        default: return .reply(.failure(id, .badArgument, "traceparent must be a string (a W3C traceparent) or null"))
+        }
         if op == AuthRequest.op { return authenticate(id, arguments, &session) }
         guard let entry = registry.entry(named: op) else {
             return .reply(.failure(id, .unknownOp, "unknown op '\(op.prefix(100))'; ops: \((registry.names + [AuthRequest.op]).sorted().joined(separator: ", "))"))
         }
         guard case .roles(let roles) = entry.access else {
-            return .run(id: id, op: op) { try await entry.run(arguments) }
+            return .run(id: id, op: op) { try await RequestSpan.run(op, continuing: traceParent) { try await entry.run(arguments) } }
         }
         if let digest = session.tokenDigest, tokens.caller(for: digest) == nil {
             return .replyAndClose(.failure(id, .unauthenticated, "the access token was revoked"))
@@ -70,7 +81,9 @@ struct RequestRouter: Sendable {
             let allowed = AccessRole.allCases.filter(roles.contains).map(\.rawValue).joined(separator: ", ")
             return .reply(.failure(id, .forbidden, "\(op) needs a token with the role \(allowed); '\(caller.name)' is \(caller.role.rawValue)"))
         }
-        return .run(id: id, op: op) { try await Caller.$current.withValue(caller) { try await entry.run(arguments) } }
+        return .run(id: id, op: op) {
+            try await Caller.$current.withValue(caller) { try await RequestSpan.run(op, continuing: traceParent) { try await entry.run(arguments) } }
+        }
     }
 
     private func authenticate(_ id: RequestID, _ arguments: JSONValue, _ session: inout Session) -> Routing {

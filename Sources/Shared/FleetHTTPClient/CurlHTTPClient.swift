@@ -18,6 +18,16 @@ public final class CurlHTTPClient: HTTPClient, Sendable {
 
     deinit { loop.stop() }
 
+    /// The request with the current span's `traceparent` (a provider submit, a download…), so the
+    /// peer's own trace can join ours; unchanged when tracing is off or the caller set one.
+    static func traced(_ request: HTTPClientRequest) -> HTTPClientRequest {
+        guard let traceParent = TracePropagation.traceParent(),
+              !request.headers.contains(where: { $0.name.lowercased() == TracePropagation.header }) else { return request }
+        var request = request
+        request.headers.append((TracePropagation.header, traceParent))
+        return request
+    }
+
     /// curl_global_init is not thread-safe: run it once, on first use.
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -25,7 +35,7 @@ public final class CurlHTTPClient: HTTPClient, Sendable {
         guard let url = URL(string: request.url), let scheme = url.scheme?.lowercased(),
               scheme == "http" || scheme == "https", url.host != nil
         else { throw HTTPClientError.invalidRequest("not an http(s) URL: \(HTTPClientError.redacted(request.url))") }
-        let transfer = try CurlTransfer(request: request)
+        let transfer = try CurlTransfer(request: Self.traced(request))
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation

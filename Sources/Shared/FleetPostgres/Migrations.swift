@@ -9,7 +9,7 @@ public struct Migration: Sendable {
 public enum Migrations {
     public static let all: [Migration] = [
         jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency, completionCallbacks, consoleSessions,
-        consoleIndexes,
+        consoleIndexes, jobTraces,
     ]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
@@ -353,5 +353,31 @@ public enum Migrations {
         CREATE INDEX jobs_dead_code_idx ON jobs (last_error_code, id) WHERE state = 'dead';
         CREATE INDEX jobs_dead_groups_idx ON jobs (kind, last_error_code, finished_at, id) WHERE state = 'dead';
         CREATE INDEX jobs_retrying_idx ON jobs (kind) WHERE state = 'available' AND attempt > 0;
+        """)
+
+    /// The W3C traceparent of the span that enqueued a job (`docs/operations.md`, "Traces"), so
+    /// the worker that claims it continues the trace; NULL when tracing was off. A nullable
+    /// column without a default is added to the catalogue only: no rewrite of the table. A job's
+    /// completion callback (migration 7's trigger, otherwise unchanged) joins the job's trace.
+    static let jobTraces = Migration(version: 10, name: "job traces", sql: """
+        ALTER TABLE jobs ADD COLUMN trace_parent text;
+
+        CREATE OR REPLACE FUNCTION jobs_enqueue_callback() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO jobs (kind, payload, priority, max_attempts, idempotency_key, trace_parent)
+            VALUES ('callback.deliver', jsonb_build_object(
+                'url', NEW.callback_url,
+                'webhookId', 'msg_cb_job_' || NEW.id || '_' || NEW.attempt,
+                'event', jsonb_build_object(
+                    'type', 'job.finished', 'jobId', NEW.id, 'kind', NEW.kind, 'state', NEW.state, 'attempt', NEW.attempt,
+                    'errorCode', CASE WHEN NEW.state = 'completed' THEN NULL ELSE NEW.errors -> -1 ->> 'code' END,
+                    'result', NEW.result,
+                    'createdAt', fleet_wire_time(NEW.created_at),
+                    'finishedAt', fleet_wire_time(coalesce(NEW.finished_at, now())))),
+                1, 12, 'callback:job:' || NEW.id || ':' || NEW.attempt, NEW.trace_parent)
+            ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+            PERFORM pg_notify('fleet_jobs', 'callback.deliver');
+            RETURN NULL;
+        END $$;
         """)
 }

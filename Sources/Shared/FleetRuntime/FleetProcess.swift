@@ -7,14 +7,18 @@ import ServiceLifecycle
 
 /// Start-up shared by the executables: settings, logging, metrics, migrations, signals.
 public enum FleetProcess {
-    /// Reads the settings and installs logging and metrics. A bad setting throws, naming its variable.
+    /// Reads the settings and installs logging, metrics and (when `OTEL_EXPORTER_OTLP_ENDPOINT`
+    /// is set) tracing. A bad setting throws, naming its variable.
     public static func bootstrap(
         defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil
     ) throws -> FleetSettings {
+        let environment = ProcessInfo.processInfo.environment
         let settings = try FleetSettings.load(
-            from: ProcessInfo.processInfo.environment, defaultConcurrency: defaultConcurrency, defaultHTTPAddress: defaultHTTPAddress)
-        FleetLogging.bootstrap(format: settings.logFormat, level: settings.logLevel)
+            from: environment, defaultConcurrency: defaultConcurrency, defaultHTTPAddress: defaultHTTPAddress)
+        let traced = FleetTracing.isEnabled(environment)
+        FleetLogging.bootstrap(format: settings.logFormat, level: settings.logLevel, metadataProvider: traced ? FleetTracing.logMetadata : nil)
         FleetMetrics.bootstrap()
+        try FleetTracing.bootstrap(environment)
         return settings
     }
 
@@ -68,7 +72,9 @@ public enum FleetProcess {
         http: ProcessHTTP?, logger: Logger, startup: @escaping @Sendable () async throws -> [any Service]
     ) async throws {
         let main = StartupThenServices(startup: startup, started: http?.started, logger: logger)
-        let all = http?.around([main]) ?? [main]
+        var all = http?.around([main]) ?? [main]
+        // The trace exporter first: a group stops its services in reverse, so it sends the drain's spans.
+        if let exporter = FleetTracing.takeExporter() { all.insert(exporter, at: 0) }
         let group = ServiceGroup(configuration: .init(
             services: all.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

@@ -3,15 +3,18 @@ import Logging
 import Synchronization
 
 /// One JSON object per line on standard error: `ts`, `level`, `msg`, `logger`, then the
-/// metadata (`job_id`, `worker_id`…) as top-level string fields.
+/// metadata (`job_id`, `worker_id`…, and inside a span `trace_id`, `span_id` from the metadata
+/// provider) as top-level string fields.
 public struct JSONLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
     public var logLevel: Logger.Level
     private let label: String
 
-    public init(label: String, level: Logger.Level) {
+    public init(label: String, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
         self.logLevel = level
+        self.metadataProvider = metadataProvider
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -23,10 +26,12 @@ public struct JSONLogHandler: LogHandler {
         StandardError.write(line(for: event, at: timestamp()))
     }
 
-    /// One log line: `ts`, `level`, `msg`, `logger`, then the metadata, event's over handler's.
+    /// One log line: `ts`, `level`, `msg`, `logger`, then the metadata, event's over handler's
+    /// over the provider's.
     func line(for event: LogEvent, at timestamp: String) -> String {
         var line = "{\"ts\":\"\(timestamp)\",\"level\":\"\(event.level.rawValue)\",\"msg\":\(quoted(event.message.description)),\"logger\":\(quoted(label))"
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        let provided = metadataProvider?.get() ?? [:]
+        let merged = provided.merging(metadata) { _, new in new }.merging(event.metadata ?? [:]) { _, new in new }
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
             line += ",\(quoted(key)):\(quoted(value.description))"
         }
@@ -80,16 +85,17 @@ enum StandardError {
 }
 
 public enum FleetLogging {
-    /// Installs the process-wide log handler once, from the settings.
-    public static func bootstrap(format: FleetSettings.LogFormat, level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
+    /// Installs the process-wide log handler once, from the settings; `metadataProvider` adds
+    /// the current span's ids when tracing is on.
+    public static func bootstrap(format: FleetSettings.LogFormat, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+        LoggingSystem.bootstrap({ label, provider in
             switch format {
-            case .json: return JSONLogHandler(label: label, level: level)
+            case .json: return JSONLogHandler(label: label, level: level, metadataProvider: provider)
             case .text:
-                var handler = StreamLogHandler.standardError(label: label)
+                var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
                 handler.logLevel = level
                 return handler
             }
-        }
+        }, metadataProvider: metadataProvider)
     }
 }

@@ -81,9 +81,11 @@ struct ResultHandler: JobHandler {
 
     @Test func theCallbackIsEnqueuedInTheTransactionThatEndsTheJobAndOncePerEnding() async throws {
         let q = try await TestQueue.make()
+        let traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         try await q.pool.query("""
-            INSERT INTO jobs (kind, state, attempt, lease_owner, callback_url) VALUES ('drill.noop', 'running', 1, 'w1', 'http://127.0.0.1:1/a')
-            """)
+            INSERT INTO jobs (kind, state, attempt, lease_owner, callback_url, trace_parent)
+            VALUES ('drill.noop', 'running', 1, 'w1', 'http://127.0.0.1:1/a', $1)
+            """, [traceParent])
         let end = "UPDATE jobs SET state = 'completed', lease_owner = NULL, finished_at = now() WHERE kind = 'drill.noop'"
         let connection = try await PostgresConnection.connect(q.url)
         try await connection.query("BEGIN")
@@ -95,6 +97,8 @@ struct ResultHandler: JobHandler {
         try await connection.query(end)
         try await connection.query("COMMIT")
         #expect(try await q.pool.query(count).rows[0].int("n") == 1)
+        // The callback's delivery continues the job's trace.
+        #expect(try await q.pool.query("SELECT trace_parent FROM jobs WHERE kind = 'callback.deliver'").rows[0]["trace_parent"] == traceParent)
         // Writing the end again is no second ending.
         try await q.pool.query(end)
         #expect(try await q.pool.query(count).rows[0].int("n") == 1)

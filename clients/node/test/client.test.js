@@ -92,6 +92,17 @@ test('enqueue with options, status, and typed errors', async () => {
   client.close();
 });
 
+test('a traceparent is sent with the request; a malformed one is refused before sending', async () => {
+  const client = await tcp();
+  const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const job = await client.enqueue('drill.noop', {}, undefined, { traceparent });
+  assert.equal(job.kind, 'drill.noop');
+  assert.equal((await client.call('ping', {}, { traceparent })).pong, true);
+  await assert.rejects(client.call('ping', {}, { traceparent: '00-abc-01' }), TypeError);
+  await assert.rejects(client.enqueue('drill.noop', {}, undefined, { traceparent: `00-${'0'.repeat(32)}-00f067aa0ba902b7-01` }), TypeError);
+  client.close();
+});
+
 test('image operations enqueue the image worker kinds', async () => {
   const client = await tcp();
   const normalize = await client.normalizeImage({ userId: 'u1', uploadId: 'up1', target: 'body', imageId: 'b1' });

@@ -87,8 +87,9 @@ public final class DispatcherClient: Sendable {
     }
 
     /// Sends one request and returns its result; throws `DispatcherError` when the dispatcher
-    /// refuses it, `DispatcherClientError` when the connection fails it.
-    public func send<Request: DispatcherRequest>(_ request: Request) async throws -> Request.Result {
+    /// refuses it, `DispatcherClientError` when the connection fails it. With `traceparent`, the
+    /// dispatcher's spans for it join the caller's trace.
+    public func send<Request: DispatcherRequest>(_ request: Request, traceparent: TraceParent? = nil) async throws -> Request.Result {
         let connection = connections[nextConnection.add(1, ordering: .relaxed).newValue % connections.count]
         let started = ContinuousClock.now
         var request = request
@@ -97,7 +98,7 @@ public final class DispatcherClient: Sendable {
             let live = try await connection.live()
             let id = nextID.add(1, ordering: .relaxed).newValue
             do {
-                return try await ChannelExchange.send(request, id: id, on: live.channel, encoder: encoder, decoder: decoder)
+                return try await ChannelExchange.send(request, id: id, traceparent: traceparent, on: live.channel, encoder: encoder, decoder: decoder)
             } catch let ended as ConnectionEnded {
                 if ended.sent {
                     guard reconnect.enabled else { throw DispatcherClientError.connectionClosed }

@@ -158,7 +158,7 @@ final class DispatcherConnection: Sendable {
                 throw DispatcherClientError.incompatibleServer("\(greeting.protocol) version \(greeting.version)")
             }
             if greeting.authRequired, let token = settings.token {
-                _ = try await ChannelExchange.send(AuthRequest(token: token), id: 0, on: channel, encoder: WireFormat.makeEncoder(), decoder: decoder)
+                _ = try await ChannelExchange.send(AuthRequest(token: token), id: 0, traceparent: nil, on: channel, encoder: WireFormat.makeEncoder(), decoder: decoder)
             }
             return Live(channel: channel, greeting: greeting)
         } catch is ConnectionEnded {

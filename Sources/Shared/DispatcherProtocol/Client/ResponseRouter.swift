@@ -19,9 +19,9 @@ struct ConnectionEnded: Error {
 /// One request and its answer on one channel.
 enum ChannelExchange {
     static func send<Request: DispatcherRequest>(
-        _ request: Request, id: Int64, on channel: any Channel, encoder: JSONEncoder, decoder: JSONDecoder
+        _ request: Request, id: Int64, traceparent: TraceParent?, on channel: any Channel, encoder: JSONEncoder, decoder: JSONDecoder
     ) async throws -> Request.Result {
-        let frame = try WireFormat.frame(RequestFrame(id: .number(id), args: request), encoder: encoder)
+        let frame = try WireFormat.frame(RequestFrame(id: .number(id), args: request, traceparent: traceparent), encoder: encoder)
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
         // A write that never reaches the router (channel already closed) must still end the wait.
         channel.writeAndFlush(PendingRequest(id: id, frame: frame, promise: promise)).whenFailure {

@@ -99,15 +99,17 @@ public struct Greeting: Codable, Sendable, Equatable {
     }
 }
 
-/// A request as a client writes it.
+/// A request as a client writes it. `traceparent` is left out of the frame when nil.
 public struct RequestFrame<Request: DispatcherRequest>: Encodable {
     public let id: RequestID
     public let op = Request.op
     public let args: Request
+    public let traceparent: TraceParent?
 
-    public init(id: RequestID, args: Request) {
+    public init(id: RequestID, args: Request, traceparent: TraceParent? = nil) {
         self.id = id
         self.args = args
+        self.traceparent = traceparent
     }
 }
 

@@ -79,7 +79,10 @@ public struct ClaimedJob: Sendable, Hashable {
     public let attempt: Int
     public let maxAttempts: Int
     public let payload: String
+    /// When it was enqueued (the insert statement's start, by the database's clock).
     public let createdAt: Date
+    /// The enqueueing span's traceparent: the worker's spans for this job continue its trace.
+    public var traceParent: String? = nil
 
     /// Decodes the payload; a payload of the wrong shape is a permanent failure, not a crash.
     public func decodePayload<T: Decodable>(_ type: T.Type) throws -> T {

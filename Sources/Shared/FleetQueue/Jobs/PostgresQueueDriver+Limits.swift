@@ -91,7 +91,7 @@ extension PostgresQueueDriver {
             UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = $2,
                 lease_expires_at = now() + make_interval(secs => $3), started_at = now()
             WHERE id = ANY($1::bigint[]) AND state = 'available'
-            RETURNING id, kind, queue, priority, attempt, max_attempts, payload, extract(epoch FROM created_at) AS created_at
+            RETURNING id, kind, queue, priority, attempt, max_attempts, payload, extract(epoch FROM created_at) AS created_at, trace_parent
             """, [PostgresArray(admitted), request.owner, request.lease.seconds]).rows.map(ClaimedJob.init(row:))
         let starts = ledger.startsInBatch.flatMap { key, count in Array(repeating: key, count: count) }
         if !starts.isEmpty {
@@ -246,6 +246,6 @@ extension ClaimedJob {
         self.init(
             id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), queue: try row.string("queue"),
             priority: try row.int("priority"), attempt: try row.int("attempt"), maxAttempts: try row.int("max_attempts"),
-            payload: try row.string("payload"), createdAt: try row.date("created_at"))
+            payload: try row.string("payload"), createdAt: try row.date("created_at"), traceParent: row["trace_parent"])
     }
 }

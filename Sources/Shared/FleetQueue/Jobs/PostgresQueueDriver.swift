@@ -1,5 +1,7 @@
 import FleetPostgres
+import FleetSupport
 import Foundation
+import Tracing
 
 /// NOTIFY channels of the queue. Notifications are hints; pollers are the guarantee.
 public enum QueueChannel {
@@ -77,9 +79,23 @@ public struct PostgresQueueDriver: QueueDriver {
         """
 
     /// Without `announce`, no `fleet_jobs` notification: a caller whose transaction holds durable
-    /// writes sends it after its commit (`PostgresPool.notify` says why).
+    /// writes sends it after its commit (`PostgresPool.notify` says why). Runs in an `enqueue`
+    /// span whose traceparent the jobs keep (`trace_parent`), for their workers to continue.
     public func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
+        return try await withSpan("enqueue", ofKind: .producer) { span in
+            let enqueued = try await insert(jobs, announce: announce, traceParent: TracePropagation.traceParent())
+            if jobs.count == 1 {
+                span.attributes[TraceAttribute.jobID] = enqueued[0].id
+                span.attributes[TraceAttribute.kind] = jobs[0].kind.rawValue
+            } else {
+                span.attributes[TraceAttribute.jobCount] = jobs.count
+            }
+            return enqueued
+        }
+    }
+
+    private func insert(_ jobs: [NewJob], announce: Bool, traceParent: String?) async throws -> [EnqueuedJob] {
         // Keys repeated inside the batch would make ON CONFLICT touch a row twice: send each once.
         var unique: [NewJob] = []
         var firstIndexOfKey: [String: Int] = [:]
@@ -119,10 +135,19 @@ public struct PostgresQueueDriver: QueueDriver {
             extraColumns += ", callback_url"; extraValues += ", callback_url"
             extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", callback_url"
         }
+        // And only traced batches (tracing on) name the trace's, one value for the whole batch.
+        if let traceParent {
+            parameters.append(traceParent)
+            extraColumns += ", trace_parent"; extraValues += ", $\(parameters.count)::text"
+        }
+        // created_at is the statement's start, not the transaction's (`now()`): a render's job is
+        // inserted late in its request's transaction, and its queue wait must not start before
+        // the enqueue did.
         let rows = try await executor.query("""
             WITH inserted AS (
-                INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key\(extraColumns))
-                SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key\(extraValues)
+                INSERT INTO jobs (kind, queue, priority, max_attempts, run_at, payload, idempotency_key, created_at\(extraColumns))
+                SELECT kind, queue, priority, max_attempts, now() + make_interval(secs => delay), payload, idempotency_key,
+                    statement_timestamp()\(extraValues)
                 FROM unnest($1::text[], $2::text[], $3::smallint[], $4::integer[], $5::float8[], $6::jsonb[], $7::text[]\(extraInputs))
                     AS input(kind, queue, priority, max_attempts, delay, payload, idempotency_key\(extraNames))
                 \(onConflict)
@@ -200,7 +225,7 @@ public struct PostgresQueueDriver: QueueDriver {
                                       ELSE set_config('synchronous_commit', 'off', true) END) AS no_flush_wait
             WHERE jobs.id = picked.id
             RETURNING jobs.id, jobs.kind, jobs.queue, jobs.priority, jobs.attempt, jobs.max_attempts, jobs.payload,
-                extract(epoch FROM jobs.created_at) AS created_at
+                extract(epoch FROM jobs.created_at) AS created_at, jobs.trace_parent
             """, [
                 PostgresArray(wanted.map(\.key.rawValue)), PostgresArray(wanted.map(\.value)),
                 request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) }, executor.joinsCallerTransaction,

@@ -187,30 +187,34 @@ public final class WorkerRuntime: Service, Sendable {
         logger[metadataKey: "job_id"] = "\(job.id)"
         logger[metadataKey: "kind"] = "\(job.kind)"
         logger[metadataKey: "attempt"] = "\(job.attempt)"
-        let started = ContinuousClock.now
-        let result: Result<JSONValue?, any Error>
-        do {
-            guard let handler = handlers[job.kind] else { throw JobError.permanent(code: .unknownKind, message: "no handler for \(job.kind)") }
-            result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver, knownKinds: nil))))
-        } catch {
-            result = .failure(error)
+        await JobSpans.run(job, claimedAt: Date()) {
+            let started = ContinuousClock.now
+            let result: Result<JSONValue?, any Error>
+            do {
+                guard let handler = handlers[job.kind] else { throw JobError.permanent(code: .unknownKind, message: "no handler for \(job.kind)") }
+                result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver, knownKinds: nil))))
+            } catch {
+                result = .failure(error)
+            }
+            metrics.ran(job.kind, for: ContinuousClock.now - started)
+            return await finish(job, result, logger: logger)
         }
-        metrics.ran(job.kind, for: ContinuousClock.now - started)
-        await finish(job, result, logger: logger)
     }
 
-    /// Records the attempt's outcome, then frees its slot. The job stays in `running` until
-    /// its outcome is queued for writing, so a drain that sees `running` empty misses nothing.
-    private func finish(_ job: ClaimedJob, _ result: Result<JSONValue?, any Error>, logger: Logger) async {
+    /// Records the attempt's outcome, then frees its slot; returns the outcome (nil when none was
+    /// recorded). The job stays in `running` until its outcome is queued for writing, so a drain
+    /// that sees `running` empty misses nothing.
+    private func finish(_ job: ClaimedJob, _ result: Result<JSONValue?, any Error>, logger: Logger) async -> JobOutcome.Kind? {
         let disposition: Disposition? = state.withLock { state in
             guard let entry = state.running[job.id], !entry.finishing else { return nil }
             state.running[job.id]?.finishing = true
             return entry.disposition
         }
         // nil: shutdown already handed the job back.
-        guard let disposition else { return }
-        if let outcome = outcome(of: job, disposition, result, logger: logger) {
-            await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: outcome))
+        guard let disposition else { return .returned }
+        let recorded = outcome(of: job, disposition, result, logger: logger)
+        if let recorded {
+            await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: recorded))
         }
         let backlog = state.withLock { state in
             state.running.removeValue(forKey: job.id)
@@ -218,6 +222,7 @@ public final class WorkerRuntime: Service, Sendable {
             return state.backlog
         }
         if backlog { wake() }
+        return recorded
     }
 
     private func outcome(

@@ -1,0 +1,18 @@
+import FleetSupport
+import Tracing
+
+/// The spans of one render's steps (provider submit, provider wait, download, store, settle),
+/// children of its job's `job run`, each naming the render and its provider.
+struct RenderSpans: Sendable {
+    let renderID: String
+    let provider: String
+
+    /// `kind`: `.client` for the steps that call the provider.
+    func run<T>(_ step: String, kind: SpanKind = .internal, _ body: (any Span) async throws -> T) async rethrows -> T {
+        try await withSpan(step, ofKind: kind) { span in
+            span.attributes[TraceAttribute.renderID] = renderID
+            span.attributes[TraceAttribute.provider] = provider
+            return try await body(span)
+        }
+    }
+}

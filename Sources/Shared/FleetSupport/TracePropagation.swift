@@ -1,0 +1,36 @@
+import Tracing
+
+/// A trace's context carried across processes as a W3C `traceparent`: a request frame's field,
+/// a job row's `trace_parent`, a provider request's header. The bootstrapped instrument writes
+/// and reads it; with none (tracing off) nothing is written, nothing read, and the callers keep
+/// no trace at all.
+public enum TracePropagation {
+    /// The traceparent of `context`'s span; nil when tracing is off or no span is current.
+    public static func traceParent(of context: ServiceContext? = .current) -> String? {
+        guard let context else { return nil }
+        var fields: [String: String] = [:]
+        InstrumentationSystem.instrument.inject(context, into: &fields, using: FieldsInjector())
+        return fields[header]
+    }
+
+    /// A context whose spans continue `traceParent`'s trace; the top level when it is nil or
+    /// tracing is off (a new trace starts there).
+    public static func context(continuing traceParent: String?) -> ServiceContext {
+        var context = ServiceContext.topLevel
+        if let traceParent {
+            InstrumentationSystem.instrument.extract([header: traceParent], into: &context, using: FieldsExtractor())
+        }
+        return context
+    }
+
+    /// The header's and the field's name.
+    public static let header = "traceparent"
+}
+
+private struct FieldsInjector: Injector {
+    func inject(_ value: String, forKey key: String, into fields: inout [String: String]) { fields[key] = value }
+}
+
+private struct FieldsExtractor: Extractor {
+    func extract(key: String, from fields: [String: String]) -> String? { fields[key] }
+}
