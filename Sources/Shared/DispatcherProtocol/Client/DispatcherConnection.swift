@@ -113,12 +113,16 @@ final class DispatcherConnection: Sendable {
         }
     }
 
+    /// The backoff before the next attempt; a backoff that would pass the deadline is cut to it,
+    /// for one last attempt there: giving up at once when the draw overshot made a 1.5 s timeout
+    /// fail after 0.25 s.
     private func pause(_ attempt: inout Int, until deadline: ContinuousClock.Instant, after error: any Error) async throws {
         attempt += 1
-        let wake = ContinuousClock.now + settings.reconnect.backoff(beforeAttempt: attempt)
-        guard wake < deadline else {
+        let now = ContinuousClock.now
+        guard now < deadline else {
             throw DispatcherClientError.notConnected(seconds: Int(settings.reconnect.timeout.components.seconds), lastError: "\(error)")
         }
+        let wake = min(now + settings.reconnect.backoff(beforeAttempt: attempt), deadline)
         do {
             try await Task.sleep(until: wake)
         } catch {
