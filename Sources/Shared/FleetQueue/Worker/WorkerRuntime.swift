@@ -20,6 +20,8 @@ public final class WorkerRuntime: Service, Sendable {
     private let executable: String
     private let recorder: OutcomeRecorder
     private let metrics: WorkerMetrics
+    /// Tracing bootstrapped: each job's queue wait and run are spans (`JobSpans`).
+    private let traced = TracePropagation.isTracing
     private let state: Mutex<State>
     private let wakeups: AsyncStream<Void>
     private let wakeContinuation: AsyncStream<Void>.Continuation
@@ -187,7 +189,7 @@ public final class WorkerRuntime: Service, Sendable {
         logger[metadataKey: "job_id"] = "\(job.id)"
         logger[metadataKey: "kind"] = "\(job.kind)"
         logger[metadataKey: "attempt"] = "\(job.attempt)"
-        await JobSpans.run(job, claimedAt: Date()) {
+        let attempt = { [self] () async -> JobOutcome.Kind? in
             let started = ContinuousClock.now
             let result: Result<JSONValue?, any Error>
             do {
@@ -198,6 +200,11 @@ public final class WorkerRuntime: Service, Sendable {
             }
             metrics.ran(job.kind, for: ContinuousClock.now - started)
             return await finish(job, result, logger: logger)
+        }
+        if traced {
+            await JobSpans.run(job, claimedAt: Date(), attempt)
+        } else {
+            _ = await attempt()
         }
     }
 
