@@ -1,11 +1,14 @@
+import DispatcherProtocol
 import FleetHTTP
 import FleetHTTPClient
+import FleetSupport
 import Foundation
 import Hummingbird
 import Logging
 import Metrics
 import NIOCore
 import Renders
+import Tracing
 
 /// The dispatcher's provider webhooks, `POST /webhooks/{provider}`: read the body (at most
 /// `maxBodyBytes`), authenticate it, store it once and announce it (`RenderStore.recordProviderEvent`).
@@ -39,7 +42,21 @@ public struct WebhookRoutes: HTTPRoutes {
         }
     }
 
+    /// In a `provider webhook` span that continues the render's trace when the URL carries the
+    /// `traceparent` the worker put in it at submit (`FalQueueClient.traced`); one that is not
+    /// well formed is ignored (the signature covers the body, not the URL: a forged one can only
+    /// misfile a span).
     func receive(_ request: Request, from source: any WebhookSource) async -> Response {
+        let traceParent = request.uri.queryParameters.get(TracePropagation.header).flatMap { try? TraceParent(String($0)) }
+        return await withSpan("provider webhook", context: TracePropagation.context(continuing: traceParent?.rawValue), ofKind: .server) { span in
+            span.attributes[TraceAttribute.provider] = source.provider
+            let response = await handle(request, from: source)
+            span.attributes[TraceAttribute.outcome] = Int(response.status.code)
+            return response
+        }
+    }
+
+    private func handle(_ request: Request, from source: any WebhookSource) async -> Response {
         let body: Data
         do {
             body = Data(buffer: try await request.body.collect(upTo: maxBodyBytes))

@@ -1,5 +1,6 @@
 @testable import DispatcherProtocol
 import FakeProviders
+import FleetHTTPClient
 import FleetSupport
 import Foundation
 @testable import Renders
@@ -77,11 +78,12 @@ import Testing
 
 /// One render's trace across real processes: `render.request` over the socket with the test's
 /// traceparent → the `dispatcher` process (request, enqueue) → the job row → a `render-worker`
-/// process (queue wait, job run, the render's steps against a fake fal) → both export over
-/// OTLP/HTTP to a collector in the test.
+/// process (queue wait, job run, the render's steps against a fake fal) → fal's signed webhook
+/// back to the dispatcher (`provider webhook`) → both export over OTLP/HTTP to a collector in the test.
 @Suite(.serialized) struct TracingProcessTests {
     @Test func aRenderIsOneTraceAcrossTheDispatcherAndTheWorker() async throws {
-        let fal = try await FakeFal.start()
+        let fal = try await FakeFal.start(webhookClient: CurlHTTPClient())
+        fal.update { $0.latency = .milliseconds(300) }
         let fixture = try await RenderFixture.make(provider: FashnProvider.name, fal: fal)
         try await fixture.grant("u1", credits: 1)
         let collector = try await FakeCollector.start()
@@ -90,13 +92,15 @@ import Testing
             "OTEL_BSP_SCHEDULE_DELAY": "100",
         ]
         let socket = temporaryPath("dispatcher") + ".sock"
+        let httpPort = try freePort()
         let dispatcher = try WorkerProcess(databaseURL: fixture.q.url, executable: "dispatcher", environment: tracing.merging([
-            "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(try freePort())",
-            "FLEET_STORAGE_ROOT": fixture.root,
+            "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(httpPort)",
+            "FLEET_FAL_JWKS_URL": fal.jwksURL, "FLEET_STORAGE_ROOT": fixture.root,
         ]) { $1 })
-        // No webhook: the worker polls fal at once, every 100 ms.
+        // The webhook is the only way this worker learns the outcome (a grace longer than the render).
         let worker = try WorkerProcess(databaseURL: fixture.q.url, executable: "render-worker", environment: tracing.merging([
-            "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL, "FLEET_RENDER_POLL_MS": "100", "FLEET_STORAGE_ROOT": fixture.root,
+            "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL, "FLEET_STORAGE_ROOT": fixture.root,
+            "FLEET_RENDER_WEBHOOK_URL": "http://127.0.0.1:\(httpPort)/webhooks/fal", "FLEET_RENDER_WEBHOOK_GRACE_MS": "60000",
             "FLEET_LOG_LEVEL": "info",
         ]) { $1 })
         defer {
@@ -119,6 +123,7 @@ import Testing
         // and `request` after `enqueue`, so wait for every one.
         let expected: Set = [
             "request render.request", "enqueue", "queue wait", "job run", "provider submit", "provider wait", "download", "store", "settle",
+            "provider webhook",
         ]
         let collected = try await collector.spans(within: .seconds(20)) { spans in
             expected.isSubset(of: Set(spans.filter { $0.traceID == traceID }.map(\.name)))
@@ -142,10 +147,15 @@ import Testing
             #expect(child.attributes["render.id"] == "r-trace" && child.attributes["render.provider"] == FashnProvider.name, "\(step)")
         }
         #expect(try span("settle").attributes["outcome"] == "complete")
+        // fal's webhook, received by the dispatcher, under the submit that gave fal its URL.
+        let webhook = try span("provider webhook")
+        #expect(try webhook.service == "dispatcher" && webhook.parentSpanID == span("provider submit").spanID)
+        #expect(webhook.attributes["outcome"] == "200" && webhook.attributes["render.provider"] == "fal")
 
         // In order: the wait starts no earlier than the enqueue, the run once the wait ended.
         #expect(request.start <= enqueue.start && enqueue.start <= wait.start && wait.start <= wait.end && wait.end <= run.start)
         #expect(try span("provider submit").end <= span("provider wait").start)
+        #expect(try span("provider submit").end <= webhook.start && span("provider wait").start <= webhook.start)
         #expect(try span("download").end <= span("store").start && span("store").end <= span("settle").start)
 
         // fal was called inside the submit span, and said so.

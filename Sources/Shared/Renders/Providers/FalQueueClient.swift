@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetSupport
 import Foundation
 
 /// The URLs fal returns on submit; status, result and cancel use them as given (they drop the
@@ -50,7 +51,7 @@ public struct FalQueueClient: Sendable {
         endpoint: String, input: Data, webhookURL: String?, timeout: Duration
     ) async throws(ProviderError) -> (requestID: String, urls: FalQueueURLs) {
         var url = "\(baseURL)/\(endpoint)"
-        if let webhookURL { url += "?fal_webhook=\(FalQueueClient.queryEncoded(webhookURL))" }
+        if let webhookURL { url += "?fal_webhook=\(FalQueueClient.queryEncoded(Self.traced(webhookURL)))" }
         let response = try await send(.json(.post, url: url, body: input, timeout: timeout))
         guard response.isSuccess else { throw failure(response).error }
         let submitted = try ProviderJSON.decode(Submitted.self, from: response.body, what: "submit response", provider: provider)
@@ -125,6 +126,14 @@ public struct FalQueueClient: Sendable {
     }
 
     /// A query value: everything but unreserved characters percent-encoded.
+    /// The webhook URL with the current span's `traceparent` in its query: fal calls it back as
+    /// given and carries no trace context of its own, so this is how the dispatcher's `provider
+    /// webhook` span joins the render's trace. Unchanged with tracing off.
+    static func traced(_ webhookURL: String) -> String {
+        guard let traceParent = TracePropagation.traceParent() else { return webhookURL }
+        return webhookURL + (webhookURL.contains("?") ? "&" : "?") + "\(TracePropagation.header)=\(queryEncoded(traceParent))"
+    }
+
     static func queryEncoded(_ value: String) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
