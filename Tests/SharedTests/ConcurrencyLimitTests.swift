@@ -6,8 +6,11 @@ import Testing
 /// Fleet-wide limits in the claim (`docs/queue.md`, "Limits"), against a real PostgreSQL: each
 /// contract test on a pool and inside a caller's open transaction, like the driver's suite.
 @Suite struct ConcurrencyLimitTests {
-    func claim(_ q: TestQueue, _ slots: Int, owner: String = "w1", lease: Duration = .seconds(30)) async throws -> ClaimResult {
-        try await q.driver.jobClaim(ClaimRequest(owner: owner, lease: lease, slots: [.drillNoop: slots], limitedKinds: [.drillNoop]))
+    func claim(
+        _ q: TestQueue, _ slots: Int, owner: String = "w1", lease: Duration = .seconds(30), expectsLimits: Bool = true
+    ) async throws -> ClaimResult {
+        try await q.driver.jobClaim(ClaimRequest(
+            owner: owner, lease: lease, slots: [.drillNoop: slots], limitedKinds: [.drillNoop], expectsLimits: expectsLimits))
     }
 
     func enqueue(_ q: TestQueue, _ count: Int, keys: [String]) async throws -> [Int64] {
@@ -79,6 +82,22 @@ import Testing
         #expect(try await q.driver.limitRemove(key: "provider:p"))
         #expect(try await claim(q, 10).jobs.count == 8, "no rule, no limit")
         #expect(try await q.driver.limitList().isEmpty)
+    }
+
+    /// A worker whose last claim found no rule claims by the one statement; a rule set since
+    /// still holds at that claim, which says so, and the next claim goes under the rules' lock.
+    @Test(arguments: DriverExecutor.allCases) func aClaimExpectingNoRuleHonoursARuleSetSince(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        _ = try await enqueue(q, 10, keys: ["provider:p"])
+        let free = try await claim(q, 2, expectsLimits: false)
+        #expect(free.jobs.count == 2 && !free.limitsExist)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 3), by: "test")
+        let held = try await claim(q, 10, expectsLimits: false)
+        #expect(held.jobs.count == 1 && held.limitsExist && held.heldBack == [.drillNoop])
+        #expect(try await claim(q, 10, expectsLimits: true).jobs.isEmpty)
+        #expect(try await q.driver.limitRemove(key: "provider:p"))
+        let unheld = try await claim(q, 10, expectsLimits: true)
+        #expect(unheld.jobs.count == 7 && !unheld.limitsExist)
     }
 
     /// A worker that died holding slots gives them back when the rescuer takes its expired leases.

@@ -66,15 +66,19 @@ public struct RenderCapacity: Sendable {
     /// each counts the renders admitted before it (concurrent requests would otherwise all see
     /// the same queue and all be admitted).
     /// `latency`: the provider's recent run time as the request read it (nil: none on record yet).
-    func admit(provider: String, latency: Duration?, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws {
+    /// Returns whether a rule limits the provider: with none, the locked look is not needed (nor
+    /// its lock, which would put every request's commit in one line for nothing).
+    @discardableResult
+    func admit(provider: String, latency: Duration?, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws -> Bool {
         if locked { try await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"]) }
         let load = try await PostgresQueueDriver(executor: executor).limitLoad(key: Self.providerKey(provider), kind: .renderRun)
-        guard load.rule != nil else { return }
+        guard load.rule != nil else { return false }
         let latency = latency ?? Self.assumedLatency(provider)
         if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline, queued: locked) {
             Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
             throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
         }
+        return true
     }
 
     /// nil when a new render would start in time; otherwise in how many seconds to ask again.

@@ -109,14 +109,15 @@ public struct RenderRequests: Sendable {
         }
         // A render asked again with its id is answered below whatever the load: refuse only new ones.
         let isNew = row?["known"] != "t"
-        if isNew { try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: pool, locked: false) }
+        // A rule set after this look holds from the next request on.
+        let limited = isNew ? try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: pool, locked: false) : false
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
                     let render = try await insert(request, provider: settings.provider, on: connection)
                     // Last, so the lock it takes is held only for its count and the commit; a
                     // refusal rolls the render, its job and its reservation back.
-                    if isNew { try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: connection, locked: true) }
+                    if limited { try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: connection, locked: true) }
                     return render
                 }
             }

@@ -27,7 +27,7 @@ extension PostgresQueueDriver {
         let rules = try await connection.query(
             noFlushWait + "SELECT \(Self.limitColumns) FROM queue_limits ORDER BY key FOR UPDATE"
         ).rows.map(ConcurrencyLimit.init(row:))
-        guard !rules.isEmpty else { return ClaimResult(jobs: try await claim(slots, request, on: connection)) }
+        guard !rules.isEmpty else { return ClaimResult(jobs: try await claim(slots, request, on: connection) ?? []) }
 
         let running = try await Self.runningPerKey(on: connection)
         var startAges: [String: [Duration]] = [:]
@@ -85,7 +85,7 @@ extension PostgresQueueDriver {
                 heldBack.insert(JobKind(rawValue: try row.string("kind")))
             }
         }
-        guard !admitted.isEmpty else { return ClaimResult(jobs: [], heldBack: heldBack) }
+        guard !admitted.isEmpty else { return ClaimResult(jobs: [], heldBack: heldBack, limitsExist: true) }
 
         let jobs = try await connection.query("""
             UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = $2,
@@ -97,7 +97,7 @@ extension PostgresQueueDriver {
         if !starts.isEmpty {
             try await connection.query("INSERT INTO limit_starts (key) SELECT unnest($1::text[])", [PostgresArray(starts)])
         }
-        return ClaimResult(jobs: jobs, heldBack: heldBack)
+        return ClaimResult(jobs: jobs, heldBack: heldBack, limitsExist: true)
     }
 
     /// SQL: the job's keys include none of the full keys and none under a prefix that allows none.
@@ -188,7 +188,7 @@ extension PostgresQueueDriver {
 
     public func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad {
         // One statement (admission control asks on every render request): the key's own rule,
-        // else the longest prefix rule over it, and the key's use.
+        // else the longest prefix rule over it, and the key's use, counted only under a rule.
         let row = try await executor.query("""
             WITH rule AS (
                 SELECT \(Self.limitColumns) FROM queue_limits
@@ -196,9 +196,11 @@ extension PostgresQueueDriver {
                 ORDER BY key = $1 DESC, length(key) DESC LIMIT 1
             )
             SELECT rule.*,
-                (SELECT count(*) FROM jobs WHERE state = 'running' AND limit_keys IS NOT NULL AND $1 = ANY(limit_keys)) AS running_now,
-                (SELECT count(*) FROM jobs WHERE state = 'available' AND kind = $2 AND run_at <= now() AND $1 = ANY(limit_keys)) AS waiting_now,
-                (SELECT count(*) FROM limit_starts WHERE key = $1
+                (SELECT count(*) FROM jobs WHERE rule.key IS NOT NULL
+                    AND state = 'running' AND limit_keys IS NOT NULL AND $1 = ANY(limit_keys)) AS running_now,
+                (SELECT count(*) FROM jobs WHERE rule.key IS NOT NULL
+                    AND state = 'available' AND kind = $2 AND run_at <= now() AND $1 = ANY(limit_keys)) AS waiting_now,
+                (SELECT count(*) FROM limit_starts WHERE rule.key IS NOT NULL AND key = $1
                     AND started_at > now() - make_interval(secs => coalesce(rule.rate_window_seconds, 60))) AS started_now
             FROM (SELECT 1) AS one LEFT JOIN rule ON true
             """, [key, kind.rawValue]).rows[0]

@@ -132,13 +132,21 @@ public struct ClaimRequest: Sendable {
     /// Kinds whose jobs may carry limit keys: claimed under the limits' lock, the others by the
     /// one-statement claim that pays nothing for limits.
     public var limitedKinds: Set<JobKind>
+    /// Whether the last claim found limit rules (`ClaimResult.limitsExist`): false, the limited
+    /// kinds are first claimed by one statement that claims nothing if a rule has appeared since;
+    /// true, they go straight to the transaction under the rules' lock.
+    public var expectsLimits: Bool
 
-    public init(owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil, limitedKinds: Set<JobKind> = []) {
+    public init(
+        owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil, limitedKinds: Set<JobKind> = [],
+        expectsLimits: Bool = true
+    ) {
         self.owner = owner
         self.lease = lease
         self.slots = slots
         self.queues = queues
         self.limitedKinds = limitedKinds
+        self.expectsLimits = expectsLimits
     }
 }
 
@@ -147,10 +155,13 @@ public struct ClaimRequest: Sendable {
 public struct ClaimResult: Sendable {
     public var jobs: [ClaimedJob]
     public var heldBack: Set<JobKind>
+    /// Whether the claim of limited kinds found any limit rule (the next claim's `expectsLimits`).
+    public var limitsExist: Bool
 
-    public init(jobs: [ClaimedJob], heldBack: Set<JobKind> = []) {
+    public init(jobs: [ClaimedJob], heldBack: Set<JobKind> = [], limitsExist: Bool = false) {
         self.jobs = jobs
         self.heldBack = heldBack
+        self.limitsExist = limitsExist
     }
 }
 

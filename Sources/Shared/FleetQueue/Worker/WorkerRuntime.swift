@@ -122,6 +122,8 @@ public final class WorkerRuntime: Service, Sendable {
 
     private func produce() async {
         var failureDelay = Duration.milliseconds(100)
+        // Whether the last claim of limited kinds found limit rules (`ClaimRequest.expectsLimits`).
+        var limitsSeen = true
         for await _ in wakeups {
             if state.withLock({ $0.stopping }) { return }
             // Back-pressure: let the outcome writer catch up before taking more work.
@@ -142,7 +144,8 @@ public final class WorkerRuntime: Service, Sendable {
                     start(try await claim(plainSlots, limitedKinds: []).jobs, requested: plainSlots, firstOfWake: true)
                 }
                 if !limitedSlots.isEmpty {
-                    let claimed = try await claim(limitedSlots, limitedKinds: limited)
+                    let claimed = try await claim(limitedSlots, limitedKinds: limited, expectsLimits: limitsSeen)
+                    limitsSeen = claimed.limitsExist
                     state.withLock { $0.heldBack = !claimed.heldBack.isEmpty }
                     start(claimed.jobs, requested: limitedSlots, firstOfWake: plainSlots.isEmpty)
                 }
@@ -156,9 +159,10 @@ public final class WorkerRuntime: Service, Sendable {
         }
     }
 
-    private func claim(_ slots: [JobKind: Int], limitedKinds: Set<JobKind>) async throws -> ClaimResult {
+    private func claim(_ slots: [JobKind: Int], limitedKinds: Set<JobKind>, expectsLimits: Bool = false) async throws -> ClaimResult {
         let claimed = try await driver.jobClaim(ClaimRequest(
-            owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds))
+            owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds,
+            expectsLimits: expectsLimits))
         logger.trace("claimed", metadata: [
             "count": "\(claimed.jobs.count)", "requested": "\(slots.values.reduce(0, +))", "held_back": "\(claimed.heldBack.map(\.rawValue))",
         ])
