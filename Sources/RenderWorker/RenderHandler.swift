@@ -29,6 +29,10 @@ struct RenderHandler: JobHandler {
     let fetcher: ProviderImageFetcher
     let events: RenderEvents
     let options: RenderOptions
+    /// Run times for admission control's estimate, written in batches.
+    var latencies = ProviderLatencySamples()
+    /// Whether a tracer was bootstrapped (read once): with none, the render's steps make no span.
+    var tracing = TracePropagation.isTracing
 
     /// Raised inside the render when its deadline passes.
     struct DeadlinePassed: Error {}
@@ -63,7 +67,7 @@ struct RenderHandler: JobHandler {
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
         }
         let remaining = render.deadlineAt.timeIntervalSinceNow
-        let spans = RenderSpans(renderID: render.id, provider: render.provider)
+        let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)
         let attempt = RenderAttempt(render: render, earlier: earlier, provider: provider, handler: self, spans: spans, logger: logger)
         let outcome: RenderAttempt.Outcome
         let attemptStarted = ContinuousClock.now
@@ -87,7 +91,7 @@ struct RenderHandler: JobHandler {
             }
             logger.info("render complete", metadata: ["path": "\(path)"])
             // What admission control expects of the provider's next renders.
-            try? await store.capacity.recordLatency(provider: render.provider, ContinuousClock.now - attemptStarted)
+            try? await latencies.record(provider: render.provider, ContinuousClock.now - attemptStarted, to: store.capacity)
             record(render, outcome: RenderStatus.complete.rawValue, settled: "consume")
             return summary(render.id, RenderStatus.complete.rawValue)
         case .failed(let reason):

@@ -6,10 +6,14 @@ import Tracing
 struct RenderSpans: Sendable {
     let renderID: String
     let provider: String
+    /// False when no tracer was bootstrapped: the steps run without spans (no-op spans are not
+    /// free: a task-local context and the tracer's lock per step).
+    let enabled: Bool
 
     /// `kind`: `.client` for the steps that call the provider.
     func run<T>(_ step: String, kind: SpanKind = .internal, _ body: (any Span) async throws -> T) async rethrows -> T {
-        try await withSpan(step, ofKind: kind) { span in
+        guard enabled else { return try await body(NoOpTracer.NoOpSpan(context: .topLevel)) }
+        return try await withSpan(step, ofKind: kind) { span in
             span.attributes[TraceAttribute.renderID] = renderID
             span.attributes[TraceAttribute.provider] = provider
             return try await body(span)

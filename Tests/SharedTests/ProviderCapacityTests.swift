@@ -116,4 +116,40 @@ import Testing
         #expect(RenderCapacity.retryAfter(load: load(running: 0, waiting: 0, rule: rate, started: 50), latency: .seconds(10), deadline: .seconds(30)) == 45)
         #expect(RenderCapacity.retryAfter(load: load(running: 0, waiting: 0, rule: rate, started: 49), latency: .seconds(10), deadline: .seconds(30)) == nil)
     }
+
+    /// The run times a worker batches reach `provider_latency` as if written one at a time, and
+    /// at most once per flush interval.
+    @Test func latencySamplesAreWrittenInBatchesWithTheSameMean() async throws {
+        let q = try await TestQueue.make()
+        let capacity = RenderCapacity(pool: q.pool)
+        func row(_ provider: String) async throws -> (seconds: Double, samples: Int)? {
+            try await q.pool.query("SELECT seconds, samples FROM provider_latency WHERE provider = $1", [provider]).rows.first
+                .map { (try $0.double("seconds"), try $0.int("samples")) }
+        }
+        // One at a time: 10, then 20 (10 × 0.8 + 20 × 0.2 = 12), then 5 (12 × 0.8 + 5 × 0.2 = 10.6).
+        try await capacity.recordLatencies(provider: "one", [.seconds(10)])
+        try await capacity.recordLatencies(provider: "one", [.seconds(20)])
+        try await capacity.recordLatencies(provider: "one", [.seconds(5)])
+        // The same three as one batch on a new row, and two batches on a row on record.
+        try await capacity.recordLatencies(provider: "batch", [.seconds(10), .seconds(20), .seconds(5)])
+        try await capacity.recordLatencies(provider: "split", [.seconds(10)])
+        try await capacity.recordLatencies(provider: "split", [.seconds(20), .seconds(5)])
+        for provider in ["one", "batch", "split"] {
+            let written = try #require(try await row(provider))
+            #expect(abs(written.seconds - 10.6) < 1e-9 && written.samples == 3, "\(provider): \(written)")
+        }
+
+        // The first sample is written at once, the next ones a flush interval later.
+        let samples = ProviderLatencySamples(flushInterval: .seconds(30))
+        try await samples.record(provider: "timed", .seconds(4), to: capacity)
+        try await samples.record(provider: "timed", .seconds(8), to: capacity)
+        #expect(try await row("timed")?.samples == 1)
+        let soon = ProviderLatencySamples(flushInterval: .milliseconds(200))
+        try await soon.record(provider: "soon", .seconds(4), to: capacity)
+        try await soon.record(provider: "soon", .seconds(8), to: capacity)
+        try await Task.sleep(for: .milliseconds(300))
+        try await soon.record(provider: "soon", .seconds(12), to: capacity)
+        let written = try #require(try await row("soon"))
+        #expect(written.samples == 3 && abs(written.seconds - ((4 * 0.8 + 8 * 0.2) * 0.8 + 12 * 0.2)) < 1e-9)
+    }
 }

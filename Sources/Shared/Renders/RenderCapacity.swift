@@ -118,17 +118,24 @@ public struct RenderCapacity: Sendable {
         try await PostgresQueueDriver(executor: pool).limitThrottle(key: Self.providerKey(provider))?.effectiveRate
     }
 
-    /// Folds one completed render's run time into its provider's mean (weight 1/5 for the new one:
-    /// a provider slowing down shows within a few renders). Every render of a provider updates one
-    /// row, so each waits for the previous one's commit: that commit does not wait for the disk (a
-    /// sample lost in a crash changes an estimate, nothing else). Flushed, it held render
-    /// completions in line behind fsync (render overhead at 500 in flight, docs/benchmarks.md).
-    public func recordLatency(provider: String, _ latency: Duration) async throws {
+    /// Folds completed renders' run times, oldest first, into their provider's mean, each with
+    /// weight 1/5 (a provider slowing down shows within a few renders), in one statement for
+    /// the batch (`ProviderLatencySamples`). Every render of a provider updates one row, so the
+    /// writers queue on it: the commit does not wait for the disk (a sample lost in a crash
+    /// changes an estimate, nothing else). Flushed, it held render completions in line behind
+    /// fsync (render overhead at 500 in flight, docs/benchmarks.md).
+    public func recordLatencies(provider: String, _ samples: [Duration]) async throws {
+        guard let first = samples.first?.seconds else { return }
+        let newest = 0.2
+        // For a row on record: seconds × decay + contribution. A first row starts from the first sample.
+        let contribution = samples.reduce(0.0) { $0 * (1 - newest) + $1.seconds * newest }
+        let decay = pow(1 - newest, Double(samples.count))
+        let firstRow = samples.dropFirst().reduce(first) { $0 * (1 - newest) + $1.seconds * newest }
         try await pool.query("""
-            INSERT INTO provider_latency (provider, seconds)
-            SELECT $1::text, $2::float8 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
-            ON CONFLICT (provider) DO UPDATE SET seconds = provider_latency.seconds * 0.8 + EXCLUDED.seconds * 0.2,
-                samples = provider_latency.samples + 1, updated_at = now()
-            """, [provider, latency.seconds])
+            INSERT INTO provider_latency (provider, seconds, samples)
+            SELECT $1::text, $2::float8, $3::bigint FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
+            ON CONFLICT (provider) DO UPDATE SET seconds = provider_latency.seconds * $4::float8 + $5::float8,
+                samples = provider_latency.samples + EXCLUDED.samples, updated_at = now()
+            """, [provider, firstRow, samples.count, decay, contribution])
     }
 }
