@@ -91,14 +91,16 @@ public struct RenderRequests: Sendable {
 
     /// The render (new, or the earlier one with the same id), or a refusal.
     public func request(_ request: RenderRequest) async throws -> RenderRecord {
-        // One read for what every request needs (a refusal at capacity makes one more): the
-        // settings, whether the id is known, the active provider's recent latency.
+        // One read for what every request needs (under a provider's rule, admission makes one
+        // more): the settings, whether the id is known, the active provider's recent latency and
+        // whether a rule limits it.
         let row = try await pool.query("""
             WITH settings AS (SELECT \(RenderSettings.columns))
             SELECT settings.*, EXISTS (SELECT 1 FROM renders WHERE id = $1) AS known,
-                (SELECT seconds FROM provider_latency WHERE provider = coalesce(settings.provider, $2)) AS latency
+                (SELECT seconds FROM provider_latency WHERE provider = coalesce(settings.provider, $2)) AS latency,
+                \(PostgresQueueDriver.limitRuleExists(forKey: "$3 || coalesce(settings.provider, $2)")) AS limited
             FROM settings
-            """, [request.renderId.value, LocalTryOnProvider.name]).rows.first
+            """, [request.renderId.value, LocalTryOnProvider.name, RenderCapacity.providerKey("")]).rows.first
         let settings = RenderSettings(row: row)
         let latency = row?["latency"].flatMap(Double.init).map { Duration.seconds($0) }
         guard settings.enabledCategories.contains(request.category) else {
@@ -109,8 +111,9 @@ public struct RenderRequests: Sendable {
         }
         // A render asked again with its id is answered below whatever the load: refuse only new ones.
         let isNew = row?["known"] != "t"
-        // A rule set after this look holds from the next request on.
-        let limited = isNew ? try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: pool, locked: false) : false
+        // A rule set after this read holds from the next request on.
+        let limited = isNew && row?["limited"] == "t"
+            ? try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: pool, locked: false) : false
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in

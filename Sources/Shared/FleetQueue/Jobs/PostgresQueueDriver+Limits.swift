@@ -186,13 +186,24 @@ extension PostgresQueueDriver {
         return usage
     }
 
+    /// SQL: whether a rule covers the key `keyExpression` evaluates to (its own rule, or a prefix
+    /// rule over it), for a caller's statement that asks on its way (render admission's first
+    /// read: no rule, no second statement).
+    public static func limitRuleExists(forKey keyExpression: String) -> String {
+        "EXISTS (SELECT 1 FROM queue_limits WHERE \(ruleCovers(keyExpression)))"
+    }
+
+    /// SQL: the `queue_limits` row's rule applies to `keyExpression`.
+    private static func ruleCovers(_ keyExpression: String) -> String {
+        "key = \(keyExpression) OR (right(key, 1) = '*' AND starts_with(\(keyExpression), left(key, -1)))"
+    }
+
     public func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad {
         // One statement (admission control asks on every render request): the key's own rule,
         // else the longest prefix rule over it, and the key's use, counted only under a rule.
         let row = try await executor.query("""
             WITH rule AS (
-                SELECT \(Self.limitColumns) FROM queue_limits
-                WHERE key = $1 OR (right(key, 1) = '*' AND starts_with($1, left(key, -1)))
+                SELECT \(Self.limitColumns) FROM queue_limits WHERE \(Self.ruleCovers("$1"))
                 ORDER BY key = $1 DESC, length(key) DESC LIMIT 1
             )
             SELECT rule.*,
