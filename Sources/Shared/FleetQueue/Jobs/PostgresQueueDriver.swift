@@ -437,7 +437,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func workerRegister(_ worker: WorkerRecord) async throws {
-        try await executor.withRetry { connection in
+        _ = try await executor.withRetry { connection in
             try await connection.query("""
                 INSERT INTO workers (id, host, pid, executable, kinds) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT (id) DO UPDATE SET last_heartbeat_at = now(), stopped_at = NULL
@@ -446,7 +446,7 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     public func workerStop(id: String) async throws {
-        try await executor.withRetry { connection in
+        _ = try await executor.withRetry { connection in
             try await connection.query("UPDATE workers SET stopped_at = now() WHERE id = $1", [id])
         }
     }
