@@ -100,6 +100,29 @@ import Testing
         #expect(unheld.jobs.count == 7 && !unheld.limitsExist)
     }
 
+    /// A worker that runs limited and unlimited kinds claims both in one statement while no rule
+    /// exists; once a rule appears, that claim still takes the unlimited kind's jobs and holds
+    /// the limited kind's to the rule.
+    @Test(arguments: DriverExecutor.allCases) func aMixedClaimExpectingNoRuleTakesBothKindsAndHonoursARuleSetSince(
+        _ executor: DriverExecutor
+    ) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        _ = try await enqueue(q, 10, keys: ["provider:p"])
+        _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillScript) })
+        func mixedClaim(_ slots: Int) async throws -> ClaimResult {
+            try await q.driver.jobClaim(ClaimRequest(
+                owner: "w1", lease: .seconds(30), slots: [.drillNoop: slots, .drillScript: slots], limitedKinds: [.drillNoop],
+                expectsLimits: false))
+        }
+        let free = try await mixedClaim(2)
+        #expect(free.jobs.map(\.kind).sorted() == [.drillNoop, .drillNoop, .drillScript, .drillScript] && !free.limitsExist)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 3), by: "test")
+        let held = try await mixedClaim(10)
+        #expect(held.jobs.filter { $0.kind == .drillScript }.count == 8)
+        #expect(held.jobs.filter { $0.kind == .drillNoop }.count == 1)
+        #expect(held.limitsExist && held.heldBack == [.drillNoop])
+    }
+
     /// A worker that died holding slots gives them back when the rescuer takes its expired leases.
     @Test(arguments: DriverExecutor.allCases) func slotsComeBackWithTheirLease(_ executor: DriverExecutor) async throws {
         let q = try await TestQueue.make(executor: executor)

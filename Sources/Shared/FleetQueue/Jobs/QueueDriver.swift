@@ -132,9 +132,10 @@ public struct ClaimRequest: Sendable {
     /// Kinds whose jobs may carry limit keys: claimed under the limits' lock, the others by the
     /// one-statement claim that pays nothing for limits.
     public var limitedKinds: Set<JobKind>
-    /// Whether the last claim found limit rules (`ClaimResult.limitsExist`): false, the limited
-    /// kinds are first claimed by one statement that claims nothing if a rule has appeared since;
-    /// true, they go straight to the transaction under the rules' lock.
+    /// Whether the last claim found limit rules (`ClaimResult.limitsExist`): false, one statement
+    /// claims every kind, the limited ones with the others, and claims nothing if a rule has
+    /// appeared since (the claim under limits follows); true, the limited kinds go straight to
+    /// the transaction under the rules' lock.
     public var expectsLimits: Bool
 
     public init(

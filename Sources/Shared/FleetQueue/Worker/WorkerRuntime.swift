@@ -16,6 +16,8 @@ public final class WorkerRuntime: Service, Sendable {
     private let driver: any QueueDriver
     private let handlers: [JobKind: any JobHandler]
     private let notifier: Notifier
+    /// The kinds whose handlers use limits (`JobHandler.usesLimits`).
+    private let limitedKinds: Set<JobKind>
     private let logger: Logger
     private let executable: String
     private let recorder: OutcomeRecorder
@@ -60,6 +62,7 @@ public final class WorkerRuntime: Service, Sendable {
         self.configuration = configuration
         self.driver = driver
         self.handlers = Dictionary(handlers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        self.limitedKinds = Set(self.handlers.values.filter(\.usesLimits).map(\.kind))
         var logger = logger
         logger[metadataKey: "worker_id"] = "\(id)"
         self.logger = logger
@@ -72,8 +75,6 @@ public final class WorkerRuntime: Service, Sendable {
     }
 
     public var kinds: [JobKind] { handlers.keys.sorted() }
-
-    private var limitedKinds: Set<JobKind> { Set(handlers.values.filter(\.usesLimits).map(\.kind)) }
 
     public func run() async throws {
         try await driver.workerRegister(WorkerRecord(
@@ -132,21 +133,26 @@ public final class WorkerRuntime: Service, Sendable {
                 state.free.filter { $0.value > 0 }.mapValues { min($0, configuration.maxClaimBatch) }
             }
             guard !slots.isEmpty else { continue }
-            // Kinds without limits are claimed and started first: the claim under limits is a
-            // transaction of several statements (the rules locked, then the claim), and a job of
-            // another kind must not wait for it to start (the drill's noop jobs did: enqueue-to-start
-            // p50 2.0 ms before limits, 3.2 ms after, docs/benchmarks.md).
-            let limited = limitedKinds
-            let plainSlots = slots.filter { !limited.contains($0.key) }
-            let limitedSlots = slots.filter { limited.contains($0.key) }
+            let limitedSlots = slots.filter { limitedKinds.contains($0.key) }
             do {
-                if !plainSlots.isEmpty {
-                    start(try await claim(plainSlots, limitedKinds: []).jobs, requested: plainSlots, firstOfWake: true)
-                }
-                if !limitedSlots.isEmpty {
-                    let claimed = try await claim(limitedSlots, limitedKinds: limited, expectsLimits: limitsSeen)
-                    limitsSeen = claimed.limitsExist
-                    state.withLock { $0.heldBack = !claimed.heldBack.isEmpty }
+                if limitedSlots.isEmpty || !limitsSeen {
+                    // No limit rule at the last look: one statement claims every kind (the driver
+                    // claims under limits if a rule has appeared since).
+                    let claimed = try await claim(slots, expectsLimits: false)
+                    if !limitedSlots.isEmpty { note(claimed, limitsSeen: &limitsSeen) }
+                    start(claimed.jobs, requested: slots, firstOfWake: true)
+                } else {
+                    // Under limits, the kinds without them are claimed and started first: the claim
+                    // under limits is a transaction of several statements (the rules locked, then the
+                    // claim), and a job of another kind must not wait for it to start (the drill's
+                    // noop jobs did: enqueue-to-start p50 2.0 ms before limits, 3.2 ms after,
+                    // docs/benchmarks.md).
+                    let plainSlots = slots.filter { !limitedKinds.contains($0.key) }
+                    if !plainSlots.isEmpty {
+                        start(try await claim(plainSlots, expectsLimits: false).jobs, requested: plainSlots, firstOfWake: true)
+                    }
+                    let claimed = try await claim(limitedSlots, expectsLimits: true)
+                    note(claimed, limitsSeen: &limitsSeen)
                     start(claimed.jobs, requested: limitedSlots, firstOfWake: plainSlots.isEmpty)
                 }
                 failureDelay = .milliseconds(100)
@@ -159,7 +165,7 @@ public final class WorkerRuntime: Service, Sendable {
         }
     }
 
-    private func claim(_ slots: [JobKind: Int], limitedKinds: Set<JobKind>, expectsLimits: Bool = false) async throws -> ClaimResult {
+    private func claim(_ slots: [JobKind: Int], expectsLimits: Bool) async throws -> ClaimResult {
         let claimed = try await driver.jobClaim(ClaimRequest(
             owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds,
             expectsLimits: expectsLimits))
@@ -167,6 +173,13 @@ public final class WorkerRuntime: Service, Sendable {
             "count": "\(claimed.jobs.count)", "requested": "\(slots.values.reduce(0, +))", "held_back": "\(claimed.heldBack.map(\.rawValue))",
         ])
         return claimed
+    }
+
+    /// What a claim of limited kinds found: whether rules exist (the next claim's
+    /// `expectsLimits`) and whether a limit left due jobs waiting.
+    private func note(_ claimed: ClaimResult, limitsSeen: inout Bool) {
+        limitsSeen = claimed.limitsExist
+        state.withLock { $0.heldBack = !claimed.heldBack.isEmpty }
     }
 
     /// Starts what one claim returned. `firstOfWake`: the wake's first claim, which decides
