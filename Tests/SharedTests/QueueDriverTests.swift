@@ -28,6 +28,23 @@ import Testing
         #expect(claimed.allSatisfy { $0.attempt == 1 })
     }
 
+    /// The claim walks its indexes, not the table, once `ANALYZE` has seen a table whose jobs are
+    /// all in one queue: the due jobs by `jobs_claim_idx` (with the pause test written as
+    /// `queue <> ALL (paused.queues)`, estimated at 0 rows, PostgreSQL read and sorted the whole
+    /// table), the claimed rows by the primary key (joined to the picked ids, it hashed a scan of
+    /// the whole table). docs/queue.md.
+    @Test(arguments: [false, true]) func theClaimWalksItsIndexOnAnAnalysedTableOfOneQueue(guarded: Bool) async throws {
+        let q = try await TestQueue.make()
+        _ = try await q.queue.enqueue((0..<5_000).map { _ in NewJob(kind: .drillNoop) })
+        try await q.sql.query("ANALYZE jobs")
+        let plan = try await q.sql.query("EXPLAIN " + PostgresQueueDriver.claimSQL(guarded: guarded, noFlushWait: true), [
+            PostgresArray(["drill.noop"]), PostgresArray([1_000]), owner, 30.0, nil,
+        ]).rows.map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+        #expect(plan.contains("Index Scan using jobs_claim_idx"), "\(plan)")
+        #expect(plan.contains("Index Scan using jobs_pkey"), "\(plan)")
+        #expect(!plan.contains("Seq Scan on jobs"), "\(plan)")
+    }
+
     @Test(arguments: DriverExecutor.allCases) func claimTakesNoMoreThanTheFreeSlots(_ executor: DriverExecutor) async throws {
         let q = try await TestQueue.make(executor: executor)
         _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillNoop) })

@@ -210,50 +210,63 @@ public struct PostgresQueueDriver: QueueDriver {
         _ slots: [JobKind: Int], _ request: ClaimRequest, on executor: any PostgresExecutor, unlessLimitsExist: Bool = false
     ) async throws -> [ClaimedJob]? {
         let wanted = slots.sorted { $0.key < $1.key }
+        let rows = try await executor.query(Self.claimSQL(guarded: unlessLimitsExist, noFlushWait: !executor.joinsCallerTransaction), [
+            PostgresArray(wanted.map(\.key.rawValue)), PostgresArray(wanted.map(\.value)),
+            request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) },
+        ]).rows
+        if unlessLimitsExist, try rows.first?.bool("held") == true { return nil }
+        return try rows.filter { $0["id"] != nil }.map(ClaimedJob.init(row:))
+    }
+
+    /// The one-statement claim ($1 kinds, $2 slots per kind, $3 owner, $4 lease in seconds,
+    /// $5 queues or NULL). `guarded`: it claims nothing if a limit rule exists, and returns one
+    /// row at least, with `held`. `noFlushWait`: its commit does not wait for the disk (not
+    /// inside a caller's transaction).
+    static func claimSQL(guarded: Bool, noFlushWait: Bool) -> String {
         // The guard's parts are added only where asked: each part costs planning on every call
         // (PostgreSQL keeps custom plans for these statements), and the drain felt it (0.81×).
-        let guarded = unlessLimitsExist
-        let rows = try await executor.query("""
-            WITH \(guarded ? "limits AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM queue_limits) AS held)," : "")
-            -- An operator's pause is a row: every claimer honours it from its next claim on. Read
-            -- once as two arrays: as subqueries in the scan they made PostgreSQL plan the claim
-            -- anew on every call (custom plans), which cost the drain about a fifth.
-            paused AS MATERIALIZED (
-                SELECT coalesce(array_agg(name) FILTER (WHERE scope = 'queue'), '{}') AS queues,
-                       coalesce(array_agg(name) FILTER (WHERE scope = 'kind'), '{}') AS kinds
-                FROM queue_pauses
-            ),
-            picked AS MATERIALIZED (
-                SELECT j.id
-                FROM paused, unnest($1::text[], $2::integer[]) AS wanted(kind, slots)
-                CROSS JOIN LATERAL (
-                    SELECT id FROM jobs
-                    WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
-                      AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
-                      AND queue <> ALL (paused.queues)
-                    ORDER BY priority, run_at, id
-                    LIMIT wanted.slots
-                    FOR UPDATE SKIP LOCKED
-                ) AS j
-                WHERE wanted.kind <> ALL (paused.kinds)
-                  \(guarded ? "AND NOT (SELECT held FROM limits)" : "")
-            )\(guarded ? ", claimed AS (" : "")
-            UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, lease_owner = $3,
-                lease_expires_at = now() + make_interval(secs => $4), started_at = now()
-            -- The claim's commit need not wait for the disk: if a crash loses it, the job is simply
-            -- claimed again, and the completion (which does wait) of the lost claim is refused.
-            -- Inside a caller's transaction that setting would cover the caller's writes too.
-            FROM picked\(executor.joinsCallerTransaction ? "" : ", (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait")
-            WHERE jobs.id = picked.id
-            RETURNING jobs.id, jobs.kind, jobs.queue, jobs.priority, jobs.attempt, jobs.max_attempts, jobs.payload,
-                extract(epoch FROM jobs.created_at) AS created_at, jobs.trace_parent
-            \(guarded ? ") SELECT claimed.*, limits.held FROM limits LEFT JOIN claimed ON true  -- one row at least" : "")
-            """, [
-                PostgresArray(wanted.map(\.key.rawValue)), PostgresArray(wanted.map(\.value)),
-                request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) },
-            ]).rows
-        if guarded, try rows.first?.bool("held") == true { return nil }
-        return try rows.filter { $0["id"] != nil }.map(ClaimedJob.init(row:))
+        """
+        WITH \(guarded ? "limits AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM queue_limits) AS held)," : "")
+        -- An operator's pause is a row: every claimer honours it from its next claim on. Read
+        -- once as two arrays: as subqueries in the scan they made PostgreSQL plan the claim
+        -- anew on every call (custom plans), which cost the drain about a fifth.
+        paused AS MATERIALIZED (
+            SELECT coalesce(array_agg(name) FILTER (WHERE scope = 'queue'), '{}') AS queues,
+                   coalesce(array_agg(name) FILTER (WHERE scope = 'kind'), '{}') AS kinds
+            FROM queue_pauses
+        ),
+        picked AS MATERIALIZED (
+            SELECT j.id
+            FROM paused, unnest($1::text[], $2::integer[]) AS wanted(kind, slots)
+            CROSS JOIN LATERAL (
+                SELECT id FROM jobs
+                WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
+                  AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
+                  -- Not `queue <> ALL (paused.queues)`: to the planner, one queue in the table
+                  -- makes that 0 rows (1 - 1/n_distinct), and it sorted a seq scan per claim
+                  -- instead of walking the claim index (docs/queue.md). @> is estimated 0.5 %.
+                  AND NOT (paused.queues @> ARRAY[queue])
+                ORDER BY priority, run_at, id
+                LIMIT wanted.slots
+                FOR UPDATE SKIP LOCKED
+            ) AS j
+            WHERE wanted.kind <> ALL (paused.kinds)
+              \(guarded ? "AND NOT (SELECT held FROM limits)" : "")
+        )\(guarded ? ", claimed AS (" : "")
+        UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, lease_owner = $3,
+            lease_expires_at = now() + make_interval(secs => $4), started_at = now()
+        -- The claim's commit need not wait for the disk: if a crash loses it, the job is simply
+        -- claimed again, and the completion (which does wait) of the lost claim is refused.
+        -- Inside a caller's transaction that setting would cover the caller's writes too.
+        \(noFlushWait ? "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait" : "")
+        -- By the primary key, as an array: joined to `picked`, the claimed rows were estimated at a
+        -- tenth of the table (LIMIT of a column), and PostgreSQL hashed a seq scan of the whole
+        -- table to update them on every claim.
+        WHERE jobs.id = ANY (ARRAY(SELECT id FROM picked))
+        RETURNING jobs.id, jobs.kind, jobs.queue, jobs.priority, jobs.attempt, jobs.max_attempts, jobs.payload,
+            extract(epoch FROM jobs.created_at) AS created_at, jobs.trace_parent
+        \(guarded ? ") SELECT claimed.*, limits.held FROM limits LEFT JOIN claimed ON true  -- one row at least" : "")
+        """
     }
 
     public func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64> {
