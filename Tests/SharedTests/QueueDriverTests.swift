@@ -45,6 +45,29 @@ import Testing
         #expect(!plan.contains("Seq Scan on jobs"), "\(plan)")
     }
 
+    /// The claim and the finish settle on PostgreSQL's generic plan, made once per connection:
+    /// while the planner could see their arrays' lengths, one job or outcome made a custom plan
+    /// look cheaper, and each call was planned anew (0.4 and 0.3 ms of every render, docs/queue.md,
+    /// "Plans"). One connection, so that its prepared statements are the ones counted.
+    @Test func theClaimAndTheFinishAreNotPlannedAnewOnEveryCall() async throws {
+        let q = try await TestQueue.make(executor: .transaction)
+        _ = try await q.queue.enqueue((0..<12).map { _ in NewJob(kind: .drillNoop) })
+        for _ in 0..<12 {
+            let jobs = try await claim(q, [.drillNoop: 1])
+            _ = try await q.driver.jobFinishMany(owner: owner, outcomes: jobs.map {
+                JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .completed(result: nil))
+            })
+        }
+        let plans = try await q.sql.query("""
+            SELECT generic_plans, custom_plans FROM pg_prepared_statements
+            WHERE statement LIKE '%asked AS MATERIALIZED%' OR statement LIKE '%input AS MATERIALIZED%'
+            """).rows
+        #expect(plans.count == 2)
+        for row in plans {
+            #expect(try row.int64("custom_plans") <= 5 && row.int64("generic_plans") >= 7, "\(row)")
+        }
+    }
+
     @Test(arguments: DriverExecutor.allCases) func claimTakesNoMoreThanTheFreeSlots(_ executor: DriverExecutor) async throws {
         let q = try await TestQueue.make(executor: executor)
         _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillNoop) })
