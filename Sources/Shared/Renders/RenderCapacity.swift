@@ -127,10 +127,11 @@ public struct RenderCapacity: Sendable {
     public func recordLatencies(provider: String, _ samples: [Duration]) async throws {
         guard let first = samples.first?.seconds else { return }
         let newest = 0.2
-        // For a row on record: seconds × decay + contribution. A first row starts from the first sample.
+        // For a row on record: seconds × decay + contribution. A first row starts from the first
+        // sample, as if it had been on record with that value.
         let contribution = samples.reduce(0.0) { $0 * (1 - newest) + $1.seconds * newest }
         let decay = pow(1 - newest, Double(samples.count))
-        let firstRow = samples.dropFirst().reduce(first) { $0 * (1 - newest) + $1.seconds * newest }
+        let firstRow = first * decay + contribution
         try await pool.query("""
             INSERT INTO provider_latency (provider, seconds, samples)
             SELECT $1::text, $2::float8, $3::bigint FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
