@@ -18,7 +18,9 @@ public struct RenderCapacity: Sendable {
         self.pool = pool
     }
 
-    public static func providerKey(_ provider: String) -> String { "provider:\(provider)" }
+    /// What a provider's limit key starts with; SQL that builds the key appends the provider.
+    public static let providerKeyPrefix = "provider:"
+    public static func providerKey(_ provider: String) -> String { providerKeyPrefix + provider }
     /// A user's id, or an onboarding token's (`eph-…`): a user who happened to have that id
     /// would share the token's limit, never its renders.
     public static func requesterKey(_ requester: String) -> String { "user:\(requester)" }

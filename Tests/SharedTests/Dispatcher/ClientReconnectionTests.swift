@@ -78,8 +78,8 @@ import Testing
         // Every keyed enqueue that answered is a row; the unkeyed ones that answered are rows too,
         // and of those that said "may or may not", anywhere from none to all.
         let pool = PostgresPool(conninfo: url, maxConnections: 1)
-        let rows = try await pool.query("SELECT count(*) AS n FROM jobs WHERE kind = 'drill.noop'").rows[0].int("n") ?? -1
-        let keyedRows = try await pool.query("SELECT count(*) AS n FROM jobs WHERE idempotency_key LIKE 'stream-%'").rows[0].int("n") ?? -1
+        let rows = try await pool.query("SELECT count(*) AS n FROM jobs WHERE kind = 'drill.noop'").rows[0].int("n")
+        let keyedRows = try await pool.query("SELECT count(*) AS n FROM jobs WHERE idempotency_key LIKE 'stream-%'").rows[0].int("n")
         #expect(keyedRows == result.keyedJobs.count)
         #expect(Set(result.keyedJobs.values).count == result.keyedJobs.count, "one job per key")
         let applied = result.keyedJobs.count + result.unkeyedApplied
