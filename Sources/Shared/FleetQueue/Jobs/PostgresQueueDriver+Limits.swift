@@ -49,7 +49,7 @@ extension PostgresQueueDriver {
                 SELECT id, kind, limit_keys, priority, run_at FROM jobs
                 WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
                   AND ($3::text[] IS NULL OR queue = ANY($3::text[]))
-                  AND NOT (ARRAY(SELECT name FROM queue_pauses WHERE scope = 'queue') @> ARRAY[queue])  -- as in `claim`
+                  AND \(Self.queueNotPaused(pausedQueues: "ARRAY(SELECT name FROM queue_pauses WHERE scope = 'queue')"))
                   AND \(Self.notFull("limit_keys", keys: "$4", prefixes: "$5"))
                 ORDER BY priority, run_at, id
                 LIMIT wanted.slots * 2 + 16

@@ -243,6 +243,17 @@ public struct PostgresQueueDriver: QueueDriver {
         [false, true].map { noFlushWait in makeClaimSQL(guarded: guarded, noFlushWait: noFlushWait) }
     }
 
+    /// SQL: the row's queue is not among `pausedQueues` (a text[] expression). Not
+    /// `queue <> ALL (…)`: to the planner, one queue in the table makes that 0 rows
+    /// (1 - 1/n_distinct), and it sorted a seq scan per claim instead of walking the claim index;
+    /// `@>` is estimated at 0.5 % (docs/queue.md). The `cardinality` test first makes the whole
+    /// test look dearer than `state = 'available'`, so a seq scan (a plan made on a nearly empty
+    /// table) checks the state first and builds no array for the rows that are not available:
+    /// 0.07 ms per claim on a table of 300 finished jobs.
+    static func queueNotPaused(pausedQueues: String) -> String {
+        "(cardinality(\(pausedQueues)) = 0 OR NOT (\(pausedQueues) @> ARRAY[queue]))"
+    }
+
     private static func makeClaimSQL(guarded: Bool, noFlushWait: Bool) -> String {
         // The guard is a filter, not a row returned with the jobs: returning `held` with them
         // took a CTE around the update whose rows were copied once more (1 ms per 1,000 jobs).
@@ -266,10 +277,7 @@ public struct PostgresQueueDriver: QueueDriver {
                 SELECT id FROM jobs
                 WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
                   AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
-                  -- Not `queue <> ALL (paused.queues)`: to the planner, one queue in the table
-                  -- makes that 0 rows (1 - 1/n_distinct), and it sorted a seq scan per claim
-                  -- instead of walking the claim index (docs/queue.md). @> is estimated 0.5 %.
-                  AND NOT (paused.queues @> ARRAY[queue])
+                  AND \(queueNotPaused(pausedQueues: "paused.queues"))
                 ORDER BY priority, run_at, id
                 LIMIT wanted.slots
                 FOR UPDATE SKIP LOCKED
