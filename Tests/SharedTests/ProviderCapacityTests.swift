@@ -97,7 +97,10 @@ import Testing
         dispatcher.signal(SIGTERM)
         for worker in workers { worker.signal(SIGTERM) }
         #expect(await dispatcher.wait() == 0)
-        for worker in workers { #expect(await worker.wait() == 0) }
+        for worker in workers {
+            let status = await worker.wait()
+            #expect(status == 0, "exit \(status.map(String.init) ?? "none within 30 s"); log: \(worker.log.suffix(3000))")
+        }
         await fal.stop()
     }
 
