@@ -9,7 +9,7 @@ public struct Migration: Sendable {
 public enum Migrations {
     public static let all: [Migration] = [
         jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency, completionCallbacks, consoleSessions,
-        consoleIndexes, jobTraces,
+        consoleIndexes, jobTraces, renderCallbackTraces,
     ]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
@@ -375,6 +375,26 @@ public enum Migrations {
                     'createdAt', fleet_wire_time(NEW.created_at),
                     'finishedAt', fleet_wire_time(coalesce(NEW.finished_at, now())))),
                 1, 12, 'callback:job:' || NEW.id || ':' || NEW.attempt, NEW.trace_parent)
+            ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+            PERFORM pg_notify('fleet_jobs', 'callback.deliver');
+            RETURN NULL;
+        END $$;
+        """)
+
+    /// A render's callback continues the render's trace: the render keeps none of its own, but its
+    /// `render.run` job does (migration 10), and every render has one from its request on.
+    static let renderCallbackTraces = Migration(version: 11, name: "render callback traces", sql: """
+        CREATE OR REPLACE FUNCTION renders_enqueue_callback() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO jobs (kind, payload, priority, max_attempts, idempotency_key, trace_parent)
+            VALUES ('callback.deliver', jsonb_build_object(
+                'url', NEW.callback_url,
+                'webhookId', 'msg_cb_render_' || NEW.id,
+                'event', jsonb_build_object(
+                    'type', 'render.finished', 'renderId', NEW.id, 'userId', NEW.user_id, 'status', NEW.status,
+                    'errorCode', NEW.error_code, 'resultPath', NEW.result_path,
+                    'createdAt', fleet_wire_time(NEW.created_at), 'finishedAt', fleet_wire_time(now()))),
+                1, 12, 'callback:render:' || NEW.id, (SELECT trace_parent FROM jobs WHERE id = NEW.job_id))
             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
             PERFORM pg_notify('fleet_jobs', 'callback.deliver');
             RETURN NULL;

@@ -127,6 +127,10 @@ struct ResultHandler: JobHandler {
             request.callbackURL = rig.hookURL
             _ = try await f.requests.request(request)
         }
+        // r-done was requested inside a trace, kept on its render.run job: its callback continues it.
+        let traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        try await f.q.pool.query(
+            "UPDATE jobs SET trace_parent = $1 WHERE id = (SELECT job_id FROM renders WHERE id = 'r-done')", [traceParent])
         // One completed by its worker, one timed out by the dispatcher's sweep.
         _ = try await f.store.start(id: "r-done")
         #expect(try await f.store.complete(id: "r-done", resultPath: "u1/renders/r-done.jpg"))
@@ -147,6 +151,9 @@ struct ResultHandler: JobHandler {
         #expect(done["status"] == .string("complete") && done["resultPath"] == .string("u1/renders/r-done.jpg") && done["userId"] == .string("u1"))
         let late = try #require(events["msg_cb_render_r-late"])
         #expect(late["status"] == .string("failed") && late["errorCode"] == .string("RENDER_TIMEOUT") && late["type"] == .string("render.finished"))
+        let traces = try await f.q.pool.query(
+            "SELECT trace_parent FROM jobs WHERE kind = 'callback.deliver' ORDER BY idempotency_key").rows.map { $0["trace_parent"] }
+        #expect(traces == [traceParent, nil], "r-done's callback in its trace, r-late's (requested untraced) in none")
         await rig.stop()
     }
 }
