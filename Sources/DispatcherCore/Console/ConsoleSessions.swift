@@ -1,12 +1,14 @@
 import CSodium
 import FleetPostgres
+import FleetSupport
 import Foundation
 
 /// The console's logins, kept in `console_sessions` so that any dispatcher behind a load
 /// balancer serves any session and a logout (or expiry) ends it on all of them. The cookie holds
 /// 32 random bytes; the table holds only their BLAKE2b-256 digest, so a read of the table (a
-/// backup, a replica) gives nobody a session. A session names its access token, not the token
-/// itself: its role is the token's role now, and revoking the token ends its sessions.
+/// backup, a replica) gives nobody a session. A session holds its access token's digest, not the
+/// token nor its name: its caller is whoever that token is now, and revoking the token ends its
+/// sessions (within the tokens' refresh interval).
 struct ConsoleSessions: Sendable {
     /// A session's secret as the cookie carries it: 64 hex digits.
     struct Secret: Sendable, Equatable {
@@ -39,22 +41,28 @@ struct ConsoleSessions: Sendable {
     let pool: PostgresPool
     let lifetime: Duration
 
-    /// Starts a session for a token's name; returns its secret. Expired rows go at the same time
-    /// (the index on `expires_at` makes that cheap), so the table holds live sessions only.
-    func start(tokenName: String) async throws -> Secret {
+    /// Starts a session for the token with this digest; returns its secret. Expired rows go at
+    /// the same time (the index on `expires_at` makes that cheap), so the table holds live sessions
+    /// only. The token's name is kept beside its digest for a dispatcher of the previous release,
+    /// which finds sessions by name, during a rolling upgrade.
+    func start(tokenDigest: [UInt8], tokenName: String) async throws -> Secret {
         let secret = Secret.random()
         try await pool.query("DELETE FROM console_sessions WHERE expires_at < now()")
-        try await pool.query(
-            "INSERT INTO console_sessions (secret_hash, token_name, expires_at) VALUES (decode($1, 'hex'), $2, now() + make_interval(secs => $3))",
-            [secret.digestHex, tokenName, Double(lifetime.components.seconds)])
+        try await pool.query("""
+            INSERT INTO console_sessions (secret_hash, token_hash, token_name, expires_at)
+            VALUES (decode($1, 'hex'), decode($2, 'hex'), $3, now() + make_interval(secs => $4))
+            """, [secret.digestHex, tokenDigest.hexString, tokenName, Double(lifetime.components.seconds)])
         return secret
     }
 
-    /// The token name of a live session; nil when unknown or expired.
-    func tokenName(of secret: Secret) async throws -> String? {
-        try await pool.query(
-            "SELECT token_name FROM console_sessions WHERE secret_hash = decode($1, 'hex') AND expires_at > now()",
-            [secret.digestHex]).rows.first?["token_name"]
+    /// The token digest of a live session; nil when unknown, expired, or made by a dispatcher of
+    /// the previous release (no digest).
+    func tokenDigest(of secret: Secret) async throws -> [UInt8]? {
+        guard let hex: String = try await pool.query(
+            "SELECT encode(token_hash, 'hex') AS token_hash FROM console_sessions WHERE secret_hash = decode($1, 'hex') AND expires_at > now()",
+            [secret.digestHex]).rows.first?["token_hash"]
+        else { return nil }
+        return [UInt8](hexString: hex)
     }
 
     func end(_ secret: Secret) async throws {
