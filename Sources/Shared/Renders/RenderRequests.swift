@@ -182,11 +182,11 @@ public struct RenderRequests: Sendable {
             """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
                   request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
         ).rows[0].bool("charged")
-        let job = try await PostgresQueueDriver(executor: connection).jobInsertMany([
+        let job = try await JobQueue.enqueue([
             try NewJob(RenderRunPayload(renderId: request.renderId), priority: 1, maxAttempts: 10,
                        idempotencyKey: "render:\(request.renderId.value)",
                        limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? "")),
-        ], announce: false)[0]
+        ], announce: false, in: connection)[0]
         let render = try RenderStore.record(try await connection.query(
             "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderId.value, job.id]).rows[0])
         if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }
