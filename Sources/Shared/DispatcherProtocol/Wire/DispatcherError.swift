@@ -38,7 +38,7 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     public static let unavailable = Self(rawValue: "UNAVAILABLE")
     public static let `internal` = Self(rawValue: "INTERNAL")
 
-    // Business errors (PRODUCT.md).
+    // Business errors (docs/product.md, "Error codes").
     public static let insufficientCredits = Self(rawValue: "INSUFFICIENT_CREDITS")
     public static let renderFailed = Self(rawValue: "RENDER_FAILED")
     public static let renderTimeout = Self(rawValue: "RENDER_TIMEOUT")
