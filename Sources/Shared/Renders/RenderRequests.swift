@@ -65,11 +65,11 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Accepts render requests: gating, credit reservation, the render row and its job, in one
-/// transaction, before any provider is called.
+/// Accepts render requests: gating (the category, the provider's capacity), then the render row,
+/// its job and the credit reservation in one transaction, before any provider is called.
 public struct RenderRequests: Sendable {
     let pool: PostgresPool
-    /// From request to `RENDER_TIMEOUT` (PRODUCT.md: 30 s).
+    /// From request to `RENDER_TIMEOUT` (docs/product.md, "Renders": 30 s).
     public let deadline: Duration
     /// Apple's billing grace period: a `subscribed` subscription still counts this long after `expires_at`.
     public let billingGrace: Duration
