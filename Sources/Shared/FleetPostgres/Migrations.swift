@@ -57,9 +57,9 @@ public enum Migrations {
         );
         """)
 
-    /// The backend's `credits` and `subscriptions` (as PRODUCT.md describes them), and the
-    /// fleet's renders, credit reservations and ledger, ephemeral tokens, provider events and
-    /// run-time settings.
+    /// The backend's `credits` and `subscriptions` (with the columns docs/product.md lists
+    /// under "Credits"), and the fleet's renders, credit reservations and ledger, ephemeral
+    /// tokens, provider events and run-time settings.
     static let rendersAndCredits = Migration(version: 2, name: "renders and credits", sql: """
         CREATE TABLE subscriptions (
             id text PRIMARY KEY DEFAULT gen_random_uuid()::text,

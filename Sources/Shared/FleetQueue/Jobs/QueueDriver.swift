@@ -1,6 +1,6 @@
 import Foundation
 
-/// The queue's storage seam: one method per SQL statement, named entity then verb. Every
+/// The queue's storage seam: one method per operation, named entity then verb. Every
 /// state change of a running job is a compare-and-set on "still running, still this
 /// owner, still this attempt", so a worker that lost its lease cannot overwrite anything.
 public protocol QueueDriver: Sendable {

@@ -33,7 +33,7 @@ public struct ScheduleSlots: Sendable {
                     """, [entry, Int64(slot.timeIntervalSince1970), owner, Self.retention.seconds]).rows.count == 1
                 guard won else { return nil }
                 guard let job else { return Claim(jobID: nil) }
-                let jobID = try await PostgresQueueDriver(executor: connection).jobInsertMany([job])[0].id
+                let jobID = try await JobQueue.enqueue([job], in: connection)[0].id
                 try await connection.query(
                     "UPDATE schedule_slots SET job_id = $3, finished_at = now() WHERE entry = $1 AND slot_at = to_timestamp($2)",
                     [entry, Int64(slot.timeIntervalSince1970), jobID])
