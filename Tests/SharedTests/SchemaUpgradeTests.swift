@@ -1,6 +1,10 @@
+import FleetCallbacks
 import FleetPostgres
+import FleetQueue
+import FleetSchema
 import FleetSupport
 import Foundation
+@testable import Renders
 import Testing
 
 /// A database of an earlier release upgrades to today's schema with its rows intact: the
@@ -12,8 +16,8 @@ import Testing
     @Test func aDatabaseOfMigration11UpgradesWithItsRowsIntactToTheSchemaAFreshOneGets() async throws {
         let upgraded = try await PostgresCluster.shared.makeEmptyDatabase()
         try await Self.psql(upgraded, "-v", "ON_ERROR_STOP=1", "-q", "-f", Self.fixture)
-        let applied = try await Migrator(logger: testLogger).migrate(conninfo: upgraded)
-        #expect(applied == Migrations.all.map(\.version).filter { $0 > 11 }.sorted())
+        let applied = try await Migrator(migrations: FleetSchema.migrations, logger: testLogger).migrate(conninfo: upgraded)
+        #expect(applied == Set(FleetSchema.migrations.map(\.version)).filter { $0 > 11 }.sorted())
 
         let pool = PostgresPool(conninfo: upgraded, maxConnections: 1)
         func value(_ sql: String) async throws -> String? { try await pool.query(sql).rows.first?["v"] }
@@ -62,6 +66,18 @@ import Testing
         let status = try await ChildProcess.run("/usr/bin/\(tool)", arguments, outputPath: log)
         guard status == 0 else {
             throw TestFailure("\(tool) exited \(status): \((try? String(contentsOfFile: log, encoding: .utf8))?.suffix(1500) ?? "")")
+        }
+    }
+}
+
+/// The names trigger SQL writes into the database come from the Swift constants of their owners.
+@Suite struct SchemaNamesTests {
+    @Test func triggersEnqueueTheCallbackKindAndWakeTheQueuesChannel() {
+        #expect(RenderMigrations.callbackKind == JobKind.callbackDeliver)
+        let triggers = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") }
+        #expect(triggers.count == 4)  // the jobs' and the renders' callback functions, each twice (7, then 10 and 11)
+        for migration in triggers {
+            #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
         }
     }
 }
