@@ -2,7 +2,7 @@ import FleetHTTPClient
 import FleetQueue
 import FleetSupport
 import Foundation
-import Renders
+@testable import Renders
 import Testing
 
 /// A fourth provider, declared as the real ones are (its `registration`) and named by no generic

@@ -15,11 +15,6 @@ public struct ProviderEvent: Sendable, Equatable {
     public let key: String
     /// Announced on `fleet_render_events`: the provider's job id its waiter knows.
     public let announce: String
-
-    public init(key: String, announce: String) {
-        self.key = key
-        self.announce = announce
-    }
 }
 
 /// A refused webhook: the HTTP status tells the provider whether to deliver again (5xx) or not.
@@ -27,10 +22,7 @@ public struct WebhookRejection: Error, Equatable, CustomStringConvertible {
     public let status: Int
     public let reason: String
 
-    public init(status: Int, reason: String) {
-        self.status = status
-        self.reason = reason
-    }
+    public init(status: Int, reason: String) { (self.status, self.reason) = (status, reason) }
 
     public var description: String { "\(status): \(reason)" }
 }
