@@ -1,3 +1,4 @@
+import FleetAccess
 import DispatcherProtocol
 import Foundation
 import Logging

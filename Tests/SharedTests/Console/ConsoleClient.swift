@@ -1,4 +1,5 @@
 @testable import DispatcherCore
+@testable import FleetAccess
 import Testing
 
 /// A browser's side of the console on a port: pages, forms, a login as the login page asks for it.

@@ -1,6 +1,8 @@
 @testable import DispatcherCore
+@testable import FleetAccess
 import DispatcherProtocol
 import FleetPostgres
+import FleetSchema
 import FleetSupport
 import Foundation
 import Testing
@@ -20,7 +22,7 @@ import Testing
         schemaVersion: Int = .max, prepare: (PostgresPool) async throws -> Void = { _ in }, _ body: (Console, DispatcherProcess) async throws -> Void
     ) async throws {
         let url = try await PostgresCluster.shared.makeEmptyDatabase()
-        try await Migrator(migrations: Migrations.all.filter { $0.version <= schemaVersion }, logger: testLogger).migrate(conninfo: url)
+        try await Migrator(migrations: FleetSchema.migrations.filter { $0.version <= schemaVersion }, logger: testLogger).migrate(conninfo: url)
         let pool = PostgresPool(conninfo: url, maxConnections: 2)
         try await prepare(pool)
         let dispatcher = try DispatcherProcess(databaseURL: url, environment: ["FLEET_CONSOLE": "on", "FLEET_DISPATCHER_SOCKET": "off"])

@@ -9,16 +9,16 @@ import Synchronization
 /// with the fleet's login key (`console_keys`, one for every dispatcher, so a form from one is
 /// accepted by another). A value the client made up, or one older than `lifetime`, is refused.
 /// Nothing is stored per form: showing the login page costs no write.
-final class ConsoleLoginForms: Sendable {
-    static let lifetime = 3600
+public final class ConsoleLoginForms: Sendable {
+    public static let lifetime = 3600
 
     private let pool: PostgresPool
     private let key = Mutex<[UInt8]?>(nil)
 
-    init(pool: PostgresPool) { self.pool = pool }
+    public init(pool: PostgresPool) { self.pool = pool }
 
     /// A fresh value, valid for `lifetime` seconds from `now`.
-    func issue(now: Date = Date()) async throws -> String {
+    public func issue(now: Date = Date()) async throws -> String {
         var nonce = [UInt8](repeating: 0, count: 16)
         randombytes_buf(&nonce, nonce.count)
         let signed = "\(Int(now.timeIntervalSince1970) + Self.lifetime).\(nonce.hexString)"
@@ -26,7 +26,7 @@ final class ConsoleLoginForms: Sendable {
     }
 
     /// Whether `value` is a value this fleet issued and it has not expired.
-    func isValid(_ value: String, now: Date = Date()) async throws -> Bool {
+    public func isValid(_ value: String, now: Date = Date()) async throws -> Bool {
         let parts = value.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[1].utf8.count == 32, parts[2].utf8.count == 64, let expiry = Int(parts[0]),
               expiry >= Int(now.timeIntervalSince1970), expiry <= Int(now.timeIntervalSince1970) + Self.lifetime
@@ -52,6 +52,6 @@ final class ConsoleLoginForms: Sendable {
 }
 
 /// `console_keys` has no row: the schema was not migrated (migration 12).
-struct ConsoleKeyMissing: Error, CustomStringConvertible {
-    var description: String { "the console's login key is missing (console_keys): run `dispatcher migrate`" }
+public struct ConsoleKeyMissing: Error, CustomStringConvertible {
+    public var description: String { "the console's login key is missing (console_keys): run `dispatcher migrate`" }
 }

@@ -62,14 +62,14 @@ public final class AccessTokens: Service, Sendable {
     }
 
     /// The caller a token authenticates, with the digest to check it again later; nil if unknown.
-    func authenticate(_ token: String) -> (caller: Caller, digest: [UInt8])? {
+    public func authenticate(_ token: String) -> (caller: Caller, digest: [UInt8])? {
         let digest = Self.digest(token)
         guard let caller = caller(for: digest) else { return nil }
         return (caller, digest)
     }
 
     /// The caller while its token is valid: nil once revoked.
-    func caller(for digest: [UInt8]) -> Caller? {
+    public func caller(for digest: [UInt8]) -> Caller? {
         // Constant time against the environment's token; the table's are looked up by digest,
         // which tells a guesser nothing about any token (it cannot choose a digest's bytes).
         if let environmentToken, sodium_memcmp(digest, environmentToken, digest.count) == 0 {
@@ -89,7 +89,7 @@ public final class AccessTokens: Service, Sendable {
         }
     }
 
-    static func digest(_ text: String) -> [UInt8] {
+    public static func digest(_ text: String) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         let bytes = Array(text.utf8)
         _ = crypto_generichash(&out, out.count, bytes, UInt64(bytes.count), nil, 0)
