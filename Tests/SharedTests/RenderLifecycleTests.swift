@@ -8,7 +8,6 @@ import Foundation
 import Logging
 @testable import Renders
 import Testing
-@testable import RenderWorker
 
 /// A database, a storage tree with one user's body photo and garment cut-out, and a render
 /// handler wired to real providers (local, or fal's queue API on a fake server).
@@ -24,10 +23,10 @@ struct RenderFixture {
     static let bodyPhoto: Data = try! ImageNormalizer().normalize(path: corpus.appendingPathComponent("honeywave-1080x1920.jpg").path).jpeg
 
     /// `falQueueURL` points fal's queue API at another server than `fal` (a dropping one, say);
-    /// `environment` adds provider settings (Google's).
+    /// `environment` adds provider settings (Google's); `registered`: the providers there are.
     static func make(
         provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil, falQueueURL: String? = nil,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], registered: [TryOnProviderRegistration] = TryOnProviders.registered
     ) async throws -> RenderFixture {
         let q = try await TestQueue.make()
         let root = temporaryPath("images")
@@ -46,10 +45,12 @@ struct RenderFixture {
         let events = RenderEvents(notifier: TestNotifier(url: q.url).notifier)
         _ = events.start()
         let handler = RenderHandler(
-            store: RenderStore(pool: q.pool), storage: storage, providers: ProviderCatalog(settings: settings, http: http),
+            store: RenderStore(pool: q.pool), storage: storage, providers: ProviderCatalog(settings: settings, http: http, registered: registered),
             fetcher: ProviderImageFetcher(http: http), events: events,
             options: RenderOptions(webhookURL: nil, webhookGrace: .zero, pollInterval: .milliseconds(100)))
-        return RenderFixture(q: q, root: root, store: RenderStore(pool: q.pool), requests: RenderRequests(pool: q.pool, deadline: deadline),
+        let categories: @Sendable (String) -> Set<GarmentCategory> = { name in registered.first { $0.name == name }?.categories ?? [] }
+        return RenderFixture(q: q, root: root, store: RenderStore(pool: q.pool),
+                             requests: RenderRequests(pool: q.pool, deadline: deadline, supportedCategories: categories),
                              storage: storage, handler: handler, fal: fal)
     }
 
