@@ -9,7 +9,7 @@ public struct Migration: Sendable {
 public enum Migrations {
     public static let all: [Migration] = [
         jobQueue, rendersAndCredits, scheduleSlots, jobControl, concurrencyLimits, providerLatency, completionCallbacks, consoleSessions,
-        consoleIndexes, jobTraces, renderCallbackTraces,
+        consoleIndexes, jobTraces, renderCallbackTraces, workerLocks,
     ]
 
     static let jobQueue = Migration(version: 1, name: "job queue", sql: """
@@ -399,5 +399,22 @@ public enum Migrations {
             PERFORM pg_notify('fleet_jobs', 'callback.deliver');
             RETURN NULL;
         END $$;
+        """)
+
+    /// Version 13 (12 is another change's; the migrator applies whatever versions are missing, in
+    /// order, so a gap is fine). A worker found dead in about a second instead of after its
+    /// leases: each worker process holds a session-level advisory lock on its LISTEN connection,
+    /// which the server releases the moment that session ends, and the dispatcher's reaper takes
+    /// back the jobs of a worker whose lock is free (`WorkerLock`, `docs/operations.md`, "When a
+    /// worker dies"). A free lock proves the death only on the server run the lock was taken on:
+    /// a restart or a failover ends every session while the workers live on. So the row records
+    /// that run (`pg_postmaster_start_time()` when the lock was taken), and the reaper probes only
+    /// rows of the current run; the others wait for their worker to lock again, or for their
+    /// leases. NULL: no lock taken (an older worker, or an id hashing like another's). A nullable
+    /// column without a default: catalogue only, no rewrite. The index holds the few rows the
+    /// reaper probes every second (live, locked), however many stopped rows accumulate.
+    static let workerLocks = Migration(version: 13, name: "worker locks", sql: """
+        ALTER TABLE workers ADD COLUMN lock_server_start timestamptz;
+        CREATE INDEX workers_locked_idx ON workers (lock_server_start) WHERE stopped_at IS NULL;
         """)
 }

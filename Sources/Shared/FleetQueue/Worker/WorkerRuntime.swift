@@ -76,9 +76,13 @@ public final class WorkerRuntime: Service, Sendable {
 
     public var kinds: [JobKind] { handlers.keys.sorted() }
 
+    /// This worker's row in `workers`; its id is its jobs' `lease_owner`.
+    public var record: WorkerRecord {
+        WorkerRecord(id: id, host: ProcessInfo.processInfo.hostName, pid: getpid(), executable: executable, kinds: kinds)
+    }
+
     public func run() async throws {
-        try await driver.workerRegister(WorkerRecord(
-            id: id, host: ProcessInfo.processInfo.hostName, pid: getpid(), executable: executable, kinds: kinds))
+        try await driver.workerRegister(record)
         logger.info("worker started", metadata: [
             "kinds": "\(kinds.map(\.rawValue))",
             "concurrency": "\(state.withLock { $0.free.map { "\($0.key)=\($0.value)" }.sorted() })",
