@@ -111,8 +111,10 @@ import Testing
         #expect(try await q.queue.job(id: last.id)?.state == .dead)
         #expect(try await q.queue.job(id: cancelled.id)?.state == .cancelled)
         #expect(try await q.queue.job(id: again.id)?.state == .available)
+        // What was sent before the sentinel, the enqueues' included.
+        try await q.pool.query("SELECT pg_notify($1, 'sentinel')", [QueueChannel.jobs])
         var heard: [NotifierEvent] = []
-        while heard.count < 2, let event = await events.next() { heard.append(event) }
+        while let event = await events.next(), event != .notification(channel: QueueChannel.jobs, payload: "sentinel") { heard.append(event) }
         let ended = heard.contains(.notification(channel: QueueChannel.finished, payload: "\(last.id),\(cancelled.id)"))
             || heard.contains(.notification(channel: QueueChannel.finished, payload: "\(cancelled.id),\(last.id)"))
         #expect(ended && heard.contains(.notification(channel: QueueChannel.jobs, payload: JobKind.drillScript.rawValue)), "\(heard)")
@@ -203,6 +205,8 @@ final class AttemptLogHandler: JobHandler {
         notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
         let running = RunningService(notifier, runtime)
         let database = String(q.url.split(separator: "/").last!)
+        // A database's ALLOW_CONNECTIONS is changed from another one.
+        let admin = try await PostgresConnection.connect(PostgresCluster.shared.adminURL)
         func locked() async throws -> Bool {
             try await q.pool.query("""
                 SELECT count(*) AS n FROM workers
@@ -221,7 +225,7 @@ final class AttemptLogHandler: JobHandler {
             try await group.waitForAll()
         }
         // The session ends and stays away a moment: the database takes no new connection.
-        try await q.pool.query("ALTER DATABASE \(database) WITH ALLOW_CONNECTIONS false")
+        try await admin.query("ALTER DATABASE \(database) WITH ALLOW_CONNECTIONS false")
         try await q.pool.query("""
             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lost-session-test' AND datname = $1
             """, [database])
@@ -232,10 +236,10 @@ final class AttemptLogHandler: JobHandler {
                 return !lost.isEmpty
             }
         } catch {
-            try await q.pool.query("ALTER DATABASE \(database) WITH ALLOW_CONNECTIONS true")
+            try await admin.query("ALTER DATABASE \(database) WITH ALLOW_CONNECTIONS true")
             throw error
         }
-        try await q.pool.query("ALTER DATABASE \(database) WITH ALLOW_CONNECTIONS true")
+        try await admin.query("ALTER DATABASE \(database) WITH ALLOW_CONNECTIONS true")
         #expect(lost.map(\.id) == [runtime.id] && lost.first?.jobs.map(\.id) == [job.id])
 
         try await q.waitUntil(timeout: .seconds(20), "completed") { try await q.queue.job(id: job.id)?.state == .completed }
