@@ -456,9 +456,9 @@ public struct PostgresQueueDriver: QueueDriver {
     static let putBackSent = "(SELECT sent FROM notified) >= 0 AND (SELECT sent FROM announced) >= 0"
 
     public func workerReapLost() async throws -> [LostWorker] {
-        let rows = try await executor.withRetry { connection in
-            try await connection.query(Self.reapLostSQL).rows
-        }
+        // Not retried: its caller looks again within a second, also when the database comes
+        // back, which a retry backing off up to 2 s would not.
+        let rows = try await executor.query(Self.reapLostSQL).rows
         var jobs: [String: [RescuedJob]] = [:]
         for row in rows {
             let worker = try row.string("worker")
