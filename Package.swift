@@ -11,7 +11,9 @@ import PackageDescription
 //   Renders                            (FleetQueue, Imaging, FleetPostgres, FleetHTTPClient, FleetStorage)
 //   FleetCallbacks                     (FleetQueue for its jobs' kinds, FleetHTTPClient)
 //   DispatcherProtocol                 (FleetSupport only: no domain)
-//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP)
+//   FleetAccess                        (FleetPostgres, DispatcherProtocol for the roles)
+//   FleetSchema                        (every owner's migrations: FleetQueue, FleetCallbacks, Renders, FleetAccess)
+//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP, FleetSchema)
 //
 // Above them: DispatcherCore (the dispatcher's server), FleetCommands (the workers' shared CLI),
 // the executables, and the test support (DrillKinds, FakeProviders).
@@ -117,11 +119,24 @@ let package = Package(
         ),
         // The dispatcher's socket protocol: wire types, frames, settings, the Swift client.
         .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix, nioSSL], path: "Sources/Shared/DispatcherProtocol"),
+        // Who may do what: access tokens and their roles, the console's sessions and login key;
+        // their tables and migrations.
+        .target(
+            name: "FleetAccess",
+            dependencies: ["FleetSupport", "FleetPostgres", "DispatcherProtocol", "CSodium", log, serviceLifecycle],
+            path: "Sources/Shared/FleetAccess"
+        ),
+        // The whole schema: every owner's migrations, in the order the runner applies them.
+        .target(
+            name: "FleetSchema",
+            dependencies: ["FleetPostgres", "FleetQueue", "FleetCallbacks", "Renders", "FleetAccess"],
+            path: "Sources/Shared/FleetSchema"
+        ),
         // What every executable does at start: settings, JSON logs, traces (OTLP/HTTP when asked), the
         // HTTP listener with probes and metrics, migrations, the worker's run loop under a ServiceGroup.
         .target(
             name: "FleetRuntime",
-            dependencies: ["FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP", log, prometheus, serviceLifecycle, tracing, otel],
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP", "FleetSchema", log, prometheus, serviceLifecycle, tracing, otel],
             path: "Sources/Shared/FleetRuntime"
         ),
 
@@ -131,7 +146,7 @@ let package = Package(
             name: "DispatcherCore",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
-                "FleetCallbacks", "DispatcherProtocol", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle, tracing,
+                "FleetCallbacks", "DispatcherProtocol", "FleetAccess", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle, tracing,
             ]
         ),
         // The workers' shared command line (run, migrate).
@@ -140,7 +155,7 @@ let package = Package(
             name: "Dispatcher",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol",
-                "FleetCallbacks", "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log, serviceLifecycle,
+                "FleetCallbacks", "FleetAccess", "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log, serviceLifecycle,
             ]
         ),
         .executableTarget(
@@ -166,7 +181,7 @@ let package = Package(
             name: "FleetBench",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
-                "DispatcherProtocol", "DispatcherCore", "DrillKinds", "FakeProviders", argumentParser, hummingbird, log,
+                "DispatcherProtocol", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetAccess", "FleetSchema", argumentParser, hummingbird, log,
             ],
             exclude: ["peers"]
         ),
@@ -186,7 +201,7 @@ let package = Package(
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetDrill", "ImageWorker",
-                "FleetCallbacks",
+                "FleetCallbacks", "FleetAccess", "FleetSchema",
                 "RenderWorker", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,

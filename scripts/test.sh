@@ -4,7 +4,8 @@
 # FLEET_TEST_PG_PORT (default: the first free port from 15330), builds, runs `swift test`, then the Node client's tests
 # (node --test) against the built dispatcher, the console's browser test, the short multi-host chaos run
 # (scripts/chaos.sh --short), and stops the database. Before the build: deploy/ (check-deploy.sh),
-# the alert rules and dashboard (check-signals.sh), a standalone clone, the architecture graph.
+# the alert rules and dashboard (check-signals.sh), a standalone clone, the architecture graph,
+# the tables' owners.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -21,6 +22,7 @@ bash scripts/check-deploy.sh   # deploy/ manifests, offline, under a second
 bash scripts/check-signals.sh  # alert rules (promtool check/test), runbooks, dashboard queries vs exported metrics
 bash scripts/check-standalone.sh   # a fresh clone needs nothing beside it (fixtures, a 0700 folder)
 bash scripts/check-architecture.sh # docs/architecture.md's graph is Package.swift's
+bash scripts/check-table-owners.sh # SQL names a table only in the module that owns it
 swift build --build-tests
 # The dispatcher's protocol suites open hundreds of connections and fuzz at once: they run on
 # their own, so their bursts do not upset the suites that measure timing; the exhaustion suite

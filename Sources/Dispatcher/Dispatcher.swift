@@ -1,3 +1,4 @@
+import FleetAccess
 import ArgumentParser
 import DispatcherCore
 import DispatcherProtocol

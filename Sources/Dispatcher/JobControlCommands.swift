@@ -1,3 +1,4 @@
+import FleetAccess
 import ArgumentParser
 import DispatcherCore
 import DispatcherProtocol
@@ -213,7 +214,7 @@ struct AccessTokenCommand: AsyncParsableCommand {
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a token and print it: the only time it is shown.")
-        @Option(help: "Its name, in the audit trail and the logs (A-Z a-z 0-9 . _ -).") var name: String
+        @Option(help: "Its name, in the audit trail and the logs (A-Z a-z 0-9 . _ -; not 'default' or 'unix-socket').") var name: String
         @Option(help: "submit, read or operate.") var role: AccessRole
 
         func run() async throws { print(try await AccessTokenCommand.store().create(name: name, role: role)) }
@@ -225,7 +226,8 @@ struct AccessTokenCommand: AsyncParsableCommand {
         func run() async throws {
             for token in try await AccessTokenCommand.store().list() {
                 let revoked = token.revokedAt.map { " revoked \($0.formatted(.iso8601))" } ?? ""
-                print("\(token.name)\t\(token.role.rawValue)\tcreated \(token.createdAt.formatted(.iso8601))\(revoked)")
+                let renamed = token.renamedFrom.map { " (was named '\($0)', a name the system reserves)" } ?? ""
+                print("\(token.name)\t\(token.role.rawValue)\tcreated \(token.createdAt.formatted(.iso8601))\(revoked)\(renamed)")
             }
         }
     }

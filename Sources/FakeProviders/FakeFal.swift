@@ -5,9 +5,9 @@ import Foundation
 import Hummingbird
 import Synchronization
 
-/// fal's queue API on loopback (providers.md sections 1 and 2): submit, status, result and
-/// cancel on the URLs it returns, the rendered image at `/files/…`, signed webhooks and the JWKS
-/// at `/.well-known/jwks.json`. Jobs advance with the clock, not with sleeping tasks, so
+/// fal's queue API on loopback (docs/providers.md, sections 1 and 2): submit, status, result
+/// and cancel on the URLs it returns, the rendered image at `/files/…`, signed webhooks and the
+/// JWKS at `/.well-known/jwks.json`. Jobs advance with the clock, not with sleeping tasks, so
 /// hundreds can be in flight.
 public final class FakeFal: Sendable {
     /// How the fake answers; read when a request arrives (a job keeps what was set at its submit).

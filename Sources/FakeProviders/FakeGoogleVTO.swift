@@ -4,8 +4,8 @@ import Hummingbird
 import Synchronization
 import _CryptoExtras
 
-/// Vertex AI Virtual Try-On on loopback (providers.md section 5): `:predict` with the real
-/// request and response JSON, an OAuth token endpoint that checks the service-account JWT's
+/// Vertex AI Virtual Try-On on loopback (docs/providers.md, section 3): `:predict` with the
+/// real request and response JSON, an OAuth token endpoint that checks the service-account JWT's
 /// RS256 signature, and a GCE metadata-server token endpoint.
 public final class FakeGoogleVTO: Sendable {
     public struct Behavior: Sendable {

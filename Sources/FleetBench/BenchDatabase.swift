@@ -1,4 +1,5 @@
 import FleetPostgres
+import FleetSchema
 import FleetSupport
 import Foundation
 
@@ -21,7 +22,7 @@ struct BenchDatabase {
         try await admin.query("DROP DATABASE IF EXISTS fleet_bench WITH (FORCE)")
         try await admin.query("CREATE DATABASE fleet_bench")
         let url = try databaseURL(serverURL, name: "fleet_bench", on: admin)
-        try await Migrator(logger: .init(label: "fleet-bench")).migrate(conninfo: url)
+        try await Migrator(migrations: FleetSchema.migrations, logger: .init(label: "fleet-bench")).migrate(conninfo: url)
         return BenchDatabase(url: url, pool: PostgresPool(conninfo: url, maxConnections: 4, applicationName: "fleet-bench"))
     }
 

@@ -114,7 +114,7 @@ struct ConsolePages: Sendable {
             "canOperate": session.canOperate, "csrf": session.csrf,
             "groups": groups.map { group in
                 ["kind": group.kind, "code": group.errorCode as Any, "actionable": group.errorCode != nil, "count": group.count,
-                 "firstSeen": Show.date(group.firstSeen), "lastSeen": Show.date(group.lastSeen), "sampleJobId": group.sampleJobId,
+                 "firstSeen": Show.date(group.firstSeen), "lastSeen": Show.date(group.lastSeen), "sampleJobId": group.sampleJobID,
                  "samplePayload": Show.prettyJSON(text: group.samplePayload)] as [String: Any]
             },
         ])
@@ -196,7 +196,7 @@ struct ConsolePages: Sendable {
             "entries": fleet.schedule.entries.map { entry in
                 let run = runs[entry.name]
                 return ["name": entry.name, "expression": entry.expression.description, "lastSlot": run.map { Show.date($0.slotAt) } ?? "–",
-                        "lastBy": run?.claimedBy as Any, "lastError": run?.error as Any, "lastJob": run?.jobId as Any,
+                        "lastBy": run?.claimedBy as Any, "lastError": run?.error as Any, "lastJob": run?.jobID as Any,
                         "nextSlot": entry.expression.next(after: now).map(Show.date) ?? "–"] as [String: Any]
             },
         ])
@@ -204,7 +204,7 @@ struct ConsolePages: Sendable {
     }
 
     func renders(_ session: Session, query: Form) async throws -> ConsolePage {
-        let filter = ConsoleFleet.RenderFilter(status: query["status"], provider: query["provider"], userId: query["user"])
+        let filter = RenderStore.Filter(status: query["status"], provider: query["provider"], userID: query["user"])
         async let lines = fleet.renders(filter)
         async let settings = fleet.renderSettings()
         let renderSettings = try await settings
@@ -215,8 +215,8 @@ struct ConsolePages: Sendable {
             },
             "providerFilter": query["provider"] ?? "", "userFilter": query["user"] ?? "",
             "renders": try await lines.map { render in
-                ["id": render.id, "userId": render.userId ?? "(onboarding)", "provider": render.provider, "status": render.status,
-                 "errorCode": render.errorCode as Any, "category": render.category, "jobId": render.jobId as Any, "charged": render.charged,
+                ["id": render.id, "userId": render.userID ?? "(onboarding)", "provider": render.provider, "status": render.status,
+                 "errorCode": render.errorCode as Any, "category": render.category, "jobId": render.jobID as Any, "charged": render.charged,
                  "ledger": render.ledger.map { ["entry": $0.entry, "amount": $0.amount, "at": Show.date($0.at)] as [String: Any] },
                  "submission": render.providerSubmission.map { text in (try? JSONValue(json: text)).map { Show.prettyJSON(Show.abbreviated($0)) } ?? text } as Any,
                  "createdAt": Show.date(render.createdAt)] as [String: Any]

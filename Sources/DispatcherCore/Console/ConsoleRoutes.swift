@@ -1,3 +1,4 @@
+import FleetAccess
 import DispatcherProtocol
 import FleetHTTP
 import FleetPostgres
@@ -24,6 +25,7 @@ public struct ConsoleRoutes: HTTPRoutes {
     let settings: ConsoleSettings
     let tokens: AccessTokens
     let sessions: ConsoleSessions
+    let loginForms: ConsoleLoginForms
     let fleet: ConsoleFleet
     let logger: Logger
 
@@ -34,6 +36,7 @@ public struct ConsoleRoutes: HTTPRoutes {
         self.settings = settings
         self.tokens = tokens
         self.sessions = ConsoleSessions(pool: pool, lifetime: settings.sessionLifetime)
+        self.loginForms = ConsoleLoginForms(pool: pool)
         self.fleet = ConsoleFleet(pool: pool, schedule: schedule, liveWorkerWithin: liveWorkerWithin, logger: logger)
         self.logger = logger
     }
@@ -41,9 +44,11 @@ public struct ConsoleRoutes: HTTPRoutes {
     public func register(on router: Router<BasicRequestContext>) {
         guard settings.enabled else { return }
         let pages = ConsolePages(fleet: fleet)
+        // Before the routes: it wraps them and the router's own answers (404, 405) under /console.
+        router.add(middleware: ConsoleAnswers())
         router.get("/console/static/console.css") { _, _ in Self.asset(ConsoleAssets.stylesheet, type: "text/css; charset=utf-8") }
         router.get("/console/static/console.js") { _, _ in Self.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8") }
-        router.get("/console/login") { request, _ in loginPage(request, notice: nil, status: .ok) }
+        router.get("/console/login") { request, _ in await loginPage(request, notice: nil, status: .ok) }
         router.post("/console/login") { request, _ in await login(request) }
         router.post("/console/logout") { request, _ in await action(request) { session, _ in
             try await sessions.end(session.secret)
@@ -103,36 +108,49 @@ public struct ConsoleRoutes: HTTPRoutes {
         var canOperate: Bool { caller.role == .operate }
     }
 
+    /// The session's caller is whoever its token is now: nil once the token is revoked.
     private func session(of request: Request) async throws -> Session? {
         guard let value = request.cookies[Self.sessionCookie]?.value, let secret = ConsoleSessions.Secret(cookie: value),
-              let name = try await sessions.tokenName(of: secret),
-              let caller = tokens.caller(named: name), caller.role != .submit
+              let digest = try await sessions.tokenDigest(of: secret),
+              let caller = tokens.caller(for: digest), caller.role != .submit
         else { return nil }
         return Session(caller: caller, secret: secret)
     }
 
-    private func loginPage(_ request: Request, notice: String?, status: HTTPResponse.Status) -> Response {
-        // Login CSRF: the form carries a random value that must match a cookie set with it
-        // (double submit), so another site cannot log a browser in with the attacker's token.
-        let value = ConsoleSessions.Secret.random().hex
+    private func loginPage(_ request: Request, notice: String?, status: HTTPResponse.Status) async -> Response {
+        // Login CSRF: the form carries a value the server signed, which must match a cookie set
+        // with it (double submit), so another site cannot log a browser in with the attacker's token.
+        let value: String
+        do { value = try await loginForms.issue() } catch { return failure(error) }
         let body = ConsoleTemplates.render("login", ["loginCSRF": value])
         return Self.html(ConsoleTemplates.render("layout", ["title": "Log in", "body": body, "notice": notice as Any]), status: status,
-                         cookies: [Self.cookie(Self.loginCookie, value, maxAge: 3600, request: request)])
+                         cookies: [Self.cookie(Self.loginCookie, value, maxAge: ConsoleLoginForms.lifetime, request: request)])
     }
 
     private func login(_ request: Request) async -> Response {
+        guard Self.isSameOrigin(request) else { return crossOriginRefusal(request) }
         let form: Form
-        do { form = try await Form(body: request) } catch { return loginPage(request, notice: "The form was too large.", status: .badRequest) }
-        guard let expected = request.cookies[Self.loginCookie]?.value, let sent = form["csrf"], constantTimeEqual(expected, sent) else {
-            return Self.refused("The form's CSRF token is missing or wrong: reload the login page.", status: .forbidden)
+        do { form = try await Form(body: request) } catch { return await loginPage(request, notice: "The form was too large.", status: .badRequest) }
+        let issued: Bool
+        do {
+            guard let expected = request.cookies[Self.loginCookie]?.value, let sent = form["csrf"], constantTimeEqual(expected, sent) else {
+                return Self.refused("The form's CSRF token is missing or wrong: reload the login page.", status: .forbidden)
+            }
+            issued = try await loginForms.isValid(sent)
+        } catch {
+            return failure(error)
         }
-        guard let token = form["token"], let (caller, _) = tokens.authenticate(token), caller.role != .submit else {
+        guard issued else {
+            logger.warning("console login with a form value this fleet did not issue, or an expired one")
+            return Self.refused("The login form has expired or was not made here: reload the login page.", status: .forbidden)
+        }
+        guard let token = form["token"], let (caller, digest) = tokens.authenticate(token), caller.role != .submit else {
             // The same answer for an unknown token and a `submit` one: it tells a guesser nothing.
             logger.warning("console login refused")
-            return loginPage(request, notice: "That token is not a read or operate token of this fleet.", status: .unauthorized)
+            return await loginPage(request, notice: "That token is not a read or operate token of this fleet.", status: .unauthorized)
         }
         do {
-            let secret = try await sessions.start(tokenName: caller.name)
+            let secret = try await sessions.start(tokenDigest: digest, tokenName: caller.name)
             logger.info("console login", metadata: ["token": "\(caller.name)", "role": "\(caller.role.rawValue)"])
             let maxAge = Int(settings.sessionLifetime.components.seconds)
             return Self.redirect("/console", cookies: [
@@ -167,6 +185,7 @@ public struct ConsoleRoutes: HTTPRoutes {
 
     /// A POST: a session and its CSRF token, or nothing is done.
     private func action(_ request: Request, _ perform: (Session, Form) async throws -> Response) async -> Response {
+        guard Self.isSameOrigin(request) else { return crossOriginRefusal(request) }
         do {
             guard let session = try await session(of: request) else { return Self.refused("Sign in first.", status: .unauthorized) }
             let form = try await Form(body: request)
@@ -178,6 +197,13 @@ public struct ConsoleRoutes: HTTPRoutes {
         } catch {
             return failure(error)
         }
+    }
+
+    private func crossOriginRefusal(_ request: Request) -> Response {
+        logger.warning("console POST from another origin", metadata: [
+            "path": "\(request.uri.path)", "origin": "\(request.headers[.origin]?.prefix(200) ?? "")",
+        ])
+        return Self.refused("This form was sent from another site: nothing was done.", status: .forbidden)
     }
 
     /// An error as a page: the protocol's refusals with their message, anything else without detail.
@@ -251,9 +277,51 @@ public struct ConsoleRoutes: HTTPRoutes {
         request.uri.scheme == .https || request.headers[Field.Name("X-Forwarded-Proto")!]?.lowercased() == "https"
     }
 
+    /// Whether a POST came from a page of this console: its `Origin` (every current browser sends
+    /// one with a POST) names the host the request was sent to, over HTTPS when the request came
+    /// over TLS. A POST with no `Origin` is not from a browser's cross-site form; the CSRF token
+    /// still guards it. `Origin: null` (sandboxed frames, some redirects) is refused.
+    static func isSameOrigin(_ request: Request) -> Bool {
+        guard let origin = request.headers[.origin] else { return true }
+        guard let url = URL(string: origin), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(),
+              url.path.isEmpty, url.query == nil
+        else { return false }
+        let authority = url.port.map { "\(host):\($0)" } ?? host
+        let requested = (request.headers[Field.Name("X-Forwarded-Host")!] ?? request.head.authority ?? "").lowercased()
+        guard scheme == "https" || (scheme == "http" && !servedOverTLS(request)) else { return false }
+        return authority == requested || authority == Self.withoutDefaultPort(requested, scheme: scheme)
+    }
+
+    /// `host:443` as `host` for https (and `:80` for http): a browser's Origin leaves the default port out.
+    private static func withoutDefaultPort(_ authority: String, scheme: String) -> String {
+        let defaultPort = scheme == "https" ? ":443" : ":80"
+        return authority.hasSuffix(defaultPort) ? String(authority.dropLast(defaultPort.count)) : authority
+    }
+
     static func jobId(_ context: BasicRequestContext) throws -> Int64 {
         guard let id = context.parameters.get("id", as: Int64.self), id > 0 else { throw DispatcherError(.notFound, "no such job") }
         return id
+    }
+}
+
+/// Every answer under `/console` is a console page with the console's security headers,
+/// including those the router makes itself (no such page, a method a path does not take) and the
+/// errors a handler did not catch. Other paths of the listener pass through untouched.
+struct ConsoleAnswers: RouterMiddleware {
+    typealias Context = BasicRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let path = request.uri.path
+        guard path == "/console" || path.hasPrefix("/console/") else { return try await next(request, context) }
+        do {
+            var response = try await next(request, context)
+            for field in ConsoleRoutes.securityHeaders where response.headers[field.name] == nil { response.headers.append(field) }
+            return response
+        } catch let error as HTTPError {
+            return ConsoleRoutes.refused(error.body ?? error.status.reasonPhrase, status: error.status)
+        } catch {
+            return ConsoleRoutes.refused("The console could not answer.", status: .internalServerError)
+        }
     }
 }
 

@@ -16,6 +16,9 @@ struct Connection: Sendable {
     let router: RequestRouter
     let greeting: @Sendable (Transport) -> Greeting
     let idleTimeout: Duration
+    /// A connection whose answers wait this long with none taken by the socket is closed: its
+    /// client stopped reading, and it must not hold its requests (nor a graceful shutdown) forever.
+    let writeTimeout: Duration
     let maxInFlight: Int
     let logger: Logger
 
@@ -45,7 +48,7 @@ struct Connection: Sendable {
                 try await writer.send(greeting(transport))
                 let activity = ConnectionActivity()
                 let ending = try await withThrowingTaskGroup(of: ServerResponse?.self) { group in
-                    group.addTask { try await watchIdle(activity) }
+                    group.addTask { try await watch(activity, pending, channel.channel) }
                     group.addTask {
                         try await withGracefulShutdownHandler {
                             try await readFrames(inbound, writer, activity, Session.start(on: transport)) {
@@ -70,10 +73,22 @@ struct Connection: Sendable {
         }
     }
 
-    /// Returns the frame to end on when the connection has been idle for `idleTimeout`.
-    private func watchIdle(_ activity: ConnectionActivity) async throws -> ServerResponse? {
-        while let deadline = activity.idleDeadline(after: idleTimeout) {
-            try await Task.sleep(until: deadline)
+    /// Returns the frame to end on when the connection has been idle for `idleTimeout`; closes it
+    /// (no frame: the client reads none) when its answers have waited `writeTimeout` with none
+    /// taken. It looks at least every half `writeTimeout`, so a stalled reader is closed within
+    /// one and a half of it.
+    private func watch(_ activity: ConnectionActivity, _ pending: PendingOutput, _ channel: any Channel) async throws -> ServerResponse? {
+        while let idleDeadline = activity.idleDeadline(after: idleTimeout) {
+            let now = ContinuousClock.now
+            if let since = pending.stalledSince, now - since >= writeTimeout {
+                logger.warning("closing a connection that stopped reading its answers", metadata: [
+                    "pending_bytes": "\(pending.bytes)", "write_timeout": "\(writeTimeout)",
+                ])
+                channel.close(promise: nil)
+                return nil
+            }
+            let stallDeadline = pending.stalledSince.map { $0 + writeTimeout } ?? now + writeTimeout / 2
+            try await Task.sleep(until: min(idleDeadline, stallDeadline))
         }
         return .failure(nil, .idleTimeout, "nothing received for \(idleTimeout); closing")
     }

@@ -1,3 +1,4 @@
+import FleetAccess
 import DispatcherProtocol
 import Foundation
 import Logging
@@ -81,7 +82,7 @@ public final class DispatcherServer: Service {
         let connection = Connection(
             router: router,
             greeting: { Greeting(authRequired: $0 == .tcp, maxFrameBytes: maxFrameBytes, ops: ops) },
-            idleTimeout: settings.idleTimeout, maxInFlight: settings.maxInFlight, logger: logger)
+            idleTimeout: settings.idleTimeout, writeTimeout: settings.writeTimeout, maxInFlight: settings.maxInFlight, logger: logger)
         let server = DispatcherServer(listeners: listeners, connection: connection, maxConnections: settings.maxConnections,
                                       socketPath: settings.socketPath, logger: logger)
         var listening: Logger.Metadata = ["socket": "\(settings.socketPath ?? "off")", "tcp": "off"]

@@ -1,14 +1,15 @@
 import Logging
 
-/// Applies the pending migrations. Any number of processes may call it at once: a session
-/// advisory lock lets one apply while the others wait, then find nothing left to do.
+/// Applies the pending migrations (the fleet's are `FleetSchema.migrations`). Any number of
+/// processes may call it at once: a session advisory lock lets one apply while the others wait,
+/// then find nothing left to do. Each version, with all its parts, is one transaction.
 public struct Migrator: Sendable {
     /// `hashtext('wearbloom.migrations')`, fixed so every version of the fleet agrees on it.
     static let lockKey: Int64 = 1_749_230_517
     let migrations: [Migration]
     let logger: Logger
 
-    public init(migrations: [Migration] = Migrations.all, logger: Logger) {
+    public init(migrations: [Migration], logger: Logger) {
         self.migrations = migrations
         self.logger = logger
     }
@@ -38,14 +39,16 @@ public struct Migrator: Sendable {
             """)
         let done = Set(try await connection.query("SELECT version FROM schema_migrations").rows.map { try $0.int("version") })
         var applied: [Int] = []
-        for migration in migrations.sorted(by: { $0.version < $1.version }) where !done.contains(migration.version) {
+        // By version; a version's parts in the list's order.
+        let versions = Dictionary(grouping: migrations, by: \.version)
+        for version in versions.keys.sorted() where !done.contains(version) {
+            let parts = versions[version]!
             try await connection.transaction { connection in
-                try await connection.query(migration.sql)
-                try await connection.query(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name])
+                for part in parts { try await connection.query(part.sql) }
+                try await connection.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [version, parts[0].name])
             }
-            logger.info("applied migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
-            applied.append(migration.version)
+            logger.info("applied migration", metadata: ["version": "\(version)", "name": "\(parts[0].name)", "parts": "\(parts.count)"])
+            applied.append(version)
         }
         return applied
     }

@@ -1,5 +1,6 @@
 import FleetHTTP
 import FleetPostgres
+import FleetSchema
 import FleetQueue
 import Foundation
 import Logging
@@ -28,7 +29,7 @@ public enum FleetProcess {
         let deadline = clock.now + patience
         while true {
             do {
-                try await Migrator(logger: logger).migrate(conninfo: settings.databaseURL)
+                try await Migrator(migrations: FleetSchema.migrations, logger: logger).migrate(conninfo: settings.databaseURL)
                 return
             } catch let error as PostgresError where error.isTransient && clock.now < deadline {
                 logger.warning("database not reachable yet; retrying", metadata: ["error": "\(error)"])

@@ -23,7 +23,8 @@ public struct StorageID: Hashable, Sendable, CustomStringConvertible, Codable {
     public var description: String { value }
 }
 
-/// Where each file of a user lives, relative to the storage root (PRODUCT.md's layout).
+/// Where each file of a user lives, relative to the storage root (docs/product.md, "Images";
+/// the upload and the preview are the fleet's additions).
 public enum StorageKey: Hashable, Sendable {
     /// An upload as the backend stored it, before normalisation.
     case upload(user: StorageID, upload: StorageID)

@@ -1,8 +1,8 @@
 import FleetPostgres
 
 /// The only code that writes `credits`, `credit_reservations` and `credit_ledger`
-/// (PRODUCT.md, Credits). A credit moves with the render it pays for, in the statement that
-/// changes the render (a compare-and-set on the render decides whether it moves at all), so
+/// (docs/product.md, "Credits"). A credit moves with the render it pays for, in the statement
+/// that changes the render (a compare-and-set on the render decides whether it moves at all), so
 /// the settling entries are SQL for those statements to include; reserving and granting are
 /// statements of their own. Every ledger entry has a key (`reserve:`, `consume:`, `release:`,
 /// `refund:` and the render id; `grant:link:` and the token id), so each happens once however

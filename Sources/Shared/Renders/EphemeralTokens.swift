@@ -123,7 +123,7 @@ public struct EphemeralTokens: Sendable {
                 // Owners were validated as storage ids when their renders were requested.
                 let owners = trees.compactMap { try? StorageID($0) }
                 let jobs = try owners.map { try NewJob(PurgeAccountPayload(userId: $0)) }
-                let enqueued = try await PostgresQueueDriver(executor: connection).jobInsertMany(jobs)
+                let enqueued = try await JobQueue.enqueue(jobs, in: connection)
                 expired.purges = Dictionary(uniqueKeysWithValues: zip(owners.map(\.value), enqueued.map(\.id)))
                 return expired
             }

@@ -3,8 +3,8 @@ import Crypto
 import FleetHTTPClient
 import Foundation
 
-/// Checks that a webhook request really comes from fal (providers.md section 2): four headers,
-/// a timestamp within ±300 s, and an Ed25519 signature over
+/// Checks that a webhook request really comes from fal (docs/providers.md, section 2): four
+/// headers, a timestamp within ±300 s, and an Ed25519 signature over
 /// `request-id \n user-id \n timestamp \n sha256hex(raw body)` by any key of fal's JWKS.
 ///
 /// The key set is cached (never longer than 24 h: fal rotates keys). When no cached key

@@ -6,7 +6,9 @@ public enum RenderStatus: String, Codable, Sendable {
     public var isTerminal: Bool { self == .complete || self == .failed }
 }
 
-/// The business codes a render ends with or is refused with (PRODUCT.md).
+/// The business codes a render ends with or is refused with (docs/product.md, "Error codes").
+/// `RENDER_BUSY` and the onboarding token's codes are not here: only the protocol carries them
+/// (`DispatcherErrorCode`).
 public enum RenderErrorCode: String, Codable, Sendable {
     case renderFailed = "RENDER_FAILED"
     case renderTimeout = "RENDER_TIMEOUT"

@@ -3,8 +3,8 @@ import FleetQueue
 import Foundation
 import Metrics
 
-/// Renders within the providers' capacity (PRODUCT.md: the fleet never sends a provider more
-/// than its share; one user's burst never starves another's render).
+/// Renders within the providers' capacity (docs/product.md, "Provider capacity": the fleet
+/// never sends a provider more than its share; one user's burst never starves another's render).
 ///
 /// Each `render.run` job carries two limit keys: its provider's (`provider:fal-fashn`) and its
 /// requester's (`user:u1`, or the onboarding token's id). The queue's fleet-wide limits
@@ -122,10 +122,12 @@ public struct RenderCapacity: Sendable {
 
     /// Folds completed renders' run times, oldest first, into their provider's mean, each with
     /// weight 1/5 (a provider slowing down shows within a few renders), in one statement for
-    /// the batch (`ProviderLatencySamples`). Every render of a provider updates one row, so the
-    /// writers queue on it: the commit does not wait for the disk (a sample lost in a crash
-    /// changes an estimate, nothing else). Flushed, it held render completions in line behind
-    /// fsync (render overhead at 500 in flight, docs/benchmarks.md).
+    /// the batch (`ProviderLatencySamples`: each render worker at most once a second). Every
+    /// worker updates the provider's one row, so the writers queue on it: the commit does not
+    /// wait for the disk (a sample lost in a crash changes an estimate, nothing else). Flushed,
+    /// it held render completions in line behind fsync (render overhead at 500 in flight,
+    /// docs/benchmarks-history.md, "Against the previous main again, after limits, capacity and
+    /// callbacks").
     public func recordLatencies(provider: String, _ samples: [Duration]) async throws {
         guard let first = samples.first?.seconds else { return }
         let newest = 0.2

@@ -2,7 +2,7 @@ import FleetSupport
 
 /// What the dispatcher's render and onboarding ops need (`docs/configuration.md`).
 public struct RenderRequestSettings: Sendable {
-    /// From request to `RENDER_TIMEOUT` (PRODUCT.md: 30 s; shorter in tests).
+    /// From request to `RENDER_TIMEOUT` (docs/product.md, "Renders": 30 s; shorter in tests).
     public var deadline: Duration
     /// How long an onboarding token stays good for its one free render.
     public var tokenTTL: Duration

@@ -65,11 +65,11 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Accepts render requests: gating, credit reservation, the render row and its job, in one
-/// transaction, before any provider is called.
+/// Accepts render requests: gating (the category, the provider's capacity), then the render row,
+/// its job and the credit reservation in one transaction, before any provider is called.
 public struct RenderRequests: Sendable {
     let pool: PostgresPool
-    /// From request to `RENDER_TIMEOUT` (PRODUCT.md: 30 s).
+    /// From request to `RENDER_TIMEOUT` (docs/product.md, "Renders": 30 s).
     public let deadline: Duration
     /// Apple's billing grace period: a `subscribed` subscription still counts this long after `expires_at`.
     public let billingGrace: Duration
@@ -182,11 +182,11 @@ public struct RenderRequests: Sendable {
             """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
                   request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
         ).rows[0].bool("charged")
-        let job = try await PostgresQueueDriver(executor: connection).jobInsertMany([
+        let job = try await JobQueue.enqueue([
             try NewJob(RenderRunPayload(renderId: request.renderId), priority: 1, maxAttempts: 10,
                        idempotencyKey: "render:\(request.renderId.value)",
                        limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? "")),
-        ], announce: false)[0]
+        ], announce: false, in: connection)[0]
         let render = try RenderStore.record(try await connection.query(
             "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderId.value, job.id]).rows[0])
         if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }

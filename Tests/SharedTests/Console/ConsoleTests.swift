@@ -1,4 +1,5 @@
 @testable import DispatcherCore
+@testable import FleetAccess
 import DispatcherProtocol
 import FleetHTTP
 import FleetPostgres
@@ -18,37 +19,12 @@ import Testing
     static let xssImage = "\"><img src=x onerror=alert(2)>"
 
     /// A dispatcher's HTTP listener with the console on, its tokens loaded: `read` and `operate` named tokens.
-    struct Console {
+    struct Console: ConsoleClient {
         let port: Int
         let q: TestQueue
         let readToken: String
         let operateToken: String
         let tokens: AccessTokens
-
-        func get(_ path: String, session: String? = nil, headers: [String: String] = [:]) async throws -> RawHTTPResponse {
-            try await RawHTTP.send(port: port, "GET", path, cookies: session.map { [ConsoleRoutes.sessionCookie: $0] } ?? [:], headers: headers)
-        }
-
-        func post(_ path: String, session: String?, form: [String: String]) async throws -> RawHTTPResponse {
-            try await RawHTTP.send(port: port, "POST", path, cookies: session.map { [ConsoleRoutes.sessionCookie: $0] } ?? [:], form: form)
-        }
-
-        /// Logs in as a browser does (the login form's CSRF value and its cookie); returns the session cookie's value.
-        func login(_ token: String, headers: [String: String] = [:]) async throws -> (session: String, response: RawHTTPResponse) {
-            let form = try await get("/console/login")
-            let loginCSRF = try #require(form.cookie(ConsoleRoutes.loginCookie)?.value)
-            let response = try await RawHTTP.send(port: port, "POST", "/console/login", cookies: [ConsoleRoutes.loginCookie: loginCSRF],
-                                            form: ["csrf": loginCSRF, "token": token], headers: headers)
-            return (try #require(response.cookie(ConsoleRoutes.sessionCookie)?.value), response)
-        }
-
-        /// The CSRF token a page of this session carries in its forms.
-        func csrf(_ session: String) async throws -> String {
-            let page = try await get("/console/queues", session: session).body
-            let marker = "name=\"csrf\" value=\""
-            let start = try #require(page.range(of: marker)).upperBound
-            return String(page[start...].prefix { $0 != "\"" })
-        }
     }
 
     static func withConsole(enabled: Bool = true, _ body: (Console) async throws -> Void) async throws {
@@ -127,11 +103,12 @@ import Testing
             let (_, overTLS) = try await console.login(console.readToken, headers: ["X-Forwarded-Proto": "https"])
             #expect(overTLS.cookie(ConsoleRoutes.sessionCookie)?.line.contains("; Secure") == true)
 
-            // The table holds the secret's digest, never the secret, and names the token.
+            // The table holds the secret's digest, never the secret, and the token's digest, never the token.
+            let tokenDigest = AccessTokens.digest(console.readToken).hexString
             let rows = try await console.q.pool.query(
-                "SELECT encode(secret_hash, 'hex') AS hash, token_name, expires_at > now() + interval '7 hours' AS long FROM console_sessions").rows
+                "SELECT encode(secret_hash, 'hex') AS hash, encode(token_hash, 'hex') AS token, expires_at > now() + interval '7 hours' AS long FROM console_sessions").rows
             #expect(rows.count == 2)
-            #expect(rows.allSatisfy { $0["hash"] != session && $0["token_name"] == "viewer" && $0["long"] == "t" })
+            #expect(rows.allSatisfy { $0["hash"] != session && $0["token"] == tokenDigest && $0["long"] == "t" })
 
             let page = try await console.get("/console", session: session)
             #expect(page.status == 200)
@@ -148,7 +125,7 @@ import Testing
             #expect(logout.status == 303)
             #expect(logout.cookie(ConsoleRoutes.sessionCookie)?.line.contains("Max-Age=0") == true)
             #expect(try await console.get("/console", session: session).status == 303)
-            #expect(try await console.q.pool.query("SELECT 1 FROM console_sessions WHERE token_name = 'viewer'").rows.count == 1)
+            #expect(try await console.q.pool.query("SELECT 1 FROM console_sessions WHERE token_hash = decode($1, 'hex')", [tokenDigest]).rows.count == 1)
         }
     }
 

@@ -48,26 +48,12 @@ enum RawHTTP {
         if method == "POST" { lines.append("Content-Length: \(body.utf8.count)") }
         let request = lines.joined(separator: "\r\n") + "\r\n\r\n" + body
 
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket() failed") }
+        let fd = try connectToLoopback(port: port) { fd in
+            var timeout = timeval(tv_sec: 60, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 60, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw TestFailure("connect to 127.0.0.1:\(port) failed") }
-        let bytes = Array(request.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count) }
-            guard n > 0 else { throw TestFailure("write failed") }
-            sent += n
-        }
+        try writeAll(fd, Array(request.utf8))
         var received = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
@@ -84,5 +70,34 @@ enum RawHTTP {
             return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
         return RawHTTPResponse(status: status, headers: headers, body: String(text[split.upperBound...]))
+    }
+}
+
+/// A blocking TCP socket connected to 127.0.0.1:`port`, `configure`d before it connects.
+func connectToLoopback(port: Int, configure: (Int32) -> Void = { _ in }) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestFailure("socket() failed") }
+    configure(fd)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        close(fd)
+        throw TestFailure("connect to 127.0.0.1:\(port) failed")
+    }
+    return fd
+}
+
+/// Writes every byte, or throws.
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+    var sent = 0
+    while sent < bytes.count {
+        let n = bytes[sent...].withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { throw TestFailure("write failed") }
+        sent += n
     }
 }

@@ -1,3 +1,4 @@
+import FleetAccess
 @testable import DispatcherProtocol
 import FleetPostgres
 import FleetSupport

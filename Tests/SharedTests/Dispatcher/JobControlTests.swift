@@ -1,4 +1,5 @@
 @testable import DispatcherCore
+@testable import FleetAccess
 import DispatcherProtocol
 import FleetPostgres
 @testable import FleetQueue

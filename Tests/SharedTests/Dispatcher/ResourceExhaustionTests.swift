@@ -1,6 +1,7 @@
 import DispatcherProtocol
 import FleetSupport
 import Foundation
+import Glibc
 import Testing
 
 /// Clients that try to exhaust the dispatcher, measured: run alone by `scripts/test.sh` (the
@@ -50,6 +51,36 @@ import Testing
             #expect(answered.allSatisfy { $0 < 200 }, "\(answered)")
             await client.close()
         }
+    }
+
+    /// A client that stops reading with answers pending does not hold the dispatcher's graceful
+    /// shutdown: its connection is closed once its answers have waited the write timeout with
+    /// none read, and the process exits.
+    @Test func aStalledReaderDoesNotHoldTheShutdown() async throws {
+        let url = try await PostgresCluster.shared.makeDatabase()
+        let dispatcher = try DispatcherProcess(databaseURL: url, environment: ["FLEET_DISPATCHER_WRITE_TIMEOUT_MS": "2000"])
+        try await dispatcher.start()
+        let client = try await dispatcher.client()
+        let job = try await client.enqueue(kind: "drill.noop", payload: ["blob": .string(String(repeating: "x", count: 256 << 10))])
+        await client.close()
+        guard case .tcp(_, let port) = dispatcher.address else { throw TestFailure("the dispatcher has no TCP address") }
+        // 40 `status` answers of 256 KiB each (10 MiB) asked for, none read: more than the
+        // socket's buffers and the 1 MiB after which no new request starts, less than the 8 MiB
+        // at which the connection is closed at once.
+        let requests = [#"{"id":0,"op":"auth","args":{"token":"\#(DispatcherProcess.token)"}}"#]
+            + (1...40).map { #"{"id":\#($0),"op":"status","args":{"jobId":\#(job.jobId)}}"# }
+        let stalled = try StalledReader(port: port, sending: requests.joined(separator: "\n") + "\n")
+        defer { stalled.close() }
+        try await Task.sleep(for: .seconds(1))
+        dispatcher.signal(SIGTERM)
+        let asked = ContinuousClock.now
+        let status = await dispatcher.wait(timeout: .seconds(20))
+        let took = ContinuousClock.now - asked
+        if status == nil { await dispatcher.kill() }
+        #expect(status == 0, "the dispatcher did not exit within 20 s of SIGTERM: \(dispatcher.log.suffix(1500))")
+        // At most one and a half write timeouts, and the 2 s the shutdown may take besides.
+        #expect(took < .seconds(5), "the shutdown took \(took)")
+        #expect(dispatcher.log.contains("closing a connection that stopped reading its answers"))
     }
 
     /// The process's resident set, from /proc.
@@ -107,3 +138,23 @@ import Testing
         }
     }
 }
+
+/// A TCP client that writes its requests and never reads (a small receive buffer, so the
+/// answers back up on the server's side at once).
+final class StalledReader: Sendable {
+    private let fd: Int32
+
+    init(port: Int, sending text: String) throws {
+        fd = try connectToLoopback(port: port) { fd in
+            var small: Int32 = 4096
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        }
+        do { try writeAll(fd, Array(text.utf8)) } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    func close() { Glibc.close(fd) }
+}
+

@@ -8,6 +8,8 @@ import Synchronization
 final class DispatcherProcess: Sendable {
     static let token = "reconnection-test-token-0123456789"
     let address: DispatcherAddress
+    /// Its HTTP listener's port (probes, metrics, webhooks, the console when asked for).
+    let httpPort: Int
     let logPath = temporaryPath("dispatcher") + ".log"
     private let environment: [String: String]
     private let child: Mutex<ChildProcess?>
@@ -21,7 +23,8 @@ final class DispatcherProcess: Sendable {
         environment["FLEET_DISPATCHER_TCP"] = "127.0.0.1:\(port)"
         environment["FLEET_DISPATCHER_SOCKET"] = "off"
         environment["FLEET_DISPATCHER_TOKEN"] = Self.token
-        environment["FLEET_HTTP_ADDRESS"] = "127.0.0.1:\(try freePort())"
+        httpPort = try freePort()
+        environment["FLEET_HTTP_ADDRESS"] = "127.0.0.1:\(httpPort)"
         for (key, value) in extra { environment[key] = value }
         self.environment = environment
         child = Mutex(nil)
@@ -45,6 +48,12 @@ final class DispatcherProcess: Sendable {
     }
 
     func signal(_ signal: Int32) { child.withLock { $0?.signal(signal) } }
+
+    /// The exit status once the process has ended; nil if it is still running after `timeout`.
+    func wait(timeout: Duration) async -> Int32? {
+        let running = child.withLock { $0 }
+        return await running?.wait(timeout: timeout)
+    }
 
     /// SIGKILL, and waits until the kernel has reaped it (its port is free again).
     func kill() async {

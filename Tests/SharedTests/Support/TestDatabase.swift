@@ -1,5 +1,7 @@
 @testable import DispatcherCore
+@testable import FleetAccess
 import FleetPostgres
+import FleetSchema
 @testable import FleetQueue
 import FleetSupport
 import Foundation
@@ -97,7 +99,7 @@ struct PostgresCluster: Sendable {
     /// A fresh, migrated database; each test gets its own so tests run in parallel.
     func makeDatabase() async throws -> String {
         let url = try await makeEmptyDatabase()
-        try await Migrator(logger: testLogger).migrate(conninfo: url)
+        try await Migrator(migrations: FleetSchema.migrations, logger: testLogger).migrate(conninfo: url)
         return url
     }
 }

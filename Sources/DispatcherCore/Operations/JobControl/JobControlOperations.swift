@@ -1,3 +1,4 @@
+import FleetAccess
 import DispatcherProtocol
 import FleetQueue
 import FleetSupport

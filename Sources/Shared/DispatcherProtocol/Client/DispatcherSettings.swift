@@ -16,6 +16,8 @@ public struct DispatcherSettings: Sendable {
     public var frameTimeout: Duration
     /// A connection with nothing in flight that sends nothing for this long is closed.
     public var idleTimeout: Duration
+    /// A connection whose answers wait this long with none read by its client is closed.
+    public var writeTimeout: Duration
     public var maxConnections: Int
     /// Requests of one connection running at once; reading pauses beyond that.
     public var maxInFlight: Int
@@ -39,6 +41,7 @@ public struct DispatcherSettings: Sendable {
                                               range: 1024...(64 << 20)),
             frameTimeout: try reader.duration("FLEET_DISPATCHER_FRAME_TIMEOUT_MS", unit: .milliseconds(1), default: 10_000, range: 10...600_000),
             idleTimeout: try reader.duration("FLEET_DISPATCHER_IDLE_TIMEOUT_SECONDS", unit: .seconds(1), default: 300, range: 1...86_400),
+            writeTimeout: try reader.duration("FLEET_DISPATCHER_WRITE_TIMEOUT_MS", unit: .milliseconds(1), default: 10_000, range: 100...600_000),
             maxConnections: try reader.integer("FLEET_DISPATCHER_MAX_CONNECTIONS", default: 1024, range: 1...100_000),
             maxInFlight: try reader.integer("FLEET_DISPATCHER_MAX_IN_FLIGHT", default: 64, range: 1...10_000),
             serverTLS: try DispatcherTLS.server(environment),

@@ -21,7 +21,8 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     /// Nothing sent and nothing in flight for too long; the connection is closed.
     public static let idleTimeout = Self(rawValue: "IDLE_TIMEOUT")
     public static let unknownOp = Self(rawValue: "UNKNOWN_OP")
-    /// `auth` first (TCP), or a wrong token (the connection is then closed).
+    /// An op before `auth` (TCP): the connection stays open. A wrong token, or one revoked since
+    /// `auth`: the connection is closed.
     public static let unauthenticated = Self(rawValue: "UNAUTHENTICATED")
     /// The connection's access token has a role that may not use this op; the connection stays open.
     public static let forbidden = Self(rawValue: "FORBIDDEN")
@@ -38,7 +39,7 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     public static let unavailable = Self(rawValue: "UNAVAILABLE")
     public static let `internal` = Self(rawValue: "INTERNAL")
 
-    // Business errors (PRODUCT.md).
+    // Business errors (docs/product.md, "Error codes").
     public static let insufficientCredits = Self(rawValue: "INSUFFICIENT_CREDITS")
     public static let renderFailed = Self(rawValue: "RENDER_FAILED")
     public static let renderTimeout = Self(rawValue: "RENDER_TIMEOUT")

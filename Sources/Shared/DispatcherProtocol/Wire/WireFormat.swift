@@ -13,8 +13,11 @@ public enum WireFormat {
     public static let maxDepth = 64
     /// Frames before `auth` on TCP (an `auth` or a `ping`) are at most this long.
     public static let maxUnauthenticatedFrameBytes = 1024
-    /// Integer request ids go up to 2^53 either way: a JSON number beyond it is not exact.
-    public static let maxIntegerID = 9_007_199_254_740_992.0
+    /// Integer request ids go up to 2^53 - 1 either way (JavaScript's `Number.MAX_SAFE_INTEGER`):
+    /// every integer up to it has a double of its own, so whatever parser a client uses echoes
+    /// it exactly. 2^53 itself is refused: 2^53 + 1 is read as the same double, and an answer
+    /// to either could not be matched.
+    public static let maxIntegerID = 9_007_199_254_740_991.0
 
     /// ISO 8601 with milliseconds, in UTC.
     public static func makeEncoder() -> JSONEncoder {

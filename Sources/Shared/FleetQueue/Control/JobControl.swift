@@ -65,6 +65,12 @@ public struct JobControl: Sendable {
 
     public func pauses() async throws -> [QueuePause] { try await driver.queuePauses() }
 
+    /// Dead jobs grouped by kind and latest error code (`QueueDriver.jobDeadGroups`).
+    public func deadGroups() async throws -> [DeadJobGroup] { try await driver.jobDeadGroups() }
+
+    /// The queue per kind and the last hour's endings, from the newest `recentJobs` jobs.
+    public func overview(recentJobs: Int) async throws -> QueueOverview { try await driver.queueOverview(recentJobs: recentJobs) }
+
     /// Creates or replaces a fleet-wide limit (`ConcurrencyLimit`).
     public func setLimit(_ limit: ConcurrencyLimit, actor: String) async throws {
         try await driver.limitSet(limit, by: actor)

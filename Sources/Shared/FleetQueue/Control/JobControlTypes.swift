@@ -70,3 +70,34 @@ public struct AuditEntry: Sendable, Hashable {
     /// Rows changed (or counted, for a dry run).
     public let affected: Int
 }
+
+/// Dead jobs of one kind whose latest error has one code; its sample is its newest job.
+public struct DeadJobGroup: Sendable {
+    public let kind: String
+    public let errorCode: String?
+    public let count: Int
+    public let firstSeen: Date
+    public let lastSeen: Date
+    public let sampleJobID: Int64
+    public let samplePayload: String
+}
+
+/// The queue per kind now, and what finished in the last hour.
+public struct QueueOverview: Sendable {
+    public struct Kind: Decodable, Sendable {
+        public let kind: String
+        public let due: Int
+        public let scheduled: Int
+        public let retrying: Int
+        public let running: Int
+        public let lagSeconds: Double?
+        public let completed: Int
+        public let dead: Int
+        public let paused: Bool
+    }
+
+    public let kinds: [Kind]
+    /// Completed and dead per minute over the last hour, oldest minute first (60 entries).
+    public let minutes: [(completed: Int, failed: Int)]
+}
+

@@ -20,9 +20,22 @@ public struct JobQueue: Sendable {
 
     /// Enqueues many jobs in one round trip, all or none; results are in input order.
     public func enqueue(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
+        try await insert(jobs) { try await driver.jobInsertMany($0) }
+    }
+
+    /// Enqueues within the caller's transaction (River's `InsertTx`): the jobs commit or roll
+    /// back with the caller's own statements, validated as `enqueue` validates them, of kinds
+    /// the caller names in code (no `knownKinds` to check). `announce: false` leaves waking the
+    /// workers to the caller (after its commit, or a trigger of its own).
+    public static func enqueue(_ jobs: [NewJob], announce: Bool = true, in transaction: PostgresConnection) async throws -> [EnqueuedJob] {
+        let driver = PostgresQueueDriver(executor: transaction)
+        return try await JobQueue(driver: driver, knownKinds: nil).insert(jobs) { try await driver.jobInsertMany($0, announce: announce) }
+    }
+
+    private func insert(_ jobs: [NewJob], with insertMany: ([NewJob]) async throws -> [EnqueuedJob]) async throws -> [EnqueuedJob] {
         for job in jobs { try validate(job) }
         do {
-            return try await driver.jobInsertMany(jobs)
+            return try await insertMany(jobs)
         } catch PostgresError.server(let state, let message, _) where state == "22P02" && message.contains("json") {
             // The server parses payloads anyway; parsing each one here as well would halve the enqueue rate.
             throw QueueError.invalidJob(field: .payload, reason: "must be a JSON object (\(message))")

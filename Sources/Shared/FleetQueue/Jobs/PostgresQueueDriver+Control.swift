@@ -165,4 +165,73 @@ extension PostgresQueueDriver {
         }
         return state
     }
+
+    // MARK: The console's reads
+
+    /// An index-only scan of the dead jobs' index by kind and code (`jobs_dead_groups_idx`).
+    public func jobDeadGroups() async throws -> [DeadJobGroup] {
+        try await executor.query("""
+            SELECT g.kind, g.code, g.n, extract(epoch FROM g.first_seen) AS first_seen, extract(epoch FROM g.last_seen) AS last_seen,
+                   g.sample_id, j.payload::text AS payload
+            FROM (SELECT kind, last_error_code AS code, count(*) AS n, min(finished_at) AS first_seen,
+                         max(finished_at) AS last_seen, max(id) AS sample_id
+                  FROM jobs WHERE state = 'dead' GROUP BY 1, 2 ORDER BY n DESC, kind LIMIT 200) g
+            JOIN jobs j ON j.id = g.sample_id
+            ORDER BY g.n DESC, g.kind, g.code
+            """).rows.map { row in
+            DeadJobGroup(kind: try row.string("kind"), errorCode: row["code"], count: try row.int("n"), firstSeen: try row.date("first_seen"),
+                         lastSeen: try row.date("last_seen"), sampleJobID: try row.int64("sample_id"), samplePayload: try row.string("payload"))
+        }
+    }
+
+    /// One statement whose cost follows the queue, not the table: due, scheduled and lag come
+    /// from the claim's partial index (kind and run_at, no heap once vacuumed), retrying from the
+    /// retried jobs' own (`jobs_retrying_idx`), running from the lease index: exact. What
+    /// finished in the last hour (per kind, and per minute for the chart) comes from the newest
+    /// `recentJobs` jobs by id: exact while fewer jobs than that were created in the last hour,
+    /// an undercount above. (`stats` counts the whole table: a full scan a refresh every 2 s must
+    /// not cost.)
+    public func queueOverview(recentJobs: Int) async throws -> QueueOverview {
+        let row = try await executor.query("""
+            WITH recent AS (
+                SELECT kind, state, finished_at FROM jobs ORDER BY id DESC LIMIT $1
+            ), finished AS (
+                SELECT kind, state, floor(extract(epoch FROM now() - finished_at) / 60)::int AS minutes_ago
+                FROM recent WHERE state IN ('completed', 'dead') AND finished_at > now() - interval '1 hour'
+            ), queued AS (
+                SELECT kind, count(*) FILTER (WHERE run_at <= now()) AS due, count(*) FILTER (WHERE run_at > now()) AS scheduled,
+                       extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())) AS lag
+                FROM jobs WHERE state = 'available' GROUP BY kind
+            ), retrying AS (
+                SELECT kind, count(*) AS retrying FROM jobs WHERE state = 'available' AND attempt > 0 GROUP BY kind
+            ), running AS (
+                SELECT kind, count(*) AS running FROM jobs WHERE state = 'running' GROUP BY kind
+            ), ended AS (
+                SELECT kind, count(*) FILTER (WHERE state = 'completed') AS completed, count(*) FILTER (WHERE state = 'dead') AS dead
+                FROM finished GROUP BY kind
+            ), paused AS (
+                SELECT name AS kind FROM queue_pauses WHERE scope = 'kind'
+            )
+            SELECT
+                (SELECT coalesce(json_agg(json_build_object(
+                        'kind', k.kind, 'due', coalesce(q.due, 0), 'scheduled', coalesce(q.scheduled, 0),
+                        'retrying', coalesce(rt.retrying, 0), 'running', coalesce(r.running, 0), 'lagSeconds', q.lag,
+                        'completed', coalesce(e.completed, 0), 'dead', coalesce(e.dead, 0), 'paused', p.kind IS NOT NULL)
+                        ORDER BY k.kind), '[]')
+                 FROM (SELECT kind FROM queued UNION SELECT kind FROM running UNION SELECT kind FROM ended UNION SELECT kind FROM paused) k
+                 LEFT JOIN queued q USING (kind) LEFT JOIN retrying rt USING (kind) LEFT JOIN running r USING (kind)
+                 LEFT JOIN ended e USING (kind)
+                 LEFT JOIN paused p USING (kind))::text AS kinds,
+                (SELECT coalesce(json_agg(json_build_array(minutes_ago, completed, failed)), '[]')
+                 FROM (SELECT minutes_ago, count(*) FILTER (WHERE state = 'completed') AS completed,
+                              count(*) FILTER (WHERE state = 'dead') AS failed
+                       FROM finished GROUP BY 1) m)::text AS minutes
+            """, [recentJobs]).rows[0]
+        let kinds = try JSONDecoder().decode([QueueOverview.Kind].self, from: Data(try row.string("kinds").utf8))
+        var minutes = Array(repeating: (completed: 0, failed: 0), count: 60)
+        for minute in try JSONDecoder().decode([[Int]].self, from: Data(try row.string("minutes").utf8)) where (0..<60).contains(minute[0]) {
+            minutes[59 - minute[0]] = (minute[1], minute[2])
+        }
+        return QueueOverview(kinds: kinds, minutes: minutes)
+    }
 }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The queue's storage seam: one method per SQL statement, named entity then verb. Every
+/// The queue's storage seam: one method per operation, named entity then verb. Every
 /// state change of a running job is a compare-and-set on "still running, still this
 /// owner, still this attempt", so a worker that lost its lease cannot overwrite anything.
 public protocol QueueDriver: Sendable {
@@ -50,6 +50,11 @@ public protocol QueueDriver: Sendable {
     func auditRecord(actor: String, action: String, target: String, affected: Int) async throws
     /// The trail, newest first, with ids below `before`.
     func auditList(before: Int64?, limit: Int) async throws -> [AuditEntry]
+    /// Dead jobs grouped by kind and latest error code, largest first (at most 200 groups).
+    func jobDeadGroups() async throws -> [DeadJobGroup]
+    /// Each kind's queue now and what finished in the last hour, read from the newest
+    /// `recentJobs` jobs (`QueueOverview`).
+    func queueOverview(recentJobs: Int) async throws -> QueueOverview
 
     // Limits (`docs/queue.md`, "Limits").
     /// Creates or replaces the rule for `limit.key`; with `keepingExisting`, only creates it.

@@ -33,7 +33,7 @@ public struct ScheduleSlots: Sendable {
                     """, [entry, Int64(slot.timeIntervalSince1970), owner, Self.retention.seconds]).rows.count == 1
                 guard won else { return nil }
                 guard let job else { return Claim(jobID: nil) }
-                let jobID = try await PostgresQueueDriver(executor: connection).jobInsertMany([job])[0].id
+                let jobID = try await JobQueue.enqueue([job], in: connection)[0].id
                 try await connection.query(
                     "UPDATE schedule_slots SET job_id = $3, finished_at = now() WHERE entry = $1 AND slot_at = to_timestamp($2)",
                     [entry, Int64(slot.timeIntervalSince1970), jobID])
@@ -48,4 +48,26 @@ public struct ScheduleSlots: Sendable {
             "UPDATE schedule_slots SET finished_at = now(), error = $3 WHERE entry = $1 AND slot_at = to_timestamp($2)",
             [entry, Int64(slot.timeIntervalSince1970), error])
     }
+
+    /// A slot's run: who claimed it, the job it enqueued, and its error if it failed.
+    public struct Run: Sendable {
+        public let slotAt: Date
+        public let claimedBy: String
+        public let jobID: Int64?
+        public let error: String?
+    }
+
+    /// Each entry's latest slot run (the table keeps `retention` of them).
+    public func lastRuns() async throws -> [String: Run] {
+        var runs: [String: Run] = [:]
+        for row in try await pool.query("""
+            SELECT DISTINCT ON (entry) entry, extract(epoch FROM slot_at) AS slot_at, claimed_by, job_id, error
+            FROM schedule_slots ORDER BY entry, slot_at DESC
+            """).rows {
+            runs[try row.string("entry")] = Run(
+                slotAt: try row.date("slot_at"), claimedBy: try row.string("claimed_by"), jobID: row["job_id"].flatMap { Int64($0) }, error: row["error"])
+        }
+        return runs
+    }
 }
+

@@ -14,7 +14,9 @@ public struct BackgroundRemovalSettings: Sendable {
     public var replicateModel: String
     public var rembgURL: String?
     public var rembgModel: String
-    /// Each backend's budget; the whole chain fits the "few seconds" of PRODUCT.md.
+    /// Each backend's own budget (`FLEET_CUTOUT_TIMEOUT_MS`, default 8 s), so that removal stays
+    /// within the "add a garment" flow's 15 s (docs/product.md, "Images"). It is per backend: a
+    /// chain that falls through two remote backends can spend twice this.
     public var timeout: Duration
     public var localThreshold: Double
 

@@ -22,9 +22,13 @@ public struct Caller: Sendable, Equatable {
 /// The access tokens a dispatcher accepts: the named tokens of `access_tokens` that are not
 /// revoked, re-read every `refreshInterval` (a token created or revoked takes effect on every
 /// dispatcher within it, no restart), plus `FLEET_DISPATCHER_TOKEN` as the `operate` token named
-/// `default`. Only digests are held and compared; a token is never logged.
+/// `default`. A token is known by its digest everywhere (connections, console sessions), never by
+/// its name: the names only label it. Only digests are held and compared; a token is never logged.
 public final class AccessTokens: Service, Sendable {
     public static let defaultTokenName = "default"
+    /// Names the system gives callers: no table token may take one, or the audit trail could not
+    /// tell it from them.
+    public static let reservedNames: Set<String> = [defaultTokenName, Caller.unixSocket.name]
     private let environmentToken: [UInt8]?
     private let store: AccessTokenStore?
     private let refreshInterval: Duration
@@ -48,7 +52,8 @@ public final class AccessTokens: Service, Sendable {
     }
 
     public func run() async throws {
-        guard store != nil else { return }
+        guard let store else { return }
+        await warnAboutRenamedTokens(store)
         await cancelWhenGracefulShutdown {
             await repeatEvery(self.refreshInterval) {
                 do { try await self.load() } catch { self.logger.warning("access tokens not refreshed", metadata: ["error": "\(error)"]) }
@@ -57,14 +62,14 @@ public final class AccessTokens: Service, Sendable {
     }
 
     /// The caller a token authenticates, with the digest to check it again later; nil if unknown.
-    func authenticate(_ token: String) -> (caller: Caller, digest: [UInt8])? {
+    public func authenticate(_ token: String) -> (caller: Caller, digest: [UInt8])? {
         let digest = Self.digest(token)
         guard let caller = caller(for: digest) else { return nil }
         return (caller, digest)
     }
 
     /// The caller while its token is valid: nil once revoked.
-    func caller(for digest: [UInt8]) -> Caller? {
+    public func caller(for digest: [UInt8]) -> Caller? {
         // Constant time against the environment's token; the table's are looked up by digest,
         // which tells a guesser nothing about any token (it cannot choose a digest's bytes).
         if let environmentToken, sodium_memcmp(digest, environmentToken, digest.count) == 0 {
@@ -73,14 +78,18 @@ public final class AccessTokens: Service, Sendable {
         return named.withLock { $0[digest.hexString] }
     }
 
-    /// The caller of the token with this name while it is valid (the console's sessions hold a
-    /// token's name, not the token): nil once revoked, so a revocation ends its sessions too.
-    func caller(named name: String) -> Caller? {
-        if name == Self.defaultTokenName { return environmentToken == nil ? nil : Caller(name: name, role: .operate) }
-        return named.withLock { callers in callers.values.first { $0.name == name } }
+    /// Tokens that had a reserved name before the upgrade that reserved it keep working under a
+    /// new name: said once at start, so that the operator who used the old name learns the new one.
+    private func warnAboutRenamedTokens(_ store: AccessTokenStore) async {
+        guard let renamed = try? await store.list().filter({ $0.renamedFrom != nil && $0.revokedAt == nil }), !renamed.isEmpty else { return }
+        for token in renamed {
+            logger.warning("an access token had a name the system reserves and was renamed; it works as before", metadata: [
+                "token": "\(token.name)", "renamed_from": "\(token.renamedFrom ?? "")", "role": "\(token.role.rawValue)",
+            ])
+        }
     }
 
-    static func digest(_ text: String) -> [UInt8] {
+    public static func digest(_ text: String) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         let bytes = Array(text.utf8)
         _ = crypto_generichash(&out, out.count, bytes, UInt64(bytes.count), nil, 0)
@@ -95,16 +104,21 @@ public struct AccessTokenStore: Sendable {
         public let role: AccessRole
         public let createdAt: Date
         public let revokedAt: Date?
+        /// The reserved name the token had before migration 12 renamed it (it kept working).
+        public let renamedFrom: String?
     }
 
     public enum StoreError: Error, CustomStringConvertible, Equatable {
         case invalidName(String)
+        case reservedName(String)
         case nameTaken(String)
         case notFound(String)
 
         public var description: String {
             switch self {
             case .invalidName(let name): "invalid token name '\(name.prefix(80))': 1 to 64 of A-Z a-z 0-9 . _ -"
+            case .reservedName(let name):
+                "the name '\(name)' is the system's (\(AccessTokens.reservedNames.sorted().joined(separator: ", "))): choose another"
             case .nameTaken(let name): "a token named '\(name)' exists (revoked names are kept: choose another)"
             case .notFound(let name): "no active token named '\(name)'"
             }
@@ -120,6 +134,7 @@ public struct AccessTokenStore: Sendable {
         guard (1...64).contains(name.utf8.count), name.utf8.allSatisfy({ Self.nameBytes.contains($0) }) else {
             throw StoreError.invalidName(name)
         }
+        guard !AccessTokens.reservedNames.contains(name) else { throw StoreError.reservedName(name) }
         var secret = [UInt8](repeating: 0, count: 32)
         randombytes_buf(&secret, secret.count)
         let token = "wbt_" + secret.hexString
@@ -134,11 +149,11 @@ public struct AccessTokenStore: Sendable {
 
     public func list() async throws -> [Token] {
         try await pool.query("""
-            SELECT name, role, extract(epoch FROM created_at) AS created_at, extract(epoch FROM revoked_at) AS revoked_at
+            SELECT name, role, extract(epoch FROM created_at) AS created_at, extract(epoch FROM revoked_at) AS revoked_at, renamed_from
             FROM access_tokens ORDER BY name
             """).rows.map { row in
             Token(name: try row.string("name"), role: AccessRole(rawValue: try row.string("role")) ?? .read,
-                  createdAt: try row.date("created_at"), revokedAt: try row.optionalDate("revoked_at"))
+                  createdAt: try row.date("created_at"), revokedAt: try row.optionalDate("revoked_at"), renamedFrom: row["renamed_from"])
         }
     }
 

@@ -1,0 +1,30 @@
+/// SQL for migrations of other modules whose triggers enqueue jobs: the queue's table is named
+/// here, by its owner, and the notification channel comes from `QueueChannel`.
+public enum JobTriggers {
+    /// `CREATE [OR REPLACE] FUNCTION name()`: a PL/pgSQL trigger function that enqueues one job
+    /// of `kind` for the row that fired it (once per `idempotencyKey`, an expression over `NEW`)
+    /// and wakes the kind's workers, in the transaction that fired it. `payload` is a jsonb
+    /// expression; its lines after the first are indented for the function's body (8 spaces).
+    /// `traceParent`: an expression for the job's `trace_parent`, or nil for none.
+    public static func enqueueFunction(
+        _ name: String, replacing: Bool, kind: JobKind, payload: String, priority: Int, maxAttempts: Int, idempotencyKey: String,
+        traceParent: String?
+    ) -> String {
+        let traceColumn = traceParent == nil ? "" : ", trace_parent"
+        let traceValue = traceParent.map { ", \($0)" } ?? ""
+        return """
+            CREATE \(replacing ? "OR REPLACE " : "")FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO jobs (kind, payload, priority, max_attempts, idempotency_key\(traceColumn))
+                VALUES ('\(kind.rawValue)', \(payload),
+                    \(priority), \(maxAttempts), \(idempotencyKey)\(traceValue))
+                ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+                PERFORM pg_notify('\(QueueChannel.jobs)', '\(kind.rawValue)');
+                RETURN NULL;
+            END $$;
+            """
+    }
+
+    /// The `trace_parent` of the job whose id is the expression `jobID`.
+    public static func traceParent(ofJob jobID: String) -> String { "(SELECT trace_parent FROM jobs WHERE id = \(jobID))" }
+}

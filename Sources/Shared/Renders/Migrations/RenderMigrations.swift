@@ -1,0 +1,29 @@
+import FleetPostgres
+
+import FleetQueue
+
+/// The renders' and credits' migrations (`docs/schema.md`).
+public enum RenderMigrations {
+    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces]
+
+    /// FleetCallbacks' kind, which this module cannot import: `SchemaTests` checks they agree.
+    static let callbackKind: JobKind = "callback.deliver"
+
+    /// The trigger function of version 7 and, carrying the trace of the render's job, of version 11.
+    static func renderCallbackFunction(replacing: Bool, carryingTrace: Bool) -> String {
+        JobTriggers.enqueueFunction(
+            "renders_enqueue_callback", replacing: replacing, kind: callbackKind, payload: renderFinishedEvent, priority: 1, maxAttempts: 12,
+            idempotencyKey: "'callback:render:' || NEW.id", traceParent: carryingTrace ? JobTriggers.traceParent(ofJob: "NEW.job_id") : nil)
+    }
+
+    /// The callback job's payload: where to post, the Standard Webhooks id, and the event.
+    private static let renderFinishedEvent = """
+        jsonb_build_object(
+                'url', NEW.callback_url,
+                'webhookId', 'msg_cb_render_' || NEW.id,
+                'event', jsonb_build_object(
+                    'type', 'render.finished', 'renderId', NEW.id, 'userId', NEW.user_id, 'status', NEW.status,
+                    'errorCode', NEW.error_code, 'resultPath', NEW.result_path,
+                    'createdAt', fleet_wire_time(NEW.created_at), 'finishedAt', fleet_wire_time(now())))
+        """
+}
