@@ -185,8 +185,10 @@ struct RunningReaper {
         #expect(fal.requests.filter { $0.method == "POST" }.count == 1)
         #expect(try await f.credits("u1") == (1, 1, 0))
         #expect(try await f.ledger("r1") == ["reserve", "consume"])
+        // The job's outcome is written a moment after the render's.
+        try await f.q.waitUntil(timeout: .seconds(10), "the job completed") { try await f.q.queue.job(id: jobID)?.state == .completed }
         let job = try #require(try await f.q.queue.job(id: jobID))
-        #expect(job.state == .completed && job.errors.map(\.code) == ["WORKER_LOST"], "\(job)")
+        #expect(job.attempt == 2 && job.errors.map(\.code) == ["WORKER_LOST"], "\(job)")
         survivor.signal(SIGTERM)
         #expect(await survivor.wait() == 0, "\(survivor.log)")
         print("dead render worker: SIGKILL to claimed elsewhere \(tookOver), to the render complete \(ended)")
