@@ -6,11 +6,8 @@ import Testing
 /// Fleet-wide limits in the claim (`docs/queue.md`, "Limits"), against a real PostgreSQL: each
 /// contract test on a pool and inside a caller's open transaction, like the driver's suite.
 @Suite struct ConcurrencyLimitTests {
-    func claim(
-        _ q: TestQueue, _ slots: Int, owner: String = "w1", lease: Duration = .seconds(30), expectsLimits: Bool = true
-    ) async throws -> ClaimResult {
-        try await q.driver.jobClaim(ClaimRequest(
-            owner: owner, lease: lease, slots: [.drillNoop: slots], limitedKinds: [.drillNoop], expectsLimits: expectsLimits))
+    func claim(_ q: TestQueue, _ slots: Int, owner: String = "w1", lease: Duration = .seconds(30)) async throws -> ClaimResult {
+        try await q.driver.jobClaim(ClaimRequest(owner: owner, lease: lease, slots: [.drillNoop: slots], limitedKinds: [.drillNoop]))
     }
 
     func enqueue(_ q: TestQueue, _ count: Int, keys: [String]) async throws -> [Int64] {
@@ -84,19 +81,22 @@ import Testing
         #expect(try await q.driver.limitList().isEmpty)
     }
 
-    /// A worker whose last claim found no rule claims by the one statement; a rule set since
-    /// still holds at that claim, which says so, and the next claim goes under the rules' lock.
+    /// The driver decides: a driver whose last claim found no rule claims by the one statement;
+    /// a rule set since still holds at that claim, which says so, and the next claim goes under
+    /// the rules' lock.
     @Test(arguments: DriverExecutor.allCases) func aClaimExpectingNoRuleHonoursARuleSetSince(_ executor: DriverExecutor) async throws {
         let q = try await TestQueue.make(executor: executor)
         _ = try await enqueue(q, 10, keys: ["provider:p"])
-        let free = try await claim(q, 2, expectsLimits: false)
-        #expect(free.jobs.count == 2 && !free.limitsExist)
+        let first = try await claim(q, 1)  // a new driver looks under the rules' lock and finds none
+        #expect(first.jobs.count == 1 && !first.limitsExist)
+        let free = try await claim(q, 1)
+        #expect(free.jobs.count == 1 && !free.limitsExist)
         try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 3), by: "test")
-        let held = try await claim(q, 10, expectsLimits: false)
+        let held = try await claim(q, 10)
         #expect(held.jobs.count == 1 && held.limitsExist && held.heldBack == [.drillNoop])
-        #expect(try await claim(q, 10, expectsLimits: true).jobs.isEmpty)
+        #expect(try await claim(q, 10).jobs.isEmpty)
         #expect(try await q.driver.limitRemove(key: "provider:p"))
-        let unheld = try await claim(q, 10, expectsLimits: true)
+        let unheld = try await claim(q, 10)
         #expect(unheld.jobs.count == 7 && !unheld.limitsExist)
     }
 
@@ -109,15 +109,22 @@ import Testing
         let q = try await TestQueue.make(executor: executor)
         _ = try await enqueue(q, 10, keys: ["provider:p"])
         _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillScript) })
-        func mixedClaim(_ slots: Int) async throws -> ClaimResult {
-            try await q.driver.jobClaim(ClaimRequest(
-                owner: "w1", lease: .seconds(30), slots: [.drillNoop: slots, .drillScript: slots], limitedKinds: [.drillNoop],
-                expectsLimits: false))
+        // Each statement's jobs as the driver hands them over, in order.
+        func mixedClaim(_ slots: Int) async throws -> (result: ClaimResult, handed: [[JobKind]]) {
+            var handed: [[JobKind]] = []
+            let result = try await q.driver.jobClaim(ClaimRequest(
+                owner: "w1", lease: .seconds(30), slots: [.drillNoop: slots, .drillScript: slots], limitedKinds: [.drillNoop]
+            )) { handed.append($0.map(\.kind)) }
+            return (result, handed)
         }
-        let free = try await mixedClaim(2)
+        #expect(try await claim(q, 1).jobs.count == 1)  // the driver's first look, under the lock: no rule
+        let (free, freeHanded) = try await mixedClaim(2)
+        #expect(freeHanded.count == 1, "no rule: one statement claims both kinds")
         #expect(free.jobs.map(\.kind).sorted() == [.drillNoop, .drillNoop, .drillScript, .drillScript] && !free.limitsExist)
-        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 3), by: "test")
-        let held = try await mixedClaim(10)
+        try await q.driver.limitSet(ConcurrencyLimit(key: "provider:p", maxRunning: 4), by: "test")
+        let (held, heldHanded) = try await mixedClaim(10)
+        // The unlimited kind's jobs handed over first, before the claim under the rules' lock.
+        #expect(heldHanded.count == 2 && heldHanded[0].allSatisfy { $0 == .drillScript } && heldHanded[1] == [.drillNoop])
         #expect(held.jobs.filter { $0.kind == .drillScript }.count == 8)
         #expect(held.jobs.filter { $0.kind == .drillNoop }.count == 1)
         #expect(held.limitsExist && held.heldBack == [.drillNoop])

@@ -90,18 +90,6 @@ public struct JobRetryOperation: DispatcherOperation {
     }
 }
 
-/// `jobs.retry`
-public struct JobsRetryOperation: DispatcherOperation {
-    public var access: OperationAccess { .operators }
-    let control: JobControl
-
-    public func run(_ request: JobsRetryRequest) async throws -> BulkJobsResult {
-        let limit = try PageCursor.limit(request.limit, default: request.limit, max: JobsRetryRequest.maxLimit)
-        let dryRun = request.dryRun ?? false
-        return BulkJobsResult(count: try await control.retryMany(JobFilter(request.filter), limit: limit, dryRun: dryRun, actor: actor), dryRun: dryRun)
-    }
-}
-
 /// `job.discard`
 public struct JobDiscardOperation: DispatcherOperation {
     public var access: OperationAccess { .operators }
@@ -117,17 +105,29 @@ public struct JobDiscardOperation: DispatcherOperation {
     }
 }
 
-/// `jobs.discard`
-public struct JobsDiscardOperation: DispatcherOperation {
+/// `jobs.retry` and `jobs.discard`: the filter's jobs, at most `limit`, acted on by `act` (or
+/// counted, on a dry run) under the caller's name.
+public struct BulkJobsOperation<Request: BulkJobsRequest>: DispatcherOperation {
     public var access: OperationAccess { .operators }
-    let control: JobControl
+    let act: @Sendable (_ filter: JobFilter, _ limit: Int, _ dryRun: Bool, _ actor: String) async throws -> Int
 
-    public func run(_ request: JobsDiscardRequest) async throws -> BulkJobsResult {
-        let limit = try PageCursor.limit(request.limit, default: request.limit, max: JobsRetryRequest.maxLimit)
+    public func run(_ request: Request) async throws -> BulkJobsResult {
+        let limit = try PageCursor.limit(request.limit, default: request.limit, max: Request.maxLimit)
         let dryRun = request.dryRun ?? false
-        return BulkJobsResult(count: try await control.discardMany(JobFilter(request.filter), limit: limit, dryRun: dryRun, actor: actor), dryRun: dryRun)
+        return BulkJobsResult(count: try await act(JobFilter(request.filter), limit, dryRun, actor), dryRun: dryRun)
     }
 }
+
+extension BulkJobsOperation where Request == JobsRetryRequest {
+    init(control: JobControl) { act = { try await control.retryMany($0, limit: $1, dryRun: $2, actor: $3) } }
+}
+
+extension BulkJobsOperation where Request == JobsDiscardRequest {
+    init(control: JobControl) { act = { try await control.discardMany($0, limit: $1, dryRun: $2, actor: $3) } }
+}
+
+public typealias JobsRetryOperation = BulkJobsOperation<JobsRetryRequest>
+public typealias JobsDiscardOperation = BulkJobsOperation<JobsDiscardRequest>
 
 /// The one target of `queue.pause` / `queue.resume`.
 private func pauseTarget(kind: String?, queue: String?) throws -> PauseTarget {

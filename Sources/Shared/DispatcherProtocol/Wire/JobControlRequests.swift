@@ -137,12 +137,23 @@ public struct BulkJobsResult: Codable, Sendable, Equatable {
     }
 }
 
+/// An operator's action on every job a filter matches (`jobs.retry`, `jobs.discard`): at most
+/// `limit` of them, counted without acting when `dryRun`.
+public protocol BulkJobsRequest: DispatcherRequest where Result == BulkJobsResult {
+    var filter: JobFilterArguments? { get }
+    var limit: Int { get }
+    var dryRun: Bool? { get }
+}
+
+extension BulkJobsRequest {
+    public static var maxLimit: Int { 1_000_000 }
+}
+
 /// `jobs.retry`: `job.retry` for up to `limit` `dead`/`cancelled` jobs matching the filter,
 /// oldest first, in batches that never stall the workers. `dryRun` only counts them.
-public struct JobsRetryRequest: DispatcherRequest {
+public struct JobsRetryRequest: BulkJobsRequest {
     public static let op = "jobs.retry"
     public typealias Result = BulkJobsResult
-    public static let maxLimit = 1_000_000
     public let filter: JobFilterArguments?
     /// Required: at most this many (up to 1,000,000).
     public let limit: Int
@@ -156,10 +167,11 @@ public struct JobsRetryRequest: DispatcherRequest {
 }
 
 /// `jobs.discard`: deletes up to `limit` finished jobs matching the filter; `dryRun` counts them.
-public struct JobsDiscardRequest: DispatcherRequest {
+public struct JobsDiscardRequest: BulkJobsRequest {
     public static let op = "jobs.discard"
     public typealias Result = BulkJobsResult
     public let filter: JobFilterArguments?
+    /// Required: at most this many (up to 1,000,000).
     public let limit: Int
     public let dryRun: Bool?
 

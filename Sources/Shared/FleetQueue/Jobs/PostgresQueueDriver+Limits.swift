@@ -1,4 +1,5 @@
 import FleetPostgres
+import Synchronization
 import Foundation
 
 /// The claim under fleet-wide limits, and the limits' rows (`docs/queue.md`, "Limits").
@@ -261,4 +262,9 @@ extension ClaimedJob {
             priority: try row.int("priority"), attempt: try row.int("attempt"), maxAttempts: try row.int("max_attempts"),
             payload: try row.string("payload"), createdAt: try row.date("created_at"), traceParent: row["trace_parent"])
     }
+}
+
+/// Whether a driver's last claim of limited kinds found a limit rule, shared by its copies.
+final class LimitRulesSeen: Sendable {
+    let value = Atomic<Bool>(true)
 }

@@ -8,8 +8,11 @@ public protocol QueueDriver: Sendable {
     /// `announce`: wake the workers of their kinds (`QueueChannel.jobs`) within the statement.
     func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob]
     /// Leases up to `slots[kind]` due jobs of each kind, priority then run-at order; the kinds in
-    /// `request.limitedKinds` within the fleet-wide limits (`ConcurrencyLimit`).
-    func jobClaim(_ request: ClaimRequest) async throws -> ClaimResult
+    /// `request.limitedKinds` within the fleet-wide limits (`ConcurrencyLimit`): whether a rule
+    /// exists is the driver's to know. `start` gets the jobs as each statement returns them (the
+    /// kinds without limits first, before any transaction under the rules' lock, so that none of
+    /// them waits for it); the result holds all of them too, and the kinds a limit held back.
+    func jobClaim(_ request: ClaimRequest, start: ([ClaimedJob]) -> Void) async throws -> ClaimResult
     /// Records outcomes of attempts `owner` still holds; returns the ids it applied.
     func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64>
     /// Renews the leases `owner` still holds among `ids` and heartbeats the worker row.
@@ -86,6 +89,11 @@ extension QueueDriver {
         try await jobInsertMany(jobs, announce: true)
     }
 
+    /// Claims and returns the jobs (`jobClaim(_:start:)`, for a caller that starts them all at once).
+    public func jobClaim(_ request: ClaimRequest) async throws -> ClaimResult {
+        try await jobClaim(request) { _ in }
+    }
+
     public func limitSet(_ limit: ConcurrencyLimit, by actor: String) async throws {
         try await limitSet(limit, by: actor, keepingExisting: false)
     }
@@ -138,25 +146,16 @@ public struct ClaimRequest: Sendable {
     public var slots: [JobKind: Int]
     /// nil: any queue.
     public var queues: [String]?
-    /// Kinds whose jobs may carry limit keys: claimed under the limits' lock, the others by the
-    /// one-statement claim that pays nothing for limits.
+    /// Kinds whose jobs may carry limit keys: claimed under the limits' lock while a rule
+    /// exists, the others by the one-statement claim that pays nothing for limits.
     public var limitedKinds: Set<JobKind>
-    /// Whether the last claim found limit rules (`ClaimResult.limitsExist`): false, one statement
-    /// claims every kind, the limited ones with the others, and claims nothing if a rule has
-    /// appeared since (the claim under limits follows); true, the limited kinds go straight to
-    /// the transaction under the rules' lock.
-    public var expectsLimits: Bool
 
-    public init(
-        owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil, limitedKinds: Set<JobKind> = [],
-        expectsLimits: Bool = true
-    ) {
+    public init(owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil, limitedKinds: Set<JobKind> = []) {
         self.owner = owner
         self.lease = lease
         self.slots = slots
         self.queues = queues
         self.limitedKinds = limitedKinds
-        self.expectsLimits = expectsLimits
     }
 }
 
@@ -165,7 +164,8 @@ public struct ClaimRequest: Sendable {
 public struct ClaimResult: Sendable {
     public var jobs: [ClaimedJob]
     public var heldBack: Set<JobKind>
-    /// Whether the claim of limited kinds found any limit rule (the next claim's `expectsLimits`).
+    /// Whether the claim of limited kinds found any limit rule: the driver's next claim of them
+    /// goes straight under the rules' lock, or by the one statement.
     public var limitsExist: Bool
 
     public init(jobs: [ClaimedJob], heldBack: Set<JobKind> = [], limitsExist: Bool = false) {

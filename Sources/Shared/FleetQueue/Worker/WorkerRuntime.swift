@@ -138,8 +138,6 @@ public final class WorkerRuntime: Service, Sendable {
 
     private func produce() async {
         var failureDelay = Duration.milliseconds(100)
-        // Whether the last claim of limited kinds found limit rules (`ClaimRequest.expectsLimits`).
-        var limitsSeen = true
         for await _ in wakeups {
             if state.withLock({ $0.stopping }) { return }
             // Back-pressure: let the outcome writer catch up before taking more work.
@@ -148,28 +146,22 @@ public final class WorkerRuntime: Service, Sendable {
                 state.free.filter { $0.value > 0 }.mapValues { min($0, configuration.maxClaimBatch) }
             }
             guard !slots.isEmpty else { continue }
-            let limitedSlots = slots.filter { limitedKinds.contains($0.key) }
             do {
-                if limitedSlots.isEmpty || !limitsSeen {
-                    // No limit rule at the last look: one statement claims every kind (the driver
-                    // claims under limits if a rule has appeared since).
-                    let claimed = try await claim(slots, expectsLimits: false)
-                    if !limitedSlots.isEmpty { note(claimed, limitsSeen: &limitsSeen) }
-                    start(claimed.jobs, requested: slots, firstOfWake: true)
-                } else {
-                    // Under limits, the kinds without them are claimed and started first: the claim
-                    // under limits is a transaction of several statements (the rules locked, then the
-                    // claim), and a job of another kind must not wait for it to start (the drill's
-                    // noop jobs did: enqueue-to-start p50 2.0 ms before limits, 3.2 ms after,
-                    // docs/benchmarks.md).
-                    let plainSlots = slots.filter { !limitedKinds.contains($0.key) }
-                    if !plainSlots.isEmpty {
-                        start(try await claim(plainSlots, expectsLimits: false).jobs, requested: plainSlots, firstOfWake: true)
-                    }
-                    let claimed = try await claim(limitedSlots, expectsLimits: true)
-                    note(claimed, limitsSeen: &limitsSeen)
-                    start(claimed.jobs, requested: limitedSlots, firstOfWake: plainSlots.isEmpty)
+                // The driver hands over what each of its statements claims as it comes.
+                var firstOfWake = true
+                let claimed = try await driver.jobClaim(ClaimRequest(
+                    owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds
+                )) { jobs in
+                    start(jobs, requested: slots, firstOfWake: firstOfWake)
+                    firstOfWake = false
                 }
+                if firstOfWake { start([], requested: slots, firstOfWake: true) }
+                logger.trace("claimed", metadata: [
+                    "count": "\(claimed.jobs.count)", "requested": "\(slots.values.reduce(0, +))",
+                    "held_back": "\(claimed.heldBack.map(\.rawValue))",
+                ])
+                // A limit left due jobs waiting: claim again when a slot may have freed.
+                if slots.keys.contains(where: limitedKinds.contains) { state.withLock { $0.heldBack = !claimed.heldBack.isEmpty } }
                 failureDelay = .milliseconds(100)
             } catch {
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
@@ -180,25 +172,8 @@ public final class WorkerRuntime: Service, Sendable {
         }
     }
 
-    private func claim(_ slots: [JobKind: Int], expectsLimits: Bool) async throws -> ClaimResult {
-        let claimed = try await driver.jobClaim(ClaimRequest(
-            owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds,
-            expectsLimits: expectsLimits))
-        logger.trace("claimed", metadata: [
-            "count": "\(claimed.jobs.count)", "requested": "\(slots.values.reduce(0, +))", "held_back": "\(claimed.heldBack.map(\.rawValue))",
-        ])
-        return claimed
-    }
-
-    /// What a claim of limited kinds found: whether rules exist (the next claim's
-    /// `expectsLimits`) and whether a limit left due jobs waiting.
-    private func note(_ claimed: ClaimResult, limitsSeen: inout Bool) {
-        limitsSeen = claimed.limitsExist
-        state.withLock { $0.heldBack = !claimed.heldBack.isEmpty }
-    }
-
-    /// Starts what one claim returned. `firstOfWake`: the wake's first claim, which decides
-    /// `backlog` anew; a second one can only add to it.
+    /// Starts what one of a claim's statements returned. `firstOfWake`: the wake's first, which
+    /// decides `backlog` anew; a later one can only add to it.
     private func start(_ jobs: [ClaimedJob], requested: [JobKind: Int], firstOfWake: Bool) {
         var claimed: [JobKind: Int] = [:]
         for job in jobs { claimed[job.kind, default: 0] += 1 }
