@@ -150,25 +150,18 @@ struct RunningReaper {
 /// Render workers killed mid-render: the provider job resumed elsewhere within the render's
 /// deadline, the provider's slots freed within seconds.
 @Suite(.serialized) struct DeadRenderWorkerTests {
-    func environment(_ f: RenderFixture, _ fal: FakeFal) -> [String: String] {
-        ["FLEET_STORAGE_ROOT": f.root, "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL,
-         "FLEET_RENDER_WEBHOOK_GRACE_MS": "0", "FLEET_RENDER_POLL_MS": "100"]
-    }
-
     @Test func aRenderOnAKilledWorkerResumesItsProviderJobElsewhereWithinItsDeadline() async throws {
-        let fal = try await FakeFal.start()
+        let f = try await RenderFixture.atFal(latency: .seconds(5), credits: 1)
+        let fal = f.fal!
         defer { Task { await fal.stop() } }
-        fal.update { $0.latency = .seconds(5) }
-        let f = try await RenderFixture.make(provider: FashnProvider.name, fal: fal)
-        try await f.grant("u1", credits: 1)
         let reaper = RunningReaper(f.q.driver)
         defer { reaper.stop() }
-        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment(f, fal))
+        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment)
         defer { victim.signal(SIGKILL) }
         let render = try await f.request("r1")
         let jobID = try #require(render.jobId)
         try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobId != nil }
-        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment(f, fal))
+        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment)
         defer { survivor.signal(SIGKILL) }
         try await f.q.waitUntilLocked([victim, survivor])
         #expect(try await f.q.leaseOwnerPID(of: jobID) == victim.pid)
@@ -199,15 +192,13 @@ struct RunningReaper {
     /// The provider's limit (2 here) counts running renders: those of a dead worker stop counting
     /// as soon as the reaper takes them back, and the render that waited for a slot starts.
     @Test func aDeadWorkersRendersFreeTheProvidersSlotsWithinTwoSeconds() async throws {
-        let fal = try await FakeFal.start()
+        let f = try await RenderFixture.atFal(latency: .seconds(20), credits: 3)
+        let fal = f.fal!
         defer { Task { await fal.stop() } }
-        fal.update { $0.latency = .seconds(20) }
-        let f = try await RenderFixture.make(provider: FashnProvider.name, fal: fal)
         try await f.q.driver.limitSet(ConcurrencyLimit(key: RenderCapacity.providerKey(FashnProvider.name), maxRunning: 2), by: "test")
-        try await f.grant("u1", credits: 3)
         let reaper = RunningReaper(f.q.driver)
         defer { reaper.stop() }
-        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment(f, fal))
+        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment)
         defer { victim.signal(SIGKILL) }
         let first = [try await f.request("r1"), try await f.request("r2")]
         try await f.q.waitUntil("both submitted") {
@@ -216,7 +207,7 @@ struct RunningReaper {
         }
         let waiting = try await f.request("r3")
         let waitingJob = try #require(waiting.jobId)
-        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment(f, fal))
+        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment)
         defer { survivor.signal(SIGKILL) }
         try await f.q.waitUntilLocked([victim, survivor])
         try await Task.sleep(for: .milliseconds(500))
