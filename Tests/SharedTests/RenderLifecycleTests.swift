@@ -54,6 +54,22 @@ struct RenderFixture {
                              storage: storage, handler: handler, fal: fal)
     }
 
+    /// A fixture rendering at a fake fal whose jobs take `latency`, `user` granted `credits`,
+    /// for render workers run as processes (`workerEnvironment`).
+    static func atFal(latency: Duration, user: String = "u1", credits: Int) async throws -> RenderFixture {
+        let fal = try await FakeFal.start()
+        fal.update { $0.latency = latency }
+        let f = try await make(provider: FashnProvider.name, fal: fal)
+        try await f.grant(user, credits: credits)
+        return f
+    }
+
+    /// A render worker process's environment: this fixture's storage and fal, polling fal every 100 ms.
+    var workerEnvironment: [String: String] {
+        ["FLEET_STORAGE_ROOT": root, "FAL_KEY": fal?.key ?? "", "FAL_QUEUE_URL": fal?.baseURL ?? "",
+         "FLEET_RENDER_WEBHOOK_GRACE_MS": "0", "FLEET_RENDER_POLL_MS": "100"]
+    }
+
     func grant(_ user: String, credits: Int) async throws {
         try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ($1, $2)", [user, credits])
     }
@@ -474,15 +490,10 @@ struct RenderFixture {
 /// The render worker as a process, killed with SIGKILL in the middle of a render.
 @Suite(.serialized) struct RenderWorkerProcessTests {
     @Test func aWorkerKilledMidRenderLeavesOneRenderOneSubmitOneCharge() async throws {
-        let fal = try await FakeFal.start()
+        let f = try await RenderFixture.atFal(latency: .seconds(4), credits: 1)
+        let fal = f.fal!
         defer { Task { await fal.stop() } }
-        fal.update { $0.latency = .seconds(4) }
-        let f = try await RenderFixture.make(provider: FashnProvider.name, fal: fal)
-        try await f.grant("u1", credits: 1)
-        let environment = [
-            "FLEET_STORAGE_ROOT": f.root, "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL, "FLEET_LEASE_SECONDS": "2",
-            "FLEET_RENDER_WEBHOOK_GRACE_MS": "0", "FLEET_RENDER_POLL_MS": "100",
-        ]
+        let environment = f.workerEnvironment.merging(["FLEET_LEASE_SECONDS": "2"]) { $1 }
         let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment)
         let render = try await f.request("r1")
         try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobId != nil }

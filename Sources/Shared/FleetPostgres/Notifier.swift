@@ -21,6 +21,26 @@ public struct NotifierSubscription: Sendable {
     public func unsubscribe() { continuation.finish() }
 }
 
+/// A statement the notifier runs on every new session of its LISTEN connection, right after it
+/// connects and before its LISTENs: for what must live exactly as long as that session (a worker
+/// takes a session-level advisory lock there, which the server releases the moment the session
+/// ends). The notifier knows nothing of what it does. It succeeded when it returned a row; when
+/// it returned none or failed with the link still up, it is logged and run again every few
+/// seconds on the same session.
+public struct SessionStatement: Sendable, Equatable {
+    /// Names it in the log.
+    public let name: String
+    public let sql: String
+    /// In PostgreSQL's text format.
+    public let parameters: [String?]
+
+    public init(name: String, sql: String, parameters: [String?]) {
+        self.name = name
+        self.sql = sql
+        self.parameters = parameters
+    }
+}
+
 /// Thrown to a caller waiting on a notifier that stopped.
 public struct NotifierStopped: Error, Sendable {}
 
@@ -56,6 +76,7 @@ public final class Notifier: Service, Sendable {
         var stopped = false
         /// Callers of `listeningChannels()` waiting for the thread's answer.
         var probes: [CheckedContinuation<[String], any Error>] = []
+        var sessionStatement: SessionStatement?
     }
 
     /// The subscribers' events buffered while they are busy; past it the oldest are dropped
@@ -67,6 +88,15 @@ public final class Notifier: Service, Sendable {
         self.applicationName = applicationName
         self.logger = logger
     }
+
+    /// Runs `statement` on every session from the next connect on (set it before `run` to cover
+    /// the first one); nil runs none.
+    public func runOnEachSession(_ statement: SessionStatement?) {
+        state.withLock { $0.sessionStatement = statement }
+    }
+
+    /// How often a session statement that did not succeed is run again on the same session.
+    static let sessionStatementRetry = Duration.seconds(5)
 
     /// Subscribes to `channels`; the first event is `.mightHaveMissed` once they are all listened to.
     public func subscribe(to channels: [String]) -> NotifierSubscription {
@@ -178,7 +208,18 @@ public final class Notifier: Service, Sendable {
         var listening: Set<String> = []
         var reconciled: Int?
         var lastHeard = ContinuousClock.now
+        // Before the LISTENs: a subscriber told `.mightHaveMissed` finds it done.
+        var pendingStatement = state.withLock { $0.sessionStatement }
+        var lastTry = ContinuousClock.now - Self.sessionStatementRetry
         while !isStopped {
+            if let statement = pendingStatement, ContinuousClock.now - lastTry >= Self.sessionStatementRetry {
+                lastTry = .now
+                switch run(statement, on: connection) {
+                case .succeeded: pendingStatement = nil
+                case .notYet: break
+                case .linkFailed: return
+                }
+            }
             let changes = state.withLock { $0.changes }
             if changes != reconciled {
                 guard reconcile(connection, &listening) else { return }
@@ -205,6 +246,22 @@ public final class Notifier: Service, Sendable {
                 }
             }
         }
+    }
+
+    private enum StatementOutcome { case succeeded, notYet, linkFailed }
+
+    private func run(_ statement: SessionStatement, on connection: ListenConnection) -> StatementOutcome {
+        if let rows = connection.rows(statement.sql, statement.parameters) {
+            if rows > 0 { return .succeeded }
+            logger.warning("session statement returned no row; trying again in a few seconds", metadata: ["statement": "\(statement.name)"])
+            return .notYet
+        }
+        let error = connection.lastError
+        guard connection.isHealthy() else { return .linkFailed }
+        logger.warning("session statement failed; trying again in a few seconds", metadata: [
+            "statement": "\(statement.name)", "error": "\(error)",
+        ])
+        return .notYet
     }
 
     /// LISTENs to the channels some subscription holds, UNLISTENs the rest, then tells every
