@@ -257,10 +257,12 @@ public struct ConsoleRoutes: HTTPRoutes {
         return Response(status: .seeOther, headers: headers)
     }
 
+    /// `Referrer-Policy: same-origin`, not `no-referrer`: under `no-referrer` a browser sends
+    /// `Origin: null` with the console's own form POSTs, and the origin check refuses `null`.
     static var securityHeaders: HTTPFields {
         [
             .contentSecurityPolicy: contentSecurityPolicy, .cacheControl: "no-store", Field.Name("X-Content-Type-Options")!: "nosniff",
-            Field.Name("Referrer-Policy")!: "no-referrer", Field.Name("X-Frame-Options")!: "DENY",
+            Field.Name("Referrer-Policy")!: "same-origin", Field.Name("X-Frame-Options")!: "DENY",
         ]
     }
 

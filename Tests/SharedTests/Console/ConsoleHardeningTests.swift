@@ -143,6 +143,8 @@ import Testing
                 #expect(answer.header("X-Frame-Options") == "DENY")
                 #expect(answer.header("X-Content-Type-Options") == "nosniff")
                 #expect(answer.header("Cache-Control") == "no-store")
+                // Not `no-referrer`: a browser would send the console's own POSTs with `Origin: null`.
+                #expect(answer.header("Referrer-Policy") == "same-origin")
             }
             #expect(try await console.get("/console/no-such-page").body.contains("Not Found"))
             #expect(try await console.get("/healthz").header("Content-Security-Policy") == nil)
