@@ -162,7 +162,7 @@ let package = Package(
             name: "RenderWorker",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
-                "FleetRuntime", "FleetCommands", argumentParser, log, tracing,
+                "FleetRuntime", "FleetCommands", argumentParser, log, serviceLifecycle, tracing,
             ]
         ),
         .executableTarget(

@@ -6,6 +6,7 @@ import Foundation
 import Imaging
 import Logging
 import Renders
+import ServiceLifecycle
 import Synchronization
 import Tracing
 
@@ -29,6 +30,8 @@ struct RenderHandler: JobHandler {
     let fetcher: ProviderImageFetcher
     let events: RenderEvents
     let options: RenderOptions
+    /// Its callbacks' waiters, run in the worker's group.
+    var services: [any Service] { [events] }
     /// Run times for admission control's estimate, written in batches.
     var latencies = ProviderLatencySamples()
     /// Whether a tracer was bootstrapped (read once): with none, the render's steps make no span.

@@ -49,8 +49,9 @@ public enum FleetProcess {
         let handlers = try makeHandlers(notifier)
         try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
-            // The notifier first: a group stops its services in reverse, so it outlives the runtime's drain.
-            return [notifier, WorkerRuntime(
+            // The notifier first, then what the handlers need running (their waiters): a group stops
+            // its services in reverse, so they outlive the runtime's drain.
+            return [notifier] + handlers.flatMap(\.services) + [WorkerRuntime(
                 executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
                 notifier: notifier, handlers: handlers, logger: logger)]
         }
