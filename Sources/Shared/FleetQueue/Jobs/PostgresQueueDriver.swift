@@ -365,8 +365,7 @@ public struct PostgresQueueDriver: QueueDriver {
             case .available: return .cancelled
             case .running:
                 let owner = row["lease_owner"]
-                try await connection.query(
-                    "SELECT pg_notify($1, $2)", [QueueChannel.control.name, QueueChannel.control.encode(.cancel(jobId: id, owner: owner))])
+                try await connection.announce(.cancel(jobId: id, owner: owner), on: QueueChannel.control)
                 return .requested(owner: owner)
             case let state?: return .alreadyFinished(state)
             case nil: throw QueueError.internalMismatch("unknown job state")
