@@ -94,19 +94,20 @@ let package = Package(
             path: "Sources/Shared/FleetQueue"
         ),
         // The image work: libvips normalise and cut-out composition, the background removers
-        // (Replicate, rembg, libvips), the image jobs' payloads.
+        // (Replicate, rembg, libvips), the image jobs' payloads and handlers.
         .target(
             name: "Imaging",
             dependencies: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "CVips", "CFleetShims", log, metrics],
             path: "Sources/Shared/Imaging"
         ),
-        // Renders: requests and their credits, the render store, the try-on providers (fal, Google,
-        // local), provider webhooks' verification, onboarding tokens, the render sweeps.
+        // Renders: requests and their credits, the render store, the render run (`render.run`'s handler),
+        // the try-on providers (fal, Google, local), provider webhooks' verification, onboarding
+        // tokens, the render sweeps.
         .target(
             name: "Renders",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "CSodium",
-                crypto, cryptoExtras, log, metrics,
+                crypto, cryptoExtras, log, metrics, serviceLifecycle, tracing,
             ],
             path: "Sources/Shared/Renders"
         ),
@@ -162,7 +163,7 @@ let package = Package(
             name: "RenderWorker",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
-                "FleetRuntime", "FleetCommands", argumentParser, log, serviceLifecycle, tracing,
+                "FleetRuntime", "FleetCommands", argumentParser, log,
             ]
         ),
         .executableTarget(
@@ -196,13 +197,15 @@ let package = Package(
             name: "FakeProviders",
             dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log, serviceLifecycle]
         ),
+        // No test target depends on an executable: the tests that run one (`fleet-drill`, the workers)
+        // start the built binary (`builtExecutable`), which `swift build --build-tests` builds with
+        // every other product.
         .testTarget(
             name: "SharedTests",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
-                "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetDrill", "ImageWorker",
-                "FleetCallbacks", "FleetAccess", "FleetSchema",
-                "RenderWorker", "CVips", "CFleetShims",
+                "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
+                "FleetSchema", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,
             ]

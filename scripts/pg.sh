@@ -7,6 +7,7 @@
 #   start      create the cluster if needed, start it, create database `wearbloom`
 #   stop       stop it (fast shutdown)
 #   restart    stop and start again (used by the restart tests); --mode fast|immediate
+#              (stop takes --mode too)
 #              is pg_ctl's shutdown mode (immediate: no checkpoint, as after a crash)
 #   url        print the DATABASE_URL of the cluster
 #   pick-port  print the port the running cluster uses, else the first free one from --port
@@ -111,7 +112,7 @@ pick_port() {
 case $command in
   pick-port) pick_port ;;
   start) start; echo "$url" ;;
-  stop) if running; then as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null; fi ;;
+  stop) if running; then as_owner "$bin/pg_ctl" -D "$dir" -m "$mode" -w stop >/dev/null; fi ;;
   restart) as_owner "$bin/pg_ctl" -D "$dir" -m "$mode" -w -t 60 -o "-p $port" restart -l "$dir/server.log" >/dev/null ;;
   status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
   url) echo "$url" ;;

@@ -49,9 +49,12 @@ private func outboundWorker(
         handlers.append(HTTPRequestHandler(sender: SignedSender(http: http, policy: outbound.policy, signer: httpJobSigner), secrets: outbound.secrets))
         configuration.concurrency[.httpRequest] = outbound.concurrency
     }
-    return [WorkerRuntime(
+    let runtime = WorkerRuntime(
         executable: "dispatcher", configuration: configuration, driver: PostgresQueueDriver(executor: pool), notifier: notifier,
-        handlers: handlers, logger: logger)]
+        handlers: handlers, logger: logger)
+    // Found dead by its lock like any worker (`WorkerLock`): the dispatcher's LISTEN session holds it.
+    notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
+    return [runtime]
 }
 
 struct Run: AsyncParsableCommand {
@@ -90,8 +93,11 @@ struct Run: AsyncParsableCommand {
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",
                 perform: { try await tasks.run($0) }, logger: logger)
+            // Dead workers' jobs back within about a second (`WorkerLock`); the schedule's lease
+            // rescue stays the guarantee.
+            let reaper = WorkerReaper(driver: PostgresQueueDriver(executor: pool), interval: settings.reaperInterval, logger: logger)
             // The notifier first: a group stops its services in reverse, so it outlives its subscribers.
-            return [notifier, scheduler, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)]
+            return [notifier, scheduler, reaper, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)]
                 + outboundWorker(outbound, settings: settings, pool: pool, notifier: notifier, logger: logger) + stack.services
         }
     }

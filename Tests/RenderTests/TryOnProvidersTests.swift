@@ -16,6 +16,20 @@ import Testing
         #expect(fashn.supportedCategories == [.tops, .bottoms, .dresses, .outerwear])
     }
 
+    /// What the generic code asks of the providers instead of naming them.
+    @Test func theRegistrationsAnswerForTheirProviders() throws {
+        #expect(TryOnProviders.names == ["local", "fal-fashn", "fal-nano-banana-pro", "google-vto"])
+        #expect(TryOnProviders.defaultName == "local")
+        #expect(TryOnProviders.assumedLatency("local") == .seconds(1) && TryOnProviders.assumedLatency("google-vto") == .seconds(12))
+        #expect(TryOnProviders.supportedCategories("fal-fashn") == [.tops, .bottoms, .dresses, .outerwear])
+        #expect(TryOnProviders.supportedCategories("replicate").isEmpty)
+        // fal's two models share one webhook endpoint, served once.
+        #expect(TryOnProviders.webhookSources(settings: WebhookSettings(), http: CurlHTTPClient()).map(\.provider) == ["fal"])
+        let settings = try ProviderSettings.load(from: ["FAL_KEY": "k", "GOOGLE_ACCESS_TOKEN": "t", "GOOGLE_CLOUD_PROJECT": "p"])
+        let sources = try TryOnProviders.names.map { try TryOnProviders.make(name: $0, settings: settings, http: CurlHTTPClient()).webhookSource }
+        #expect(sources == [nil, "fal", "fal", nil])
+    }
+
     @Test func missingSettingsNameTheirVariableNotTheirValue() throws {
         let empty = try ProviderSettings.load(from: [:])
         #expect(throws: ConfigurationError.self) { try TryOnProviders.make(name: "fal-fashn", settings: empty, http: CurlHTTPClient()) }

@@ -6,7 +6,6 @@ import Foundation
 @testable import Imaging
 import Logging
 import Testing
-@testable import ImageWorker
 
 /// The normalise job through the handler, with a real filesystem tree and real libvips.
 @Suite struct NormalizeHandlerTests {

@@ -88,6 +88,7 @@ import Testing
         #expect(settings.databaseURL == "")
         #expect(settings.worker.concurrency == [.drillNoop: 7])
         #expect(settings.worker.lease == .seconds(30))
+        #expect(settings.reaperInterval == .seconds(1))
         #expect(settings.logLevel == .info && settings.logFormat == .json)
     }
 
@@ -115,6 +116,7 @@ import Testing
         ("DATABASE_URL", "postgresql://x@[broken"),
         ("FLEET_LEASE_SECONDS", "soon"),
         ("FLEET_LEASE_SECONDS", "0"),
+        ("FLEET_REAPER_INTERVAL_MS", "10"),
         ("FLEET_CONCURRENCY", "drill.noop"),
         ("FLEET_CONCURRENCY", "image.resize=2"),
         ("FLEET_CONCURRENCY", "render.run=2"),

@@ -8,7 +8,6 @@ import Foundation
 import Logging
 @testable import Renders
 import Testing
-@testable import RenderWorker
 
 /// A database, a storage tree with one user's body photo and garment cut-out, and a render
 /// handler wired to real providers (local, or fal's queue API on a fake server).
@@ -24,10 +23,10 @@ struct RenderFixture {
     static let bodyPhoto: Data = try! ImageNormalizer().normalize(path: corpus.appendingPathComponent("honeywave-1080x1920.jpg").path).jpeg
 
     /// `falQueueURL` points fal's queue API at another server than `fal` (a dropping one, say);
-    /// `environment` adds provider settings (Google's).
+    /// `environment` adds provider settings (Google's); `registered`: the providers there are.
     static func make(
         provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil, falQueueURL: String? = nil,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], registered: [TryOnProviderRegistration] = TryOnProviders.registered
     ) async throws -> RenderFixture {
         let q = try await TestQueue.make()
         let root = temporaryPath("images")
@@ -46,11 +45,29 @@ struct RenderFixture {
         let events = RenderEvents(notifier: TestNotifier(url: q.url).notifier)
         _ = Task { await events.run() }
         let handler = RenderHandler(
-            store: RenderStore(pool: q.pool), storage: storage, providers: ProviderCatalog(settings: settings, http: http),
+            store: RenderStore(pool: q.pool), storage: storage, providers: ProviderCatalog(settings: settings, http: http, registered: registered),
             fetcher: ProviderImageFetcher(http: http), events: events,
             options: RenderOptions(webhookURL: nil, webhookGrace: .zero, pollInterval: .milliseconds(100)))
-        return RenderFixture(q: q, root: root, store: RenderStore(pool: q.pool), requests: RenderRequests(pool: q.pool, deadline: deadline),
+        let categories: @Sendable (String) -> Set<GarmentCategory> = { name in registered.first { $0.name == name }?.categories ?? [] }
+        return RenderFixture(q: q, root: root, store: RenderStore(pool: q.pool),
+                             requests: RenderRequests(pool: q.pool, deadline: deadline, supportedCategories: categories),
                              storage: storage, handler: handler, fal: fal)
+    }
+
+    /// A fixture rendering at a fake fal whose jobs take `latency`, `user` granted `credits`,
+    /// for render workers run as processes (`workerEnvironment`).
+    static func atFal(latency: Duration, user: String = "u1", credits: Int) async throws -> RenderFixture {
+        let fal = try await FakeFal.start()
+        fal.update { $0.latency = latency }
+        let f = try await make(provider: FashnProvider.name, fal: fal)
+        try await f.grant(user, credits: credits)
+        return f
+    }
+
+    /// A render worker process's environment: this fixture's storage and fal, polling fal every 100 ms.
+    var workerEnvironment: [String: String] {
+        ["FLEET_STORAGE_ROOT": root, "FAL_KEY": fal?.key ?? "", "FAL_QUEUE_URL": fal?.baseURL ?? "",
+         "FLEET_RENDER_WEBHOOK_GRACE_MS": "0", "FLEET_RENDER_POLL_MS": "100"]
     }
 
     func grant(_ user: String, credits: Int) async throws {
@@ -473,15 +490,10 @@ struct RenderFixture {
 /// The render worker as a process, killed with SIGKILL in the middle of a render.
 @Suite(.serialized) struct RenderWorkerProcessTests {
     @Test func aWorkerKilledMidRenderLeavesOneRenderOneSubmitOneCharge() async throws {
-        let fal = try await FakeFal.start()
+        let f = try await RenderFixture.atFal(latency: .seconds(4), credits: 1)
+        let fal = f.fal!
         defer { Task { await fal.stop() } }
-        fal.update { $0.latency = .seconds(4) }
-        let f = try await RenderFixture.make(provider: FashnProvider.name, fal: fal)
-        try await f.grant("u1", credits: 1)
-        let environment = [
-            "FLEET_STORAGE_ROOT": f.root, "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL, "FLEET_LEASE_SECONDS": "2",
-            "FLEET_RENDER_WEBHOOK_GRACE_MS": "0", "FLEET_RENDER_POLL_MS": "100",
-        ]
+        let environment = f.workerEnvironment.merging(["FLEET_LEASE_SECONDS": "2"]) { $1 }
         let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment)
         let render = try await f.request("r1")
         try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobId != nil }

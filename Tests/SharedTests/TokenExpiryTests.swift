@@ -3,10 +3,10 @@ import FleetHTTPClient
 import FleetStorage
 @testable import DispatcherCore
 import Foundation
+import Imaging
 import Logging
 @testable import Renders
 import Testing
-@testable import ImageWorker
 
 /// `tokens.expire` end to end: two dispatchers race for the slot, the winner deletes expired
 /// tokens and their renders, and the image worker's purge deletes their files from a real tree.

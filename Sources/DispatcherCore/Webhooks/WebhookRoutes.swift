@@ -29,10 +29,11 @@ public struct WebhookRoutes: HTTPRoutes {
         self.logger = logger
     }
 
-    /// fal's endpoint as `dispatcher run` serves it; fal's keys come through `http`.
+    /// The providers' endpoints as `dispatcher run` serves them (`TryOnProviders.webhookSources`);
+    /// their keys come through `http`.
     public init(settings: WebhookSettings, http: any HTTPClient, store: RenderStore, logger: Logger) {
         self.init(
-            sources: [FalWebhookSource(verifier: FalWebhookVerifier(http: http, jwksURL: settings.falJWKSURL))],
+            sources: TryOnProviders.webhookSources(settings: settings, http: http),
             store: store, maxBodyBytes: settings.maxBodyBytes, logger: logger)
     }
 
@@ -43,7 +44,7 @@ public struct WebhookRoutes: HTTPRoutes {
     }
 
     /// In a `provider webhook` span that continues the render's trace when the URL carries the
-    /// `traceparent` the worker put in it at submit (`FalQueueClient.traced`); one that is not
+    /// `traceparent` the worker put in it at submit (fal: `FalQueueClient.traced`); one that is not
     /// well formed is ignored (the signature covers the body, not the URL: a forged one can only
     /// misfile a span).
     func receive(_ request: Request, from source: any WebhookSource) async -> Response {

@@ -1,4 +1,5 @@
 import CLibPQ
+import Foundation
 
 /// The notifier's session connection: a raw `PGconn *` owned and used by the notifier's
 /// thread alone, which blocks on it (hence not `Sendable`).
@@ -21,6 +22,20 @@ final class ListenConnection {
         defer { PQclear(result) }
         return PQresultStatus(result) == PGRES_COMMAND_OK
     }
+
+    /// Runs a parameterised statement; the number of rows it returned, nil when it failed (the
+    /// statement's own error, or the link's: `isHealthy()` tells them apart).
+    func rows(_ sql: String, _ parameters: [String?]) -> Int? {
+        let result = withOptionalCStringArray(parameters) { values in
+            PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0)
+        }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_TUPLES_OK else { return nil }
+        return Int(PQntuples(result))
+    }
+
+    /// The server's message for the last statement that failed.
+    var lastError: String { String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines) }
 
     /// Reads what the server sent; false when the link failed.
     func consumeInput() -> Bool { PQconsumeInput(handle) != 0 }

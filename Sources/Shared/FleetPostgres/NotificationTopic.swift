@@ -37,3 +37,10 @@ extension NotificationTopic where Payload == String {
 public protocol NotificationChannel: Sendable {
     var name: String { get }
 }
+
+extension DefaultStringInterpolation {
+    /// A topic in a string is a mistake (its description, not its name, would land in the SQL):
+    /// interpolate `name`, or `notifySQL(payload:)`.
+    @available(*, unavailable, message: "interpolate the topic's name, or notifySQL(payload:)")
+    public mutating func appendInterpolation<Payload>(_ topic: NotificationTopic<Payload>) {}
+}

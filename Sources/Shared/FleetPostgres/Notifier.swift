@@ -21,6 +21,26 @@ public struct NotifierSubscription: Sendable {
     public func unsubscribe() { continuation.finish() }
 }
 
+/// A statement the notifier runs on every new session of its LISTEN connection, right after it
+/// connects and before its LISTENs: for what must live exactly as long as that session (a worker
+/// takes a session-level advisory lock there, which the server releases the moment the session
+/// ends). The notifier knows nothing of what it does. It succeeded when it returned a row; when
+/// it returned none or failed with the link still up, it is logged and run again every few
+/// seconds on the same session.
+public struct SessionStatement: Sendable, Equatable {
+    /// Names it in the log.
+    public let name: String
+    public let sql: String
+    /// In PostgreSQL's text format.
+    public let parameters: [String?]
+
+    public init(name: String, sql: String, parameters: [String?]) {
+        self.name = name
+        self.sql = sql
+        self.parameters = parameters
+    }
+}
+
 /// Thrown to a caller waiting on a notifier that stopped.
 public struct NotifierStopped: Error, Sendable {}
 
@@ -50,6 +70,7 @@ public final class Notifier: Service, Sendable {
         var stopped = false
         /// Callers of `listeningChannels()` waiting for the thread's answer.
         var probes: [CheckedContinuation<[String], any Error>] = []
+        var sessionStatement: SessionStatement?
     }
 
     /// The subscribers' events buffered while they are busy; past it the oldest are dropped
@@ -61,6 +82,15 @@ public final class Notifier: Service, Sendable {
         self.applicationName = applicationName
         self.logger = logger
     }
+
+    /// Runs `statement` on every session from the next connect on (set it before `run` to cover
+    /// the first one); nil runs none.
+    public func runOnEachSession(_ statement: SessionStatement?) {
+        state.withLock { $0.sessionStatement = statement }
+    }
+
+    /// How often a session statement that did not succeed is run again on the same session.
+    static let sessionStatementRetry = Duration.seconds(5)
 
     /// Subscribes to `topics`; the first event is `.mightHaveMissed` once they are all listened to.
     public func subscribe(to topics: [any NotificationChannel]) -> NotifierSubscription {
@@ -165,7 +195,18 @@ public final class Notifier: Service, Sendable {
     /// until the link fails or the notifier stops.
     private func serve(_ connection: ListenConnection) {
         var lastHeard = ContinuousClock.now
+        // Before the LISTENs: a subscriber told `.mightHaveMissed` finds it done.
+        var pendingStatement = state.withLock { $0.sessionStatement }
+        var lastTry = ContinuousClock.now - Self.sessionStatementRetry
         while !isStopped {
+            if let statement = pendingStatement, ContinuousClock.now - lastTry >= Self.sessionStatementRetry {
+                lastTry = .now
+                switch run(statement, on: connection) {
+                case .succeeded: pendingStatement = nil
+                case .notYet: break
+                case .linkFailed: return
+                }
+            }
             guard reconcile(connection) else { return }
             guard answerProbes(connection) else { return }
             // Statements run above may have read notifications into libpq's queue.
@@ -188,6 +229,22 @@ public final class Notifier: Service, Sendable {
                 }
             }
         }
+    }
+
+    private enum StatementOutcome { case succeeded, notYet, linkFailed }
+
+    private func run(_ statement: SessionStatement, on connection: ListenConnection) -> StatementOutcome {
+        if let rows = connection.rows(statement.sql, statement.parameters) {
+            if rows > 0 { return .succeeded }
+            logger.warning("session statement returned no row; trying again in a few seconds", metadata: ["statement": "\(statement.name)"])
+            return .notYet
+        }
+        let error = connection.lastError
+        guard connection.isHealthy() else { return .linkFailed }
+        logger.warning("session statement failed; trying again in a few seconds", metadata: [
+            "statement": "\(statement.name)", "error": "\(error)",
+        ])
+        return .notYet
     }
 
     /// Runs the LISTENs and UNLISTENs the subscriptions call for, then tells the subscriptions

@@ -49,11 +49,15 @@ public enum FleetProcess {
         let handlers = try makeHandlers(notifier)
         try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
+            let runtime = WorkerRuntime(
+                executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
+                notifier: notifier, handlers: handlers, logger: logger)
+            // The LISTEN session holds the worker's lock: the dispatcher's reaper takes its jobs back
+            // as soon as the process dies (`WorkerLock`).
+            notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
             // The notifier first, then what the handlers need running (their waiters): a group stops
             // its services in reverse, so they outlive the runtime's drain.
-            return [notifier] + handlers.flatMap(\.services) + [WorkerRuntime(
-                executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
-                notifier: notifier, handlers: handlers, logger: logger)]
+            return [notifier] + handlers.flatMap(\.services) + [runtime]
         }
     }
 

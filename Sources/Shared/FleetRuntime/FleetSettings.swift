@@ -18,6 +18,8 @@ public struct FleetSettings: Sendable {
     public var httpAddress: ListenAddress?
     /// `FLEET_HTTP_IDLE_TIMEOUT_SECONDS`, `FLEET_HTTP_MAX_CONNECTIONS`.
     public var httpLimits: HTTPListenerLimits
+    /// `FLEET_REAPER_INTERVAL_MS`: how often the dispatcher looks for dead workers (`WorkerReaper`).
+    public var reaperInterval: Duration
 
     public enum LogFormat: String, Sendable { case json, text }
 
@@ -59,7 +61,8 @@ public struct FleetSettings: Sendable {
             httpAddress: try reader.listenAddress("FLEET_HTTP_ADDRESS", default: defaultHTTPAddress),
             httpLimits: HTTPListenerLimits(
                 idleTimeout: try reader.duration("FLEET_HTTP_IDLE_TIMEOUT_SECONDS", unit: .seconds(1), default: 30, range: 1...3600),
-                maxConnections: try reader.integer("FLEET_HTTP_MAX_CONNECTIONS", default: 256, range: 1...100_000)))
+                maxConnections: try reader.integer("FLEET_HTTP_MAX_CONNECTIONS", default: 256, range: 1...100_000)),
+            reaperInterval: try reader.duration("FLEET_REAPER_INTERVAL_MS", unit: .milliseconds(1), default: 1000, range: 50...60_000))
     }
 }
 

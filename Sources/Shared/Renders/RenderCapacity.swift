@@ -31,19 +31,15 @@ public struct RenderCapacity: Sendable {
     }
 
     /// The limits a new fleet starts with; `seedDefaults` writes those not already set, so an
-    /// operator's change survives restarts. The reasons, provider by provider:
+    /// operator's change survives restarts: each provider's `registration.defaultLimit` (in its
+    /// file under `Providers/`), then the per-requester rule. The reasons, provider by provider:
     /// - fal (FASHN, Nano Banana Pro): an account runs so many requests at once and queues the
     ///   rest on fal's side, where the wait counts against our 30 s; 40 is a paid account's share.
     /// - Google Vertex AI Virtual Try-On: 50 online prediction requests per minute per base
     ///   model (regional quota; 429 `RESOURCE_EXHAUSTED` beyond), and about 10 s each.
     /// - `local` (offline): no provider behind it; unlimited.
     public static func defaultLimits(perRequester: Int) -> [ConcurrencyLimit] {
-        [
-            ConcurrencyLimit(key: providerKey(FashnProvider.name), maxRunning: 40),
-            ConcurrencyLimit(key: providerKey(NanoBananaProProvider.name), maxRunning: 40),
-            ConcurrencyLimit(key: providerKey(GoogleVirtualTryOnProvider.name), maxRunning: 20, rate: 50, rateWindow: .seconds(60)),
-            ConcurrencyLimit(key: perRequesterRule, maxRunning: perRequester),
-        ]
+        TryOnProviders.registered.compactMap(\.defaultLimit) + [ConcurrencyLimit(key: perRequesterRule, maxRunning: perRequester)]
     }
 
     public func seedDefaults(perRequester: Int) async throws {
@@ -55,7 +51,7 @@ public struct RenderCapacity: Sendable {
 
     /// A render's run time before its provider has any on record (submit, wait, download).
     static func assumedLatency(_ provider: String) -> Duration {
-        provider == LocalTryOnProvider.name ? .seconds(1) : .seconds(12)
+        TryOnProviders.assumedLatency(provider)
     }
 
     /// Throws `RenderRequestError.busy` when a render asked now would not start early enough

@@ -100,7 +100,7 @@ public struct RenderRequests: Sendable {
                 (SELECT seconds FROM provider_latency WHERE provider = coalesce(settings.provider, $2)) AS latency,
                 \(PostgresQueueDriver.limitRuleExists(forKey: "$3 || coalesce(settings.provider, $2)")) AS limited
             FROM settings
-            """, [request.renderId.value, LocalTryOnProvider.name, RenderCapacity.providerKeyPrefix]).rows.first
+            """, [request.renderId.value, TryOnProviders.defaultName, RenderCapacity.providerKeyPrefix]).rows.first
         let settings = RenderSettings(row: row)
         let latency = row?["latency"].flatMap(Double.init).map { Duration.seconds($0) }
         guard settings.enabledCategories.contains(request.category) else {

@@ -25,7 +25,7 @@ public struct RenderSettings: Sendable, Equatable {
 
     init(row: PostgresRow?) {
         let names = (try? JSONDecoder().decode([String].self, from: Data((row?["categories"] ?? "[]").utf8))) ?? []
-        self.init(provider: row?["provider"] ?? LocalTryOnProvider.name, enabledCategories: Set(names.compactMap(GarmentCategory.init(rawValue:))))
+        self.init(provider: row?["provider"] ?? TryOnProviders.defaultName, enabledCategories: Set(names.compactMap(GarmentCategory.init(rawValue:))))
     }
 
     /// Writes both settings (operators: `dispatcher settings`, or SQL on `fleet_settings`).

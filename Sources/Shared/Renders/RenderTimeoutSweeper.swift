@@ -41,7 +41,7 @@ public struct RenderTimeoutSweeper: Sendable {
     private func cancelAtProviders(_ ended: [RenderStore.Ended]) async {
         await withTaskGroup(of: Void.self) { group in
             for render in ended {
-                guard let submission = render.submission, case .falQueue = submission.state else { continue }
+                guard let submission = render.submission, !submission.state.isSettled else { continue }
                 group.addTask {
                     do {
                         try await providers.provider(named: render.provider).cancel(submission)

@@ -1,6 +1,6 @@
 import FleetSupport
 
-/// The dispatcher's provider webhook (`POST /webhooks/fal` on `FLEET_HTTP_ADDRESS`), read from
+/// The dispatcher's provider webhooks (`POST /webhooks/{source}` on `FLEET_HTTP_ADDRESS`), read from
 /// the environment; `docs/configuration.md` lists each variable.
 public struct WebhookSettings: Sendable {
     /// fal's key set (JWKS) that webhook signatures are checked against.

@@ -598,7 +598,7 @@ kind	garment.cutout	ops	2026-11-28 00:56:36.982559+00
 --
 
 COPY public.renders (id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, status, job_id, provider_job_id, provider_submission, result_path, error_code, charged, deadline_at, feedback, feedback_category, created_at, updated_at, callback_url) FROM stdin;
-r1	u1	\N	u1	g1	b1	tops	fal-fashn	processing	5	fal-req-1	{"jobID": "fal-req-1", "state": {"falQueue": {"resultURL": "https://queue.fal.run/x", "statusURL": "https://queue.fal.run/x/status"}}, "provider": "fal-fashn"}	\N	\N	t	2026-11-28 00:57:06.973765+00	\N	\N	2026-11-28 00:56:36.973765+00	2026-11-28 00:56:36.973765+00	https://backend.example/render-cb
+r1	u1	\N	u1	g1	b1	tops	fal-fashn	processing	5	fal-req-1	{"jobID": "fal-req-1", "state": {"falQueue": {"_0": {"cancel": "https://queue.fal.run/x/cancel", "status": "https://queue.fal.run/x/status", "response": "https://queue.fal.run/x"}}}, "provider": "fal-fashn"}	\N	\N	t	2026-11-28 00:57:06.973765+00	\N	\N	2026-11-28 00:56:36.973765+00	2026-11-28 00:56:36.973765+00	https://backend.example/render-cb
 r0	u1	\N	u1	g0	b0	dresses	local	complete	\N	\N	\N	users/u1/renders/r0.jpg	\N	t	2026-11-27 00:56:36.974707+00	up	\N	2026-11-27 00:56:36.974707+00	2026-11-28 00:56:36.974707+00	\N
 \.
 

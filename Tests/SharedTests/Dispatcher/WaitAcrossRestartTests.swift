@@ -34,7 +34,7 @@ import Testing
                 try await cluster.restart(mode)
                 // Past the restart, with idle pooled connections that died with the old server.
                 try await Task.sleep(for: .milliseconds(500))
-                try await pool.withRetry { connection in
+                _ = try await pool.withRetry { connection in
                     try await connection.query("""
                         UPDATE jobs SET state = 'completed', finished_at = now() WHERE id = $1
                         """, [job.id])

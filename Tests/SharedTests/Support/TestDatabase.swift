@@ -75,6 +75,9 @@ struct PostgresCluster: Sendable {
 
     func restart(_ mode: ShutdownMode = .fast) async throws { try await script("restart", "--mode", mode.rawValue) }
 
+    /// Stops the server, its folder kept: `start()` starts it again (a restart with time between).
+    func stop(_ mode: ShutdownMode = .fast) async throws { try await script("stop", "--mode", mode.rawValue) }
+
     /// Stops the server and deletes its folder.
     func destroy() async {
         try? await script("stop")

@@ -17,6 +17,9 @@ public struct JobErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let cancelled = Self(rawValue: "CANCELLED")
     /// The worker stopped renewing its lease (it died, or lost the database) and the job was rescued.
     public static let leaseExpired = Self(rawValue: "LEASE_EXPIRED")
+    /// The worker's session ended (its process died, or lost its LISTEN connection) and the
+    /// reaper took the job back within about a second (`WorkerLock`).
+    public static let workerLost = Self(rawValue: "WORKER_LOST")
 }
 
 /// An error that carries its job error code: recorded with the failed attempt even when the

@@ -76,6 +76,10 @@ public protocol QueueDriver: Sendable {
     func workerRegister(_ worker: WorkerRecord) async throws
     func workerStop(id: String) async throws
     func workerDeleteStale(olderThan: Duration) async throws -> Int
+    /// Takes back the running jobs of the workers whose session lock is free (`WorkerLock`): their
+    /// process died, or lost its LISTEN connection. Each is marked stopped. Safe from any number of
+    /// processes at once.
+    func workerReapLost() async throws -> [LostWorker]
     /// Workers not stopped that heartbeated within `heartbeatWithin`, with the jobs each is running.
     func workerListLive(heartbeatWithin: Duration) async throws -> [LiveWorker]
 }
@@ -203,6 +207,12 @@ public struct RescuedJob: Sendable, Equatable {
     public let kind: JobKind
     /// `available` to run again, `dead` when out of attempts, `cancelled` if cancel was asked.
     public let state: JobState
+}
+
+/// A worker the reaper found dead, and the jobs it took back from it (none when it ran none).
+public struct LostWorker: Sendable, Equatable {
+    public let id: String
+    public let jobs: [RescuedJob]
 }
 
 /// How long finished jobs stay in the table.

@@ -1,7 +1,9 @@
 import Logging
 import Metrics
 
-/// Puts back running jobs whose lease expired: their worker crashed, hung or was cut off.
+/// Puts back running jobs whose lease expired: their worker crashed, hung or was cut off. A
+/// worker that died while the database stayed up is found sooner, by its lock (`WorkerReaper`);
+/// the lease is the guarantee behind it.
 /// The attempt counts, so a job that kills every worker that runs it ends `dead`. Safe to
 /// run from every process at once: rows are taken with SKIP LOCKED and re-checked.
 public struct Rescuer: Sendable {
@@ -24,7 +26,7 @@ public struct Rescuer: Sendable {
                 logger.warning("rescued job with expired lease", metadata: [
                     "job_id": "\(job.id)", "kind": "\(job.kind)", "state": "\(job.state.rawValue)",
                 ])
-                Counter(label: "fleet_jobs_rescued_total", dimensions: [("kind", job.kind.rawValue)]).increment()
+                Counter(label: "fleet_jobs_rescued_total", dimensions: [("kind", job.kind.rawValue), ("reason", "lease_expired")]).increment()
             }
             return rescued.count
         } catch {

@@ -30,12 +30,23 @@ public final class WorkerRuntime: Service, Sendable {
 
     private struct State {
         var free: [JobKind: Int]
+        /// By job id: the attempt this worker holds.
         var running: [Int64: RunningJob] = [:]
+        /// Earlier attempts of jobs this worker claimed again while they still ran here: taken back
+        /// while it lived (its LISTEN session dropped and the reaper took its jobs, `WorkerLock`;
+        /// or a lease it could not renew in time). Interrupted as lost; they record nothing but
+        /// still hold their slot until their task ends.
+        var superseded: [AttemptKey: RunningJob] = [:]
         /// More due jobs are likely waiting: a freed slot should trigger a claim.
         var backlog = true
         /// A fleet-wide limit left due jobs waiting: a slot freed anywhere should trigger a claim.
         var heldBack = false
         var stopping = false
+    }
+
+    private struct AttemptKey: Hashable {
+        let id: Int64
+        let attempt: Int
     }
 
     private struct RunningJob {
@@ -76,9 +87,13 @@ public final class WorkerRuntime: Service, Sendable {
 
     public var kinds: [JobKind] { handlers.keys.sorted() }
 
+    /// This worker's row in `workers`; its id is its jobs' `lease_owner`.
+    public var record: WorkerRecord {
+        WorkerRecord(id: id, host: ProcessInfo.processInfo.hostName, pid: getpid(), executable: executable, kinds: kinds)
+    }
+
     public func run() async throws {
-        try await driver.workerRegister(WorkerRecord(
-            id: id, host: ProcessInfo.processInfo.hostName, pid: getpid(), executable: executable, kinds: kinds))
+        try await driver.workerRegister(record)
         logger.info("worker started", metadata: [
             "kinds": "\(kinds.map(\.rawValue))",
             "concurrency": "\(state.withLock { $0.free.map { "\($0.key)=\($0.value)" }.sorted() })",
@@ -170,6 +185,12 @@ public final class WorkerRuntime: Service, Sendable {
             state.backlog = filled || (!firstOfWake && state.backlog)
             for job in jobs {
                 state.free[job.kind, default: 0] -= 1
+                if var earlier = state.running[job.id] {
+                    // Claimed again: the earlier attempt's lease is gone for sure.
+                    earlier.disposition = .leaseLost
+                    earlier.task.cancel()
+                    state.superseded[AttemptKey(id: job.id, attempt: earlier.job.attempt)] = earlier
+                }
                 state.running[job.id] = RunningJob(job: job, task: Task { await self.execute(job) })
             }
         }
@@ -205,19 +226,35 @@ public final class WorkerRuntime: Service, Sendable {
     /// recorded). The job stays in `running` until its outcome is queued for writing, so a drain
     /// that sees `running` empty misses nothing.
     private func finish(_ job: ClaimedJob, _ result: Result<JSONValue?, any Error>, logger: Logger) async -> JobOutcome.Kind? {
-        let disposition: Disposition? = state.withLock { state in
-            guard let entry = state.running[job.id], !entry.finishing else { return nil }
+        let key = AttemptKey(id: job.id, attempt: job.attempt)
+        let found: (disposition: Disposition, superseded: Bool)? = state.withLock { state in
+            if state.superseded.removeValue(forKey: key) != nil {
+                // Claimed again while it ran: its lease is gone, it records nothing and frees its slot.
+                state.free[job.kind, default: 0] += 1
+                return (.leaseLost, true)
+            }
+            guard let entry = state.running[job.id], entry.job.attempt == job.attempt, !entry.finishing else { return nil }
             state.running[job.id]?.finishing = true
-            return entry.disposition
+            return (entry.disposition, false)
         }
         // nil: shutdown already handed the job back.
-        guard let disposition else { return .returned }
-        let recorded = outcome(of: job, disposition, result, logger: logger)
+        guard let found else { return .returned }
+        if found.superseded {
+            if state.withLock({ $0.backlog }) { wake() }
+            return outcome(of: job, .leaseLost, result, logger: logger)
+        }
+        let recorded = outcome(of: job, found.disposition, result, logger: logger)
         if let recorded {
             await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: recorded))
         }
         let backlog = state.withLock { state in
-            state.running.removeValue(forKey: job.id)
+            // Claimed again while its outcome was recorded (then refused by the compare-and-set),
+            // it waits among the superseded.
+            if state.running[job.id]?.job.attempt == job.attempt {
+                state.running.removeValue(forKey: job.id)
+            } else {
+                state.superseded.removeValue(forKey: key)
+            }
             state.free[job.kind, default: 0] += 1
             return state.backlog
         }

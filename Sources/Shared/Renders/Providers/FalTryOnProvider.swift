@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// A try-on model behind fal's queue. Only the endpoint and the input JSON differ between fal
@@ -28,14 +29,41 @@ extension FalTryOnProvider {
     }
 
     public func result(of submission: ProviderSubmission) async throws(ProviderError) -> ProviderResult {
-        switch submission.state {
-        case .falQueue(let urls): return try await fal.tryOnResult(urls)
-        case .settled(let result): return result
+        if case .settled(let result) = submission.state { return result }
+        guard let urls = submission.state.falQueueURLs else {
+            throw ProviderError.malformedResponse(provider: name, reason: "submission \(submission.jobID) is not a fal one")
         }
+        return try await fal.tryOnResult(urls)
     }
 
     public func cancel(_ submission: ProviderSubmission) async {
-        guard case .falQueue(let urls) = submission.state else { return }
+        guard let urls = submission.state.falQueueURLs else { return }
         _ = await fal.cancel(urls)
+    }
+
+    /// fal posts the outcome to `POST /webhooks/fal` (`FalWebhookSource`).
+    public var webhookSource: String? { FalWebhookSource.name }
+
+    public func result(ofCallback payload: Data) throws(ProviderError) -> ProviderResult {
+        try FalWebhookPayload.decode(payload).tryOnResult(provider: name)
+    }
+}
+
+/// fal's running state: its queue URLs, as `{"falQueue":{"_0":{"status":…,"response":…,"cancel":…}}}`,
+/// the shape of the rows stored before the state was opaque.
+extension ProviderSubmission.State {
+    public static func falQueue(_ urls: FalQueueURLs) -> Self {
+        .running(.object(["falQueue": .object(["_0": .object([
+            "status": .string(urls.status), "response": .string(urls.response), "cancel": .string(urls.cancel),
+        ])])]))
+    }
+
+    /// The queue URLs of a fal submission; nil for any other state.
+    public var falQueueURLs: FalQueueURLs? {
+        guard case .running(let value) = self, case .string(let status)? = value["falQueue"]?["_0"]?["status"],
+              case .string(let response)? = value["falQueue"]?["_0"]?["response"],
+              case .string(let cancel)? = value["falQueue"]?["_0"]?["cancel"]
+        else { return nil }
+        return FalQueueURLs(status: status, response: response, cancel: cancel)
     }
 }

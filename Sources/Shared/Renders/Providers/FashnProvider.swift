@@ -1,4 +1,6 @@
 import FleetHTTPClient
+import FleetQueue
+import FleetSupport
 
 /// FASHN try-on v1.6 on fal (`fal-ai/fashn/tryon/v1.6`), about 8 s in `balanced` mode.
 ///
@@ -46,4 +48,15 @@ public struct FashnProvider: FalTryOnProvider {
         case .shoes: "auto"  // never sent: shoes are not in supportedCategories
         }
     }
+}
+
+extension FashnProvider {
+    /// fal's queue: `FAL_KEY`, `FAL_QUEUE_URL`, `FAL_FASHN_MODE`; an account runs so many at
+    /// once (`RenderCapacity`); outcomes come by fal's webhook.
+    public static let registration = TryOnProviderRegistration(
+        name: name, categories: categories, defaultLimit: ConcurrencyLimit(key: RenderCapacity.providerKey(name), maxRunning: 40),
+        webhookSources: FalWebhookSource.sources,
+        make: { settings, http throws(ConfigurationError) in
+            FashnProvider(key: try settings.falKey(for: name), queueURL: settings.falQueueURL, mode: settings.fashnMode, http: http)
+        })
 }

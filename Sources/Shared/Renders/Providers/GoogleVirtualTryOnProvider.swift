@@ -1,4 +1,6 @@
 import FleetHTTPClient
+import FleetQueue
+import FleetSupport
 import Foundation
 
 /// Vertex AI Virtual Try-On (`virtual-try-on-001`): one synchronous `:predict` POST. `submit`
@@ -142,5 +144,41 @@ public struct GoogleVirtualTryOnProvider: TryOnProvider {
             var raiFilteredReason: String?
         }
         var predictions: [Prediction]?
+    }
+}
+
+extension GoogleVirtualTryOnProvider {
+    /// Vertex AI's predict, synchronous: a project and credentials; Google's quota is a rate
+    /// (`RenderCapacity`).
+    public static let registration = TryOnProviderRegistration(
+        name: name, categories: categories,
+        defaultLimit: ConcurrencyLimit(key: RenderCapacity.providerKey(name), maxRunning: 20, rate: 50, rateWindow: .seconds(60)),
+        make: { settings, http throws(ConfigurationError) in try make(settings, http: http) })
+
+    /// Credentials in Google's own order: a given token, a key file, else the metadata server.
+    static func make(_ settings: ProviderSettings, http: any HTTPClient) throws(ConfigurationError) -> GoogleVirtualTryOnProvider {
+        let credentials: GoogleCredentials
+        var keyProject: String?
+        if let token = settings.googleAccessToken {
+            credentials = .accessToken(token)
+        } else if let path = settings.googleCredentialsFile {
+            let key: GoogleServiceAccountKey
+            do {
+                key = try GoogleServiceAccountKey(json: try Data(contentsOf: URL(fileURLWithPath: path)))
+            } catch let error as GoogleServiceAccountKey.LoadError {
+                throw ConfigurationError(variable: "GOOGLE_APPLICATION_CREDENTIALS", reason: error.description)
+            } catch {
+                throw ConfigurationError(variable: "GOOGLE_APPLICATION_CREDENTIALS", reason: "cannot read \(path)")
+            }
+            credentials = .serviceAccount(key)
+            keyProject = key.projectID
+        } else {
+            credentials = .metadataServer(host: settings.metadataHost)
+        }
+        guard let project = settings.googleProject ?? keyProject else {
+            throw ConfigurationError(variable: "GOOGLE_CLOUD_PROJECT", reason: "required by provider \(GoogleVirtualTryOnProvider.name)")
+        }
+        let endpoint = Endpoint(project: project, location: settings.googleLocation, model: settings.googleModel, baseURL: settings.googleEndpoint)
+        return GoogleVirtualTryOnProvider(endpoint: endpoint, tokens: GoogleAccessTokens(credentials, http: http), http: http)
     }
 }

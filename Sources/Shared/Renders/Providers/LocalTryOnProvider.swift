@@ -48,3 +48,9 @@ public struct LocalTryOnProvider: TryOnProvider {
         }
     }
 }
+
+extension LocalTryOnProvider {
+    /// The default: no settings, a second or so per render, no limit of its own.
+    public static let registration = TryOnProviderRegistration(
+        name: name, categories: categories, assumedLatency: .seconds(1), make: { _, _ in LocalTryOnProvider() })
+}

@@ -1,4 +1,6 @@
 import FleetHTTPClient
+import FleetQueue
+import FleetSupport
 
 /// Nano Banana Pro image edit on fal (`fal-ai/nano-banana-pro/edit`): a general image editor told
 /// by a prompt to dress the person (first image) in the garment (second image). It can render
@@ -51,4 +53,14 @@ public struct NanoBananaProProvider: FalTryOnProvider {
             the background, lighting and framing unchanged. Photorealistic, the same size as the first image.
             """
     }
+}
+
+extension NanoBananaProProvider {
+    /// fal's queue, as FASHN (`FAL_KEY`, `FAL_QUEUE_URL`).
+    public static let registration = TryOnProviderRegistration(
+        name: name, categories: categories, defaultLimit: ConcurrencyLimit(key: RenderCapacity.providerKey(name), maxRunning: 40),
+        webhookSources: FalWebhookSource.sources,
+        make: { settings, http throws(ConfigurationError) in
+            NanoBananaProProvider(key: try settings.falKey(for: name), queueURL: settings.falQueueURL, http: http)
+        })
 }

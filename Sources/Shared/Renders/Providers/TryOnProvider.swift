@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// A virtual try-on service: one garment on one person, asynchronous from the caller's side.
@@ -16,6 +17,21 @@ public protocol TryOnProvider: Sendable {
     func result(of submission: ProviderSubmission) async throws(ProviderError) -> ProviderResult
     /// Asks the provider to drop the job, where it allows that; best effort, never throws.
     func cancel(_ submission: ProviderSubmission) async
+    /// The webhook its callbacks come through: the path segment of `POST /webhooks/{source}`
+    /// (`TryOnProviders.webhookSources`) and the `provider_events.provider` they are stored
+    /// under. Nil (the default): it calls nobody back, the worker polls.
+    var webhookSource: String? { get }
+    /// A stored callback's body (`provider_events.payload`, as the webhook source accepted it)
+    /// read into the job's outcome. Only asked of a provider with a `webhookSource`.
+    func result(ofCallback payload: Data) throws(ProviderError) -> ProviderResult
+}
+
+extension TryOnProvider {
+    public var webhookSource: String? { nil }
+
+    public func result(ofCallback payload: Data) throws(ProviderError) -> ProviderResult {
+        throw ProviderError.malformedResponse(provider: name, reason: "\(name) takes no webhooks")
+    }
 }
 
 /// One image sent to a provider, as stored (JPEG, or PNG for cutouts).
@@ -62,15 +78,20 @@ public struct TryOnRequest: Sendable, Equatable {
 }
 
 /// What `submit` returns: enough to ask for the result later, from any process (it is Codable,
-/// so it can be kept in the job payload or the database).
+/// so it can be kept in the job payload or the database: `renders.provider_submission`).
 public struct ProviderSubmission: Sendable, Codable, Equatable {
+    /// Where the job stands after submit. The generic code (the render run, the sweeper) only
+    /// tells the two apart: a running job is kept on the render's row, waited for and cancelled
+    /// when abandoned; a settled one is the outcome already.
     public enum State: Sendable, Codable, Equatable {
-        /// Queued at fal: polled, fetched and cancelled through the URLs fal returned.
-        case falQueue(FalQueueURLs)
+        /// Still at the provider: what that provider needs to poll, fetch and cancel it, in JSON
+        /// of its own that only it reads (fal: its queue URLs, `FalTryOnProvider.swift`).
+        case running(JSONValue)
         /// Settled during submit (a synchronous provider): `result(of:)` returns it.
         case settled(ProviderResult)
     }
 
+    /// The provider's configuration name (`TryOnProvider.name`): the one that reads `state`.
     public var provider: String
     /// The provider's id for the job (fal's `request_id`); webhooks name it.
     public var jobID: String
@@ -80,6 +101,43 @@ public struct ProviderSubmission: Sendable, Codable, Equatable {
         self.provider = provider
         self.jobID = jobID
         self.state = state
+    }
+}
+
+/// `running` is encoded as the provider's JSON itself and `settled` as `{"settled":{"_0":…}}`:
+/// the shapes Swift gave the earlier enum (`{"falQueue":{"_0":…}}` was fal's running case), so
+/// rows stored before the state was opaque decode unchanged. A provider's own JSON is never an
+/// object whose only key is `settled`.
+extension ProviderSubmission.State {
+    private enum Key: String, CodingKey {
+        case settled
+        case value = "_0"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let value = try JSONValue(from: decoder)
+        guard case .object(let fields) = value, fields.count == 1, fields["settled"] != nil else {
+            self = .running(value)
+            return
+        }
+        let settled = try decoder.container(keyedBy: Key.self).nestedContainer(keyedBy: Key.self, forKey: .settled)
+        self = .settled(try settled.decode(ProviderResult.self, forKey: .value))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .running(let value):
+            try value.encode(to: encoder)
+        case .settled(let result):
+            var container = encoder.container(keyedBy: Key.self)
+            var settled = container.nestedContainer(keyedBy: Key.self, forKey: .settled)
+            try settled.encode(result, forKey: .value)
+        }
+    }
+
+    /// Whether the outcome came with the submit (nothing to wait for, keep or cancel).
+    public var isSettled: Bool {
+        if case .settled = self { true } else { false }
     }
 }
 

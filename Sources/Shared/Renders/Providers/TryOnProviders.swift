@@ -1,4 +1,5 @@
 import FleetHTTPClient
+import FleetQueue
 import FleetSupport
 import Foundation
 
@@ -40,68 +41,78 @@ public struct ProviderSettings: Sendable {
     }
 }
 
-/// The configured provider by name.
+/// What the fleet knows of one provider before making it: its name and categories, what
+/// admission control assumes of it, and how to make it from the settings. Each provider's file
+/// declares its own (`FashnProvider.registration`…); `TryOnProviders.registered` lists them.
+public struct TryOnProviderRegistration: Sendable {
+    public let name: String
+    public let categories: Set<GarmentCategory>
+    /// Its run time before any is on record (submit, wait, download: `RenderCapacity`).
+    public let assumedLatency: Duration
+    /// The limit on its key (`provider:<name>`) seeded by `fleet-defaults`; nil: none.
+    public let defaultLimit: ConcurrencyLimit?
+    /// The webhook sources the dispatcher serves for it (`WebhookRoutes`); none for most.
+    public let webhookSources: @Sendable (WebhookSettings, any HTTPClient) -> [any WebhookSource]
+    /// Throws when its settings are missing or unusable (the message names the variable, never
+    /// its value).
+    public let make: @Sendable (ProviderSettings, any HTTPClient) throws(ConfigurationError) -> any TryOnProvider
+
+    public init(
+        name: String, categories: Set<GarmentCategory>, assumedLatency: Duration = .seconds(12), defaultLimit: ConcurrencyLimit? = nil,
+        webhookSources: @escaping @Sendable (WebhookSettings, any HTTPClient) -> [any WebhookSource] = { _, _ in [] },
+        make: @escaping @Sendable (ProviderSettings, any HTTPClient) throws(ConfigurationError) -> any TryOnProvider
+    ) {
+        self.name = name
+        self.categories = categories
+        self.assumedLatency = assumedLatency
+        self.defaultLimit = defaultLimit
+        self.webhookSources = webhookSources
+        self.make = make
+    }
+}
+
+/// The providers the fleet can run, by name.
 public enum TryOnProviders {
-    public static let names = [LocalTryOnProvider.name, FashnProvider.name, NanoBananaProProvider.name, GoogleVirtualTryOnProvider.name]
+    /// Every provider, the default first. Adding one: its file in `Providers/` declaring its
+    /// `registration`, its entry here, its settings in `ProviderSettings` (docs/renders.md).
+    public static let registered: [TryOnProviderRegistration] = [
+        LocalTryOnProvider.registration, FashnProvider.registration, NanoBananaProProvider.registration,
+        GoogleVirtualTryOnProvider.registration,
+    ]
+
+    /// The provider renders use until an operator chooses one (`render.provider`).
+    public static let defaultName = registered[0].name
+
+    public static let names = registered.map(\.name)
+
+    public static func registration(named name: String) -> TryOnProviderRegistration? {
+        registered.first { $0.name == name }
+    }
 
     /// The categories a provider supports, by name; empty for an unknown name.
     @Sendable public static func supportedCategories(_ name: String) -> Set<GarmentCategory> {
-        switch name {
-        case LocalTryOnProvider.name: LocalTryOnProvider.categories
-        case FashnProvider.name: FashnProvider.categories
-        case NanoBananaProProvider.name: NanoBananaProProvider.categories
-        case GoogleVirtualTryOnProvider.name: GoogleVirtualTryOnProvider.categories
-        default: []
-        }
+        registration(named: name)?.categories ?? []
+    }
+
+    /// A provider's run time before any is on record (an unknown name: a remote provider's).
+    static func assumedLatency(_ name: String) -> Duration {
+        registration(named: name)?.assumedLatency ?? .seconds(12)
+    }
+
+    /// The webhook sources of every provider, each once (two fal models share fal's).
+    public static func webhookSources(settings: WebhookSettings, http: any HTTPClient) -> [any WebhookSource] {
+        var seen: Set<String> = []
+        return registered.flatMap { $0.webhookSources(settings, http) }.filter { seen.insert($0.provider).inserted }
     }
 
     /// Throws when the name is unknown or the provider's settings are missing or unusable
     /// (the message names the variable, never its value).
-    public static func make(name: String, settings: ProviderSettings, http: any HTTPClient) throws(ConfigurationError) -> any TryOnProvider {
-        switch name {
-        case LocalTryOnProvider.name:
-            return LocalTryOnProvider()
-        case FashnProvider.name:
-            return FashnProvider(key: try falKey(settings, for: name), queueURL: settings.falQueueURL, mode: settings.fashnMode, http: http)
-        case NanoBananaProProvider.name:
-            return NanoBananaProProvider(key: try falKey(settings, for: name), queueURL: settings.falQueueURL, http: http)
-        case GoogleVirtualTryOnProvider.name:
-            return try google(settings, http: http)
-        default:
-            throw ConfigurationError(variable: "render provider", reason: "'\(name)' is not one of \(names.joined(separator: ", "))")
+    public static func make(
+        name: String, settings: ProviderSettings, http: any HTTPClient, among registered: [TryOnProviderRegistration] = registered
+    ) throws(ConfigurationError) -> any TryOnProvider {
+        guard let registration = registered.first(where: { $0.name == name }) else {
+            throw ConfigurationError(variable: "render provider", reason: "'\(name)' is not one of \(registered.map(\.name).joined(separator: ", "))")
         }
-    }
-
-    private static func falKey(_ settings: ProviderSettings, for name: String) throws(ConfigurationError) -> String {
-        guard let key = settings.falKey else { throw ConfigurationError(variable: "FAL_KEY", reason: "required by provider \(name)") }
-        return key
-    }
-
-    /// Credentials in Google's own order: a given token, a key file, else the metadata server.
-    private static func google(_ settings: ProviderSettings, http: any HTTPClient) throws(ConfigurationError) -> GoogleVirtualTryOnProvider {
-        let credentials: GoogleCredentials
-        var keyProject: String?
-        if let token = settings.googleAccessToken {
-            credentials = .accessToken(token)
-        } else if let path = settings.googleCredentialsFile {
-            let key: GoogleServiceAccountKey
-            do {
-                key = try GoogleServiceAccountKey(json: try Data(contentsOf: URL(fileURLWithPath: path)))
-            } catch let error as GoogleServiceAccountKey.LoadError {
-                throw ConfigurationError(variable: "GOOGLE_APPLICATION_CREDENTIALS", reason: error.description)
-            } catch {
-                throw ConfigurationError(variable: "GOOGLE_APPLICATION_CREDENTIALS", reason: "cannot read \(path)")
-            }
-            credentials = .serviceAccount(key)
-            keyProject = key.projectID
-        } else {
-            credentials = .metadataServer(host: settings.metadataHost)
-        }
-        guard let project = settings.googleProject ?? keyProject else {
-            throw ConfigurationError(variable: "GOOGLE_CLOUD_PROJECT", reason: "required by provider \(GoogleVirtualTryOnProvider.name)")
-        }
-        let endpoint = GoogleVirtualTryOnProvider.Endpoint(
-            project: project, location: settings.googleLocation, model: settings.googleModel, baseURL: settings.googleEndpoint)
-        return GoogleVirtualTryOnProvider(endpoint: endpoint, tokens: GoogleAccessTokens(credentials, http: http), http: http)
+        return try registration.make(settings, http)
     }
 }

@@ -5,152 +5,8 @@ import FleetSupport
 import Foundation
 import Imaging
 import Logging
-import Renders
-import ServiceLifecycle
 import Synchronization
 import Tracing
-
-/// `render.run`: one render from `processing` to `complete` or `failed`, within its deadline.
-///
-/// The provider job is submitted once (once more after a 5xx or a dropped connection; never
-/// after a refusal), its submission kept on the row so a worker taking over after a crash
-/// asks for the same job instead of paying for a second one. The outcome comes from the
-/// provider's callback (stored by the dispatcher, announced on `fleet_render_events`) or, when
-/// that is late, from polling. Settlement (`RenderStore.complete`/`fail`) is a compare-and-set
-/// that settles the credit in the same statement, so whoever ends the render first wins and
-/// nothing is charged twice. The job itself completes whatever the render's outcome; only
-/// infrastructure errors (database, storage) retry it.
-struct RenderHandler: JobHandler {
-    let kind = JobKind.renderRun
-    /// Each render carries its provider's and its requester's limit keys (`RenderCapacity`).
-    let usesLimits = true
-    let store: RenderStore
-    let storage: any ImageStorage
-    let providers: ProviderCatalog
-    let fetcher: ProviderImageFetcher
-    let events: RenderEvents
-    let options: RenderOptions
-    /// Its callbacks' waiters, run in the worker's group.
-    var services: [any Service] { [events] }
-    /// Run times for admission control's estimate, written in batches.
-    var latencies = ProviderLatencySamples()
-    /// Whether a tracer was bootstrapped (read once): with none, the render's steps make no span.
-    var tracing = TracePropagation.isTracing
-
-    /// Raised inside the render when its deadline passes.
-    struct DeadlinePassed: Error {}
-
-    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
-        let payload = try job.decodePayload(RenderRunPayload.self)
-        let logger = context.logger.with("render_id", payload.renderId.value)
-        let render: RenderRecord
-        let earlier: ProviderSubmission?
-        switch try await store.start(id: payload.renderId.value) {
-        case .started(let started, let submission):
-            (render, earlier) = (started, submission)
-        case .gone:
-            // Deleted with its expired onboarding token before a worker got to it: nothing to do.
-            logger.warning("render no longer exists")
-            return summary(payload.renderId.value, "gone")
-        case .ended(let ended):
-            return summary(ended.id, "already \(ended.status.rawValue)")
-        case .pastDeadline(let expired, let earlier):
-            // Taken over too late: the earlier attempt's provider job is dropped, as it would be
-            // had its deadline passed while it ran.
-            if let earlier, let provider = try? providers.provider(named: expired.provider) { await provider.cancel(earlier) }
-            _ = try await store.fail(id: expired.id, code: .renderTimeout)
-            return summary(expired.id, RenderErrorCode.renderTimeout.rawValue)
-        }
-        let provider: any TryOnProvider
-        do {
-            provider = try providers.provider(named: render.provider)
-        } catch {
-            logger.error("render provider unavailable", metadata: ["provider": "\(render.provider)", "error": "\(error)"])
-            _ = try await store.fail(id: render.id, code: .renderFailed)
-            return summary(render.id, RenderErrorCode.renderFailed.rawValue)
-        }
-        let remaining = render.deadlineAt.timeIntervalSinceNow
-        let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)
-        let attempt = RenderAttempt(render: render, earlier: earlier, provider: provider, handler: self, spans: spans, logger: logger)
-        let outcome: RenderAttempt.Outcome
-        let attemptStarted = ContinuousClock.now
-        do {
-            outcome = try await withDeadline(.seconds(max(0, remaining))) { try await attempt.run() }
-        } catch is DeadlinePassed {
-            await attempt.cancelAtProvider()
-            let ended = try await settle(spans, RenderErrorCode.renderTimeout.rawValue) { try await store.fail(id: render.id, code: .renderTimeout) }
-            if ended { record(render, outcome: RenderErrorCode.renderTimeout.rawValue, settled: "release") }
-            logger.warning("render timed out", metadata: ["ended_here": "\(ended)"])
-            return summary(render.id, RenderErrorCode.renderTimeout.rawValue)
-        }
-        switch outcome {
-        case .stored(let path):
-            let ended = try await settle(spans, RenderStatus.complete.rawValue) { try await store.complete(id: render.id, resultPath: path) }
-            if !ended {
-                // The deadline passed (or a sweep ended it) between the download and now: the
-                // late result does not revive it.
-                try? await storage.delete(.render(user: try StorageID(render.ownerId), render: try StorageID(render.id)))
-                return summary(render.id, "ended elsewhere before the result was stored")
-            }
-            logger.info("render complete", metadata: ["path": "\(path)"])
-            // What admission control expects of the provider's next renders.
-            try? await latencies.record(provider: render.provider, ContinuousClock.now - attemptStarted, to: store.capacity)
-            record(render, outcome: RenderStatus.complete.rawValue, settled: "consume")
-            return summary(render.id, RenderStatus.complete.rawValue)
-        case .failed(let reason):
-            if try await settle(spans, RenderErrorCode.renderFailed.rawValue, { try await store.fail(id: render.id, code: .renderFailed) }) {
-                record(render, outcome: RenderErrorCode.renderFailed.rawValue, settled: "release")
-            }
-            logger.warning("render failed", metadata: ["reason": "\(reason)"])
-            return summary(render.id, RenderErrorCode.renderFailed.rawValue)
-        }
-    }
-
-    /// Ends the render as `outcome` in a `settle` span; `end` says whether it ended here (false:
-    /// someone else ended it first).
-    private func settle(_ spans: RenderSpans, _ outcome: String, _ end: () async throws -> Bool) async throws -> Bool {
-        try await spans.run("settle") { span in
-            let ended = try await end()
-            span.attributes[TraceAttribute.outcome] = ended ? outcome : "ended elsewhere"
-            return ended
-        }
-    }
-
-    private func record(_ render: RenderRecord, outcome: String, settled entry: String) {
-        RenderMetrics.finished(provider: render.provider, outcome: outcome, seconds: -render.createdAt.timeIntervalSinceNow)
-        if render.charged { RenderMetrics.creditSettled(entry) }
-    }
-
-    private func summary(_ id: String, _ outcome: String) -> JSONValue {
-        .object(["renderId": .string(id), "outcome": .string(outcome)])
-    }
-
-    /// Runs `body`, throwing `DeadlinePassed` once `limit` has elapsed.
-    private func withDeadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await withThrowingTaskGroup(of: T.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                throw DeadlinePassed()
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
-    }
-}
-
-/// How the render worker waits for providers.
-struct RenderOptions: Sendable {
-    /// Where fal posts its callbacks (the dispatcher's webhook endpoint); nil: poll only.
-    var webhookURL: String?
-    /// How long after submitting to rely on the callback alone before polling too.
-    var webhookGrace: Duration = .seconds(8)
-    /// The interval between polls (and between looks at the stored callbacks).
-    var pollInterval: Duration = .seconds(2)
-
-    /// No callback comes without a webhook URL: then polling starts at once.
-    var callbackGrace: Duration { webhookURL == nil ? .zero : webhookGrace }
-}
 
 /// One run of one render; `run()` throws only infrastructure errors.
 struct RenderAttempt: Sendable {
@@ -294,7 +150,9 @@ struct RenderAttempt: Sendable {
                 }
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
                 submitted.value = submission
-                if case .falQueue = submission.state {
+                // A job still running at the provider is kept on the row: a worker taking over
+                // after a crash asks for it instead of paying for a second one.
+                if !submission.state.isSettled {
                     try await handler.store.saveSubmission(id: render.id, submission: submission)
                 }
                 return .success(submission)
@@ -323,7 +181,7 @@ struct RenderAttempt: Sendable {
     /// Until the callback is announced: within the grace period that is the only wake-up (the
     /// table is not read in vain while the provider works); after it, each poll interval too.
     private func waitForCallback(_ submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async {
-        if case .settled = submission.state { return }
+        if submission.state.isSettled { return }
         let graceLeft = handler.options.callbackGrace - (ContinuousClock.now - submittedAt)
         let timeout = graceLeft > .zero ? graceLeft : handler.options.pollInterval
         await handler.events.wait(for: submission.jobID, timeout: timeout)
@@ -340,8 +198,8 @@ struct RenderAttempt: Sendable {
     private func outcome(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async -> Look {
         if case .settled(let result) = submission.state { return .read(result) }
         do {
-            if let payload = try await handler.store.providerEvent(provider: "fal", requestID: submission.jobID) {
-                return .read(try FalWebhookPayload.decode(payload).tryOnResult(provider: provider.name))
+            if let source = provider.webhookSource, let payload = try await handler.store.providerEvent(provider: source, requestID: submission.jobID) {
+                return .read(try provider.result(ofCallback: payload))
             }
             guard ContinuousClock.now - submittedAt >= handler.options.callbackGrace else { return .read(.pending) }
             let started = ContinuousClock.now

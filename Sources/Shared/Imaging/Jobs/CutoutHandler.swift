@@ -2,17 +2,21 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
-import Imaging
 
 /// `garment.cutout`: removes the background of a normalised garment photo through the
 /// backend chain, and stores `garments/{id}_cutout.png` and its preview on white. The result
 /// names the backend that produced it and the foreground fraction ("Retake" hint).
-struct CutoutHandler: JobHandler {
-    let kind = JobKind.garmentCutout
+public struct CutoutHandler: JobHandler {
+    public let kind = JobKind.garmentCutout
     let storage: any ImageStorage
     let chain: BackgroundRemovalChain
 
-    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+    public init(storage: any ImageStorage, chain: BackgroundRemovalChain) {
+        self.storage = storage
+        self.chain = chain
+    }
+
+    public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(GarmentCutoutPayload.self)
         let photoPath: String
         do {

@@ -1,32 +1,12 @@
+import FleetHTTPClient
+import FleetSupport
 import Foundation
-import Renders
-
-/// One provider's webhook: authenticates a request and names the event it carries.
-public protocol WebhookSource: Sendable {
-    /// The path segment (`/webhooks/{provider}`) and the `provider_events.provider` value.
-    var provider: String { get }
-    func event(headers: [String: String], body: Data) async throws(WebhookRejection) -> ProviderEvent
-}
-
-/// What a verified webhook is stored and announced as.
-public struct ProviderEvent: Sendable, Equatable {
-    /// Stored once per key: a redelivery with the same key is acknowledged, not applied again.
-    public let key: String
-    /// Announced on `fleet_render_events`: the provider's job id its waiter knows.
-    public let announce: String
-}
-
-/// A refused webhook: the HTTP status tells the provider whether to deliver again (5xx) or not.
-public struct WebhookRejection: Error, Equatable, CustomStringConvertible {
-    public let status: Int
-    public let reason: String
-
-    public var description: String { "\(status): \(reason)" }
-}
 
 /// `POST /webhooks/fal`: signed by fal (ED25519, `FalWebhookVerifier`), one event per request id.
 public struct FalWebhookSource: WebhookSource {
-    public let provider = "fal"
+    /// The source the fal models' `webhookSource` names.
+    public static let name = "fal"
+    public let provider = FalWebhookSource.name
     let verifier: FalWebhookVerifier
 
     public init(verifier: FalWebhookVerifier) { self.verifier = verifier }
@@ -46,5 +26,21 @@ public struct FalWebhookSource: WebhookSource {
             throw WebhookRejection(status: 400, reason: "fal webhook: body is not fal's webhook JSON")
         }
         return ProviderEvent(key: payload.requestID, announce: payload.requestID)
+    }
+}
+
+extension FalWebhookSource {
+    /// The fal models' webhook source (`TryOnProviderRegistration.webhookSources`): fal's keys
+    /// from `FLEET_FAL_JWKS_URL` through `http`.
+    @Sendable public static func sources(settings: WebhookSettings, http: any HTTPClient) -> [any WebhookSource] {
+        [FalWebhookSource(verifier: FalWebhookVerifier(http: http, jwksURL: settings.falJWKSURL))]
+    }
+}
+
+extension ProviderSettings {
+    /// `FAL_KEY`, required by every fal model.
+    func falKey(for provider: String) throws(ConfigurationError) -> String {
+        guard let key = falKey else { throw ConfigurationError(variable: "FAL_KEY", reason: "required by provider \(provider)") }
+        return key
     }
 }

@@ -2,21 +2,26 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
-import Imaging
 
 /// `image.normalize`: reads an upload from storage, normalises it with the job's profile, and
 /// stores the JPEG as a body photo or a garment photo. Bad images and unknown profiles end the
 /// job at once with their code; the upload is never modified. A garment with `thenCutout`
 /// chains a `garment.cutout` job.
-struct NormalizeHandler: JobHandler {
-    let kind = JobKind.imageNormalize
+public struct NormalizeHandler: JobHandler {
+    public let kind = JobKind.imageNormalize
     let storage: any ImageStorage
     /// The limits; its profile is replaced by the job's.
     let normalizer: ImageNormalizer
     /// Read for every job, so an operator's change to `fleet_settings` needs no restart.
     let profiles: any NormalizeProfileSource
 
-    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+    public init(storage: any ImageStorage, normalizer: ImageNormalizer, profiles: any NormalizeProfileSource) {
+        self.storage = storage
+        self.normalizer = normalizer
+        self.profiles = profiles
+    }
+
+    public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(NormalizeImagePayload.self)
         if payload.thenCutout == true && payload.target != .garment {
             throw JobError.permanent(code: .badPayload, message: "thenCutout applies to garments only")

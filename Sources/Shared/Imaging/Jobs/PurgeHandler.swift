@@ -2,15 +2,18 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
-import Imaging
 
 /// `account.purge`: deletes every file of one user (body photos, uploads, garments, cutouts,
 /// renders). Purging a user with no files is a success, so a retried purge is harmless.
-struct PurgeHandler: JobHandler {
-    let kind = JobKind.accountPurge
+public struct PurgeHandler: JobHandler {
+    public let kind = JobKind.accountPurge
     let storage: any ImageStorage
 
-    func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
+    public init(storage: any ImageStorage) {
+        self.storage = storage
+    }
+
+    public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(PurgeAccountPayload.self)
         let deleted = try await storage.deleteAll(of: payload.userId)
         context.logger.info("purged user files", metadata: ["user_id": "\(payload.userId)", "files": "\(deleted)"])
