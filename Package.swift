@@ -107,7 +107,7 @@ let package = Package(
             name: "Renders",
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "CSodium",
-                crypto, cryptoExtras, log, metrics, tracing,
+                crypto, cryptoExtras, log, metrics, serviceLifecycle, tracing,
             ],
             path: "Sources/Shared/Renders"
         ),

@@ -27,7 +27,7 @@ public struct DispatcherStack: Sendable {
         logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
-        let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck)
+        let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck, logger: logger)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(
                 queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),

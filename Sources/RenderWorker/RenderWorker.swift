@@ -30,8 +30,8 @@ struct Run: WorkerRunCommand {
         let http = CurlHTTPClient(maxConnectionsPerHost: 256)
         // Hundreds of renders at once: each result's re-encode runs single-threaded.
         try Vips.shareCores(among: settings.worker.concurrency[.renderRun] ?? 1)
+        // Runs in the worker's group (`RenderHandler.services`).
         let events = RenderEvents(notifier: notifier)
-        _ = events.start()  // subscribed for the life of the process
         let options = RenderOptions(
             webhookURL: environment["FLEET_RENDER_WEBHOOK_URL"].flatMap { $0.isEmpty ? nil : $0 },
             webhookGrace: try reader.duration("FLEET_RENDER_WEBHOOK_GRACE_MS", unit: .milliseconds(1), default: 8000, range: 0...60_000),

@@ -88,7 +88,7 @@ import Testing
         let watcher = FinishWatcher(notifier: notifier)
         let running = RunningService(notifier, worker, watcher)
 
-        let everyChannel = [QueueChannel.control, QueueChannel.jobs, QueueChannel.finished, RenderChannel.finished].sorted()
+        let everyChannel = [QueueChannel.control.name, QueueChannel.jobs.name, QueueChannel.finished.name, RenderChannel.finished.name].sorted()
         try await q.waitUntil(timeout: .seconds(20), "both subscribed") {
             try await notifier.listeningChannels() == everyChannel
         }
@@ -98,10 +98,10 @@ import Testing
 
         // Runs long enough for the watch to start before it ends.
         let job = try await q.queue.enqueue(NewJob(kind: .drillScript, encoding: DrillScript(sleepMs: 2000)))
-        let (wakeUps, watching) = watcher.wakeUps(for: .job(job.id))
-        let giveUp = Task { try? await Task.sleep(for: .seconds(20)); watching.finish() }
-        defer { giveUp.cancel(); watching.finish() }
-        var woken = wakeUps.makeAsyncIterator()
+        let wakeUps = watcher.waiters.wakeUps(for: .job(job.id))
+        let giveUp = Task { try? await Task.sleep(for: .seconds(20)); wakeUps.stop() }
+        defer { giveUp.cancel(); wakeUps.stop() }
+        var woken = wakeUps.events.makeAsyncIterator()
         // The worker ran it (woken by `fleet_jobs`), and its end woke the watcher (`fleet_jobs_finished`).
         #expect(await woken.next() != nil)
         #expect(try await q.queue.job(id: job.id)?.state == .completed)

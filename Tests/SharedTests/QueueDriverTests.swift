@@ -241,12 +241,13 @@ import Testing
 
         let listening = TestNotifier(url: q.url)
         defer { listening.stop() }
-        var events = listening.events([QueueChannel.control])
+        var events = listening.events([QueueChannel.control.name])
         #expect(await events.next() == .mightHaveMissed)
         let running = try await q.queue.enqueue(NewJob(kind: .drillScript))
         _ = try await claim(q, [.drillScript: 1])
         #expect(try await q.queue.cancel(id: running.id) == .requested(owner: owner))
-        #expect(await events.next() == .notification(channel: QueueChannel.control, payload: "cancel \(running.id) \(owner)"))
+        #expect(await events.next() == .notification(
+            channel: QueueChannel.control.name, payload: #"{"action":"cancel","jobId":\#(running.id),"owner":"\#(owner)"}"#))
         let renewal = try await q.driver.jobExtendLeases(owner: owner, ids: [running.id], lease: .seconds(30))
         #expect(renewal.kept == [running.id] && renewal.cancelRequested == [running.id])
     }

@@ -43,7 +43,7 @@ struct RenderFixture {
         let settings = try ProviderSettings.load(from: falSettings.merging(environment) { $1 })
         // Runs for the rest of the test process, as a render worker's does for its own.
         let events = RenderEvents(notifier: TestNotifier(url: q.url).notifier)
-        _ = events.start()
+        _ = Task { await events.run() }
         let handler = RenderHandler(
             store: RenderStore(pool: q.pool), storage: storage, providers: ProviderCatalog(settings: settings, http: http, registered: registered),
             fetcher: ProviderImageFetcher(http: http), events: events,

@@ -79,7 +79,7 @@ import Testing
         let triggers = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") }
         #expect(triggers.count == 4)  // the jobs' and the renders' callback functions, each twice (7, then 10 and 11)
         for migration in triggers {
-            #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
+            #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
         }
     }
 }

@@ -112,12 +112,12 @@ import Testing
         #expect(try await q.queue.job(id: cancelled.id)?.state == .cancelled)
         #expect(try await q.queue.job(id: again.id)?.state == .available)
         // What was sent before the sentinel, the enqueues' included.
-        try await q.pool.query("SELECT pg_notify($1, 'sentinel')", [QueueChannel.jobs])
+        try await q.pool.query("SELECT pg_notify($1, 'sentinel')", [QueueChannel.jobs.name])
         var heard: [NotifierEvent] = []
-        while let event = await events.next(), event != .notification(channel: QueueChannel.jobs, payload: "sentinel") { heard.append(event) }
-        let ended = heard.contains(.notification(channel: QueueChannel.finished, payload: "\(last.id),\(cancelled.id)"))
-            || heard.contains(.notification(channel: QueueChannel.finished, payload: "\(cancelled.id),\(last.id)"))
-        #expect(ended && heard.contains(.notification(channel: QueueChannel.jobs, payload: JobKind.drillScript.rawValue)), "\(heard)")
+        while let event = await events.next(), event != .notification(channel: QueueChannel.jobs.name, payload: "sentinel") { heard.append(event) }
+        let ended = heard.contains(.notification(channel: QueueChannel.finished.name, payload: "\(last.id),\(cancelled.id)"))
+            || heard.contains(.notification(channel: QueueChannel.finished.name, payload: "\(cancelled.id),\(last.id)"))
+        #expect(ended && heard.contains(.notification(channel: QueueChannel.jobs.name, payload: JobKind.drillScript.rawValue)), "\(heard)")
     }
 
     /// Reapers running at once (several dispatchers) take each job once.
@@ -154,13 +154,13 @@ import Testing
         let q = try await TestQueue.make()
         let listening = TestNotifier(url: q.url)
         defer { listening.stop() }
-        var events = listening.events([QueueChannel.jobs])
+        var events = listening.events([QueueChannel.jobs.name])
         #expect(await events.next() == .mightHaveMissed)
         _ = try await claim(q, owner: "w", 1)
-        #expect(await events.next() == .notification(channel: QueueChannel.jobs, payload: JobKind.drillNoop.rawValue), "the enqueue's")
+        #expect(await events.next() == .notification(channel: QueueChannel.jobs.name, payload: JobKind.drillNoop.rawValue), "the enqueue's")
         try await q.travelInTime(.seconds(31))
         #expect(try await q.driver.jobRescueExpired(limit: 10).count == 1)
-        #expect(await events.next() == .notification(channel: QueueChannel.jobs, payload: JobKind.drillNoop.rawValue))
+        #expect(await events.next() == .notification(channel: QueueChannel.jobs.name, payload: JobKind.drillNoop.rawValue))
     }
 }
 

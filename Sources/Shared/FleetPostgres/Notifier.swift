@@ -61,18 +61,12 @@ public final class Notifier: Service, Sendable {
     /// Wakes the thread from its wait on the socket when the subscriptions change or it must stop.
     private let wakeUp = WakePipe()
 
-    private struct Subscriber {
-        let channels: Set<String>
-        let continuation: AsyncStream<NotifierEvent>.Continuation
-        /// Told `.mightHaveMissed` since the connection last (re)started listening for it.
-        var told = false
-    }
+    private typealias Subscriber = AsyncStream<NotifierEvent>.Continuation
 
     private struct State {
-        var subscribers: [Int: Subscriber] = [:]
+        /// The subscriptions and what the session listens to; the thread runs what it asks for.
+        var listens = ListenStateMachine<Subscriber>()
         var nextID = 0
-        /// Counts subscription changes, so the thread reconciles its LISTENs only after one.
-        var changes = 0
         var stopped = false
         /// Callers of `listeningChannels()` waiting for the thread's answer.
         var probes: [CheckedContinuation<[String], any Error>] = []
@@ -98,14 +92,18 @@ public final class Notifier: Service, Sendable {
     /// How often a session statement that did not succeed is run again on the same session.
     static let sessionStatementRetry = Duration.seconds(5)
 
+    /// Subscribes to `topics`; the first event is `.mightHaveMissed` once they are all listened to.
+    public func subscribe(to topics: [any NotificationChannel]) -> NotifierSubscription {
+        subscribe(to: topics.map(\.name))
+    }
+
     /// Subscribes to `channels`; the first event is `.mightHaveMissed` once they are all listened to.
     public func subscribe(to channels: [String]) -> NotifierSubscription {
         let (events, continuation) = AsyncStream.makeStream(of: NotifierEvent.self, bufferingPolicy: .bufferingNewest(Self.bufferedEvents))
         let id: Int? = state.withLock { state in
             guard !state.stopped else { return nil }
             state.nextID += 1
-            state.subscribers[state.nextID] = Subscriber(channels: Set(channels), continuation: continuation)
-            state.changes += 1
+            state.listens.subscribe(state.nextID, to: Set(channels), continuation)
             return state.nextID
         }
         guard let id else {
@@ -118,10 +116,7 @@ public final class Notifier: Service, Sendable {
     }
 
     private func remove(_ id: Int) {
-        state.withLock { state in
-            guard state.subscribers.removeValue(forKey: id) != nil else { return }
-            state.changes += 1
-        }
+        guard state.withLock({ $0.listens.unsubscribe(id) }) != nil else { return }
         wakeUp.poke()
     }
 
@@ -188,25 +183,17 @@ public final class Notifier: Service, Sendable {
                 continue
             }
             backoff = .milliseconds(50)
+            state.withLock { $0.listens.connected() }
             serve(connection)
+            state.withLock { $0.listens.connectionLost() }
             if !isStopped { logger.warning("LISTEN connection lost; reconnecting") }
         }
-        let subscribers = state.withLock { state in
-            defer { state.subscribers = [:] }
-            return state.subscribers.values
-        }
-        for subscriber in subscribers { subscriber.continuation.finish() }
+        for subscriber in state.withLock({ $0.listens.unsubscribeAll() }) { subscriber.finish() }
     }
 
     /// Keeps `connection`'s LISTENs in step with the subscriptions and hands out what arrives,
     /// until the link fails or the notifier stops.
     private func serve(_ connection: ListenConnection) {
-        // A new session listens to nothing yet: every subscription will be told it may have missed some.
-        state.withLock { state in
-            for id in state.subscribers.keys { state.subscribers[id]?.told = false }
-        }
-        var listening: Set<String> = []
-        var reconciled: Int?
         var lastHeard = ContinuousClock.now
         // Before the LISTENs: a subscriber told `.mightHaveMissed` finds it done.
         var pendingStatement = state.withLock { $0.sessionStatement }
@@ -220,11 +207,7 @@ public final class Notifier: Service, Sendable {
                 case .linkFailed: return
                 }
             }
-            let changes = state.withLock { $0.changes }
-            if changes != reconciled {
-                guard reconcile(connection, &listening) else { return }
-                reconciled = changes
-            }
+            guard reconcile(connection) else { return }
             guard answerProbes(connection) else { return }
             // Statements run above may have read notifications into libpq's queue.
             deliverQueued(connection)
@@ -264,37 +247,25 @@ public final class Notifier: Service, Sendable {
         return .notYet
     }
 
-    /// LISTENs to the channels some subscription holds, UNLISTENs the rest, then tells every
-    /// subscription whose channels are all listened to now that it may have missed some. False
-    /// when the link failed.
-    private func reconcile(_ connection: ListenConnection, _ listening: inout Set<String>) -> Bool {
-        let wanted = state.withLock { Set($0.subscribers.values.flatMap(\.channels)) }
-        for channel in wanted.subtracting(listening) {
-            guard connection.execute("LISTEN", channel) else { return false }
-            listening.insert(channel)
-        }
-        for channel in listening.subtracting(wanted) {
-            guard connection.execute("UNLISTEN", channel) else { return false }
-            listening.remove(channel)
-        }
-        let listened = listening
-        let untold = state.withLock { state in
-            var untold: [AsyncStream<NotifierEvent>.Continuation] = []
-            for (id, subscriber) in state.subscribers where !subscriber.told && subscriber.channels.isSubset(of: listened) {
-                state.subscribers[id]?.told = true
-                untold.append(subscriber.continuation)
+    /// Runs the LISTENs and UNLISTENs the subscriptions call for, then tells the subscriptions
+    /// whose channels are all listened to now that they may have missed some. False when the
+    /// link failed.
+    private func reconcile(_ connection: ListenConnection) -> Bool {
+        while let command = state.withLock({ $0.listens.nextCommand() }) {
+            let ran = switch command {
+            case .listen(let channel): connection.execute("LISTEN", channel)
+            case .unlisten(let channel): connection.execute("UNLISTEN", channel)
             }
-            return untold
+            guard ran else { return false }
+            state.withLock { $0.listens.succeeded(command) }
         }
-        for continuation in untold { continuation.yield(.mightHaveMissed) }
+        for subscriber in state.withLock({ $0.listens.takeUntold() }) { subscriber.yield(.mightHaveMissed) }
         return true
     }
 
     private func deliverQueued(_ connection: ListenConnection) {
         while let (channel, payload) = connection.nextNotification() {
-            let recipients = state.withLock { state in
-                state.subscribers.values.filter { $0.channels.contains(channel) }.map(\.continuation)
-            }
+            let recipients = state.withLock { $0.listens.recipients(of: channel) }
             for recipient in recipients { recipient.yield(.notification(channel: channel, payload: payload)) }
         }
     }

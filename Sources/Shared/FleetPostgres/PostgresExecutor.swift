@@ -18,6 +18,13 @@ extension PostgresExecutor {
     public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = [], planning: StatementPlanning = .preparedOnce) async throws -> PostgresResult {
         try await withConnection { try await $0.query(sql, parameters, planning: planning) }
     }
+
+    /// Sends `payload` on `topic` in a statement of its own, delivered when the executor's
+    /// transaction commits (a pool's: at once). `PostgresPool.notify` sends without waiting for a
+    /// flush instead.
+    public func announce<Payload>(_ payload: Payload, on topic: NotificationTopic<Payload>) async throws {
+        try await query("SELECT pg_notify($1, $2)", [topic.name, topic.encode(payload)])
+    }
 }
 
 extension PostgresPool: PostgresExecutor {

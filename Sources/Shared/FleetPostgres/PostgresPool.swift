@@ -45,22 +45,22 @@ public actor PostgresPool {
         }
     }
 
-    /// Sends `payload` on `channel` in a transaction of its own whose commit does not wait for
+    /// Sends `payload` on `topic` in a transaction of its own whose commit does not wait for
     /// the disk. PostgreSQL queues notifications in commit order under one database-wide lock,
     /// held until the notifying transaction's commit is flushed: a notify inside a durable write
     /// makes all such writes flush one after another instead of together. A notification is a
     /// hint (its listeners also poll) that a crash loses anyway, so this one needs no flush.
-    public nonisolated func notify(_ channel: String, _ payload: String) async throws {
-        try await notify(channel, [payload])
+    public nonisolated func notify<Payload>(_ topic: NotificationTopic<Payload>, _ payload: Payload) async throws {
+        try await notify(topic, [payload])
     }
 
-    /// Sends each of `payloads` on `channel`, in one such transaction.
-    public nonisolated func notify(_ channel: String, _ payloads: [String]) async throws {
+    /// Sends each of `payloads` on `topic`, in one such transaction.
+    public nonisolated func notify<Payload>(_ topic: NotificationTopic<Payload>, _ payloads: [Payload]) async throws {
         guard !payloads.isEmpty else { return }
         try await query("""
             SELECT count(pg_notify($1, payload)) FROM unnest($2::text[]) AS payload,
                 (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
-            """, [channel, PostgresArray(payloads)])
+            """, [topic.name, PostgresArray(payloads.map(topic.encode))])
     }
 
     private func acquire() async throws -> PostgresConnection {

@@ -55,8 +55,9 @@ public enum FleetProcess {
             // The LISTEN session holds the worker's lock: the dispatcher's reaper takes its jobs back
             // as soon as the process dies (`WorkerLock`).
             notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
-            // The notifier first: a group stops its services in reverse, so it outlives the runtime's drain.
-            return [notifier, runtime]
+            // The notifier first, then what the handlers need running (their waiters): a group stops
+            // its services in reverse, so they outlive the runtime's drain.
+            return [notifier] + handlers.flatMap(\.services) + [runtime]
         }
     }
 

@@ -125,7 +125,7 @@ public struct RenderRequests: Sendable {
                 }
             }
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
-            try? await pool.notify(QueueChannel.jobs, JobKind.renderRun.rawValue)
+            try? await pool.notify(QueueChannel.jobs, .renderRun)
             return render
         } catch {
             // The same render id again, found by its unique violation (or asked again after the

@@ -199,11 +199,12 @@ public struct RenderStore: Sendable {
     }
 }
 
+/// The renders' NOTIFY channels, each with its payload (`docs/schema.md`, "NOTIFY channels").
 public enum RenderChannel {
     /// The dispatcher announces provider callbacks here (payload: the provider's request id);
-    /// render workers LISTEN to it.
-    public static let events = "fleet_render_events"
+    /// render workers LISTEN to it (`RenderEvents`).
+    public static let events = NotificationTopic<String>.text("fleet_render_events")
     /// Sent after the commit that ends a render (payload: the render id); the dispatcher's
     /// `render.wait` LISTENs to it.
-    public static let finished = "fleet_renders_finished"
+    public static let finished = NotificationTopic<String>.text("fleet_renders_finished")
 }

@@ -245,7 +245,7 @@ import Testing
         let q = try await TestQueue.make()
         let listening = TestNotifier(url: q.url)
         defer { listening.stop() }
-        var events = listening.events([QueueChannel.finished])
+        var events = listening.events([QueueChannel.finished.name])
         #expect(await events.next() == .mightHaveMissed)
 
         _ = try await q.queue.enqueue((0..<1000).map { _ in NewJob(kind: .drillNoop) })
@@ -265,10 +265,10 @@ import Testing
 
         let queued = try await q.queue.enqueue(NewJob(kind: .drillNoop))
         _ = try await q.queue.cancel(id: queued.id)
-        #expect(await events.next() == .notification(channel: QueueChannel.finished, payload: "\(queued.id)"))
+        #expect(await events.next() == .notification(channel: QueueChannel.finished.name, payload: "\(queued.id)"))
         try await q.pool.query("INSERT INTO jobs (kind, created_at) VALUES ('image.resize', now() - interval '1 hour')")
         let swept = try await q.driver.jobKillUnknownKinds(known: [.drillNoop], grace: .seconds(60))
-        #expect(await events.next() == .notification(channel: QueueChannel.finished, payload: "\(swept[0])"))
+        #expect(await events.next() == .notification(channel: QueueChannel.finished.name, payload: "\(swept[0])"))
     }
 }
 

@@ -39,7 +39,7 @@ import Testing
                         UPDATE jobs SET state = 'completed', finished_at = now() WHERE id = $1
                         """, [job.id])
                 }
-                try await pool.notify(QueueChannel.finished, "\(job.id)")
+                try await pool.notify(QueueChannel.finished, [job.id])
                 let store = RenderStore(pool: pool)
                 let start = try await store.start(id: "r1")
                 guard case .started = start else { Issue.record("r1 not started: \(start)"); return }

@@ -16,6 +16,11 @@ struct TestNotifier: Sendable {
         notifier.subscribe(to: channels).events.makeAsyncIterator()
     }
 
+    /// The events of a new subscription to `topics`.
+    func events(_ topics: [any NotificationChannel]) -> AsyncStream<NotifierEvent>.AsyncIterator {
+        notifier.subscribe(to: topics).events.makeAsyncIterator()
+    }
+
     /// Stops it: the connection closes and every subscription's events end.
     func stop() { running.cancel() }
 }

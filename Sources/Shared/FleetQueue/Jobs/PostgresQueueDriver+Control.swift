@@ -14,7 +14,7 @@ extension PostgresQueueDriver {
     /// Sends `fleet_jobs` once per kind of the `source` rows (column `kind`), so idle workers
     /// claim what was just put back; a `SELECT` with column `sent` to reference in the statement.
     private static func announceKinds(from source: String) -> String {
-        "SELECT count(pg_notify('\(QueueChannel.jobs)', kind)) AS sent FROM (SELECT DISTINCT kind FROM \(source)) AS kinds"
+        "SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent FROM (SELECT DISTINCT kind FROM \(source)) AS kinds"
     }
 
     /// How a retried job looks: available at `runAt`, its errors kept, one more attempt allowed.
@@ -122,7 +122,7 @@ extension PostgresQueueDriver {
         try await executor.query("""
             WITH resumed AS (DELETE FROM queue_pauses WHERE scope = $1 AND name = $2 RETURNING scope, name),
             woken AS (
-                SELECT count(pg_notify('\(QueueChannel.jobs)', kind)) AS sent FROM (
+                SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent FROM (
                     SELECT name AS kind FROM resumed WHERE scope = 'kind'
                     UNION SELECT DISTINCT kind FROM jobs WHERE state = 'available' AND EXISTS (SELECT 1 FROM resumed WHERE scope = 'queue')
                 ) AS kinds

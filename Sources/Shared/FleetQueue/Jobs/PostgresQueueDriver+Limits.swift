@@ -121,7 +121,7 @@ extension PostgresQueueDriver {
             ON CONFLICT (key) \(onConflict)
             """, [limit.key, limit.maxRunning, limit.rate, limit.rateWindow.seconds, actor])
         // Workers holding jobs back claim again at once (a raised limit).
-        try await executor.query("SELECT pg_notify($1, 'limits')", [QueueChannel.control])
+        try await executor.announce(.limits, on: QueueChannel.control)
     }
 
     static let limitColumns = "key, max_running, rate, rate_window_seconds, throttled_rate, throttled_from, extract(epoch FROM now() - throttled_at) AS throttled_age"
@@ -150,7 +150,7 @@ extension PostgresQueueDriver {
 
     public func limitRemove(key: String) async throws -> Bool {
         let removed = try await executor.query("DELETE FROM queue_limits WHERE key = $1 RETURNING key", [key]).rows.count == 1
-        if removed { try await executor.query("SELECT pg_notify($1, 'limits')", [QueueChannel.control]) }
+        if removed { try await executor.announce(.limits, on: QueueChannel.control) }
         return removed
     }
 

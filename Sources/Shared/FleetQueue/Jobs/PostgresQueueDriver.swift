@@ -3,19 +3,6 @@ import FleetSupport
 import Foundation
 import Tracing
 
-/// NOTIFY channels of the queue. Notifications are hints; pollers are the guarantee.
-public enum QueueChannel {
-    /// Payload: a job kind that has new work.
-    public static let jobs = "fleet_jobs"
-    /// Payload: `cancel <jobId> <owner>`.
-    public static let control = "fleet_control"
-    /// Payload: comma-separated ids of jobs that reached a terminal state (`completed`, `dead`,
-    /// `cancelled`), at most `finishedIDsPerNotification` per notification.
-    public static let finished = "fleet_jobs_finished"
-    /// Keeps a payload of bigint ids well under NOTIFY's 8000-byte limit.
-    public static let finishedIDsPerNotification = 300
-}
-
 /// `QueueDriver` over libpq. Each method is one statement (two for a running job's cancel), run
 /// by its executor: a pool, or a connection whose open transaction the statements join (a render
 /// request creates its job atomically with its own rows).
@@ -39,7 +26,7 @@ public struct PostgresQueueDriver: QueueDriver {
     /// it once (an InitPlan, no join with the outcome's plan), and not at all when no row changed.
     static func notifyFinished(from source: String) -> String {
         """
-        SELECT count(pg_notify('\(QueueChannel.finished)', ids)) AS sent FROM (
+        SELECT count(\(QueueChannel.finished.notifySQL(payload: "ids"))) AS sent FROM (
             SELECT string_agg(id::text, ',') AS ids FROM (
                 SELECT id, (row_number() OVER () - 1) / \(QueueChannel.finishedIDsPerNotification) AS chunk
                 FROM \(source) WHERE state IN ('completed', 'dead', 'cancelled')
@@ -163,7 +150,7 @@ public struct PostgresQueueDriver: QueueDriver {
                 RETURNING id, idempotency_key, kind, (xmax = 0) AS is_new
             ), notified AS (
                 SELECT count(*) AS kinds FROM (
-                    SELECT pg_notify('\(QueueChannel.jobs)', kind) FROM (SELECT DISTINCT kind FROM inserted WHERE is_new AND \(announce)) AS k
+                    SELECT \(QueueChannel.jobs.notifySQL(payload: "kind")) FROM (SELECT DISTINCT kind FROM inserted WHERE is_new AND \(announce)) AS k
                 ) AS n
             )
             SELECT id, idempotency_key, is_new FROM inserted, notified WHERE notified.kinds >= 0
@@ -378,7 +365,7 @@ public struct PostgresQueueDriver: QueueDriver {
             case .available: return .cancelled
             case .running:
                 let owner = row["lease_owner"]
-                try await connection.query("SELECT pg_notify($1, $2)", [QueueChannel.control, "cancel \(id) \(owner ?? "-")"])
+                try await connection.announce(.cancel(jobId: id, owner: owner), on: QueueChannel.control)
                 return .requested(owner: owner)
             case let state?: return .alreadyFinished(state)
             case nil: throw QueueError.internalMismatch("unknown job state")
@@ -457,7 +444,7 @@ public struct PostgresQueueDriver: QueueDriver {
         ),
         notified AS (\(notifyFinished(from: "rescued"))),
         announced AS (
-            SELECT count(pg_notify('\(QueueChannel.jobs)', kind)) AS sent
+            SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent
             FROM (SELECT DISTINCT kind FROM rescued WHERE state = 'available') AS again
         )
         """

@@ -19,7 +19,7 @@ public enum JobTriggers {
                 VALUES ('\(kind.rawValue)', \(payload),
                     \(priority), \(maxAttempts), \(idempotencyKey)\(traceValue))
                 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
-                PERFORM pg_notify('\(QueueChannel.jobs)', '\(kind.rawValue)');
+                PERFORM \(QueueChannel.jobs.notifySQL(payload: "'\(kind.rawValue)'"));
                 RETURN NULL;
             END $$;
             """

@@ -1,5 +1,6 @@
 import FleetSupport
 import Logging
+import ServiceLifecycle
 
 /// Runs the jobs of one kind. Throw `JobError.permanent` for failures retrying cannot fix
 /// (bad input); anything else thrown is retried with backoff until attempts run out.
@@ -11,10 +12,14 @@ public protocol JobHandler: Sendable {
     var usesLimits: Bool { get }
     /// Returns the job's result (kept in `jobs.result`), or nil.
     func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue?
+    /// What must run beside it (a waiter registry fed by notifications): services of the
+    /// worker's group, started before the worker runtime and stopped after its drain.
+    var services: [any Service] { get }
 }
 
 extension JobHandler {
     public var usesLimits: Bool { false }
+    public var services: [any Service] { [] }
 }
 
 /// What a handler gets besides its job.

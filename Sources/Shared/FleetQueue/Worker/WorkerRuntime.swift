@@ -100,7 +100,8 @@ public final class WorkerRuntime: Service, Sendable {
         ])
         // A limited kind's slots free up when jobs finish anywhere in the fleet.
         let limited = !limitedKinds.isEmpty
-        let subscription = notifier.subscribe(to: [QueueChannel.jobs, QueueChannel.control] + (limited ? [QueueChannel.finished] : []))
+        let topics: [any NotificationChannel] = [QueueChannel.jobs, QueueChannel.control] + (limited ? [QueueChannel.finished] : [])
+        let subscription = notifier.subscribe(to: topics)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.produce() }
             group.addTask { await self.consumeNotifications(subscription.events) }
@@ -332,17 +333,21 @@ public final class WorkerRuntime: Service, Sendable {
             switch event {
             case .mightHaveMissed:
                 wake(backlog: true)
-            case .notification(let channel, let payload) where channel == QueueChannel.jobs:
-                if handlers[JobKind(rawValue: payload)] != nil { wake(backlog: true) }
-            case .notification(let channel, _) where channel == QueueChannel.finished:
+            case .notification(QueueChannel.jobs.name, let payload):
+                if let kind = QueueChannel.jobs.decode(payload), handlers[kind] != nil { wake(backlog: true) }
+            case .notification(QueueChannel.finished.name, _):
                 if state.withLock({ $0.heldBack }) { wake() }
-            case .notification(_, "limits"):
-                wake(backlog: true)
-            case .notification(_, let payload):
-                let words = payload.split(separator: " ")
-                if words.count == 3, words[0] == "cancel", words[2] == id, let jobID = Int64(words[1]) {
-                    interrupt(jobID, as: .cancelRequested)
+            case .notification(QueueChannel.control.name, let payload):
+                switch QueueChannel.control.decode(payload) {
+                case .limits?:
+                    wake(backlog: true)
+                case .cancel(let jobID, let owner)?:
+                    if owner == id { interrupt(jobID, as: .cancelRequested) }
+                case nil:
+                    logger.warning("control notification of an unknown shape ignored", metadata: ["payload": "\(payload.prefix(200))"])
                 }
+            case .notification(let channel, _):
+                logger.debug("notification on an unexpected channel ignored", metadata: ["channel": "\(channel)"])
             }
         }
     }

@@ -5,6 +5,7 @@ import FleetSupport
 import Foundation
 import Imaging
 import Logging
+import ServiceLifecycle
 import Synchronization
 import Tracing
 
@@ -28,6 +29,8 @@ public struct RenderHandler: JobHandler {
     public let fetcher: ProviderImageFetcher
     public let events: RenderEvents
     public let options: RenderOptions
+    /// Its callbacks' waiters, run in the worker's group.
+    public var services: [any Service] { [events] }
     /// Run times for admission control's estimate, written in batches.
     var latencies = ProviderLatencySamples()
     /// Whether a tracer was bootstrapped (read once): with none, the render's steps make no span.
