@@ -2,7 +2,8 @@
 # The multi-host chaos run: a private PostgreSQL, worker "hosts" as network namespaces joined
 # to this machine by veth pairs (10.231.N.0/24, no route anywhere else), worker processes on
 # them and here, a mixed load of image, render and drill jobs with random SIGKILLs, then the
-# checks (nothing lost, nothing settled twice) and drill throughput with 1, 2, 4 workers.
+# checks (nothing lost, nothing settled twice; each added worker process adds its slots) and drill
+# throughput with 1, 2, 4 workers (reported, not a pass mark: two cores saturate before the slots do).
 #
 # usage: scripts/chaos.sh [--short|--long]   (root: it creates namespaces)
 #   --short  CI's version: 2 namespaces, 100 image, 60 render, 1,000 drill jobs, 4 kills
