@@ -63,12 +63,12 @@ let package = Package(
     ],
     targets: [
         // System libraries, found by their pkg-config names (Debian's -dev packages).
-        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CLibPQ", path: "Sources/Shared/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CVips", path: "Sources/Shared/CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/Shared/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CSodium", path: "Sources/Shared/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // Fixed-argument wrappers for the variadic C calls Swift cannot make.
-        .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"]),
+        .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"], path: "Sources/Shared/CFleetShims"),
 
         // Helpers every layer uses: JSON values, coded errors, settings from the environment,
         // blocking work off the cooperative pool, child processes, trace context across processes.
@@ -148,10 +148,11 @@ let package = Package(
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
                 "FleetCallbacks", "DispatcherProtocol", "FleetAccess", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle, tracing,
-            ]
+            ],
+            path: "Sources/Shared/DispatcherCore"
         ),
         // The workers' shared command line (run, migrate).
-        .target(name: "FleetCommands", dependencies: ["FleetPostgres", "FleetQueue", "FleetRuntime", argumentParser, log]),
+        .target(name: "FleetCommands", dependencies: ["FleetPostgres", "FleetQueue", "FleetRuntime", argumentParser, log], path: "Sources/Shared/FleetCommands"),
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
@@ -190,12 +191,13 @@ let package = Package(
         // Test support, linked by no production executable.
         // The synthetic kinds (drill.noop, drill.script) and their worker: load drills, the queue
         // benchmarks and the tests.
-        .target(name: "DrillKinds", dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime"]),
+        .target(name: "DrillKinds", dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime"], path: "Sources/Shared/DrillKinds"),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
         // formats: used by the tests and by fleet-bench's render suite.
         .target(
             name: "FakeProviders",
-            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log, serviceLifecycle]
+            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log, serviceLifecycle],
+            path: "Sources/Shared/FakeProviders"
         ),
         // No test target depends on an executable: the tests that run one (`fleet-drill`, the workers)
         // start the built binary (`builtExecutable`), which `swift build --build-tests` builds with

@@ -15,7 +15,7 @@ owners = {
     "credit_ledger": "Sources/Shared/Renders/",
     "credit_reservations": "Sources/Shared/Renders/",
 }
-tools = ("Sources/FleetBench/", "Sources/FleetDemo/", "Sources/FakeProviders/")
+tools = ("Sources/FleetBench/", "Sources/FleetDemo/", "Sources/Shared/FakeProviders/")
 pattern = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(" + "|".join(owners) + r")\b(?!\s*\()")
 failures = 0
 for root, _, files in os.walk("Sources"):
