@@ -80,6 +80,9 @@ let package = Package(
         .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims", tracing], path: "Sources/Shared/FleetHTTPClient"),
         // Where images live: storage keys and ids, the local store, atomic files.
         .target(name: "FleetStorage", dependencies: ["FleetSupport"], path: "Sources/Shared/FleetStorage"),
+        // The settings operators change without a deploy (`fleet_settings`): render provider and
+        // categories, image profiles.
+        .target(name: "LiveSettings", dependencies: ["FleetPostgres"], path: "Sources/Shared/LiveSettings"),
         // The HTTP listener every executable runs (FLEET_HTTP_ADDRESS): probes, Prometheus metrics.
         .target(
             name: "FleetHTTP",
@@ -97,7 +100,7 @@ let package = Package(
         // (Replicate, rembg, libvips), the image jobs' payloads and handlers.
         .target(
             name: "Imaging",
-            dependencies: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "CVips", "CFleetShims", log, metrics],
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "LiveSettings", "CVips", "CFleetShims", log, metrics],
             path: "Sources/Shared/Imaging"
         ),
         // Renders: requests and their credits, the render store, the render run (`render.run`'s handler),
@@ -106,7 +109,7 @@ let package = Package(
         .target(
             name: "Renders",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "CSodium",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "LiveSettings", "CSodium",
                 crypto, cryptoExtras, log, metrics, serviceLifecycle, tracing,
             ],
             path: "Sources/Shared/Renders"
@@ -130,7 +133,7 @@ let package = Package(
         // The whole schema: every owner's migrations, in the order the runner applies them.
         .target(
             name: "FleetSchema",
-            dependencies: ["FleetPostgres", "FleetQueue", "FleetCallbacks", "Renders", "FleetAccess"],
+            dependencies: ["FleetPostgres", "FleetQueue", "LiveSettings", "FleetCallbacks", "Renders", "FleetAccess"],
             path: "Sources/Shared/FleetSchema"
         ),
         // What every executable does at start: settings, JSON logs, traces (OTLP/HTTP when asked), the

@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetQueue
 import Foundation
+import LiveSettings
 
 /// What an upload is normalised into: a bounding box (either side may be open) and a JPEG
 /// quality. The rest of the pipeline (orientation, sRGB, stripped metadata) is the same for all.
@@ -111,16 +112,16 @@ extension NormalizeProfiles: NormalizeProfileSource {
     public func profiles() -> NormalizeProfiles { self }
 }
 
-/// The profiles in `fleet_settings`, read again on every call (one indexed row: nothing next
-/// to a normalise), so an operator's change applies to the next job without a restart.
+/// The profiles in the live settings (`fleet_settings`), read again on every call (one indexed
+/// row: nothing next to a normalise), so an operator's change applies to the next job without a
+/// restart.
 public struct StoredNormalizeProfiles: NormalizeProfileSource {
-    let pool: PostgresPool
+    let settings: LiveSettings
 
-    public init(pool: PostgresPool) { self.pool = pool }
+    public init(pool: PostgresPool) { self.settings = LiveSettings(pool: pool) }
 
     public func profiles() async throws -> NormalizeProfiles {
-        let row = try await pool.query("SELECT value::text AS value FROM fleet_settings WHERE key = $1", [NormalizeProfiles.settingsKey]).rows.first
-        guard let text = row?["value"] else { return .builtIn }
+        guard let text = try await settings.values(of: [NormalizeProfiles.settingsKey])[NormalizeProfiles.settingsKey] else { return .builtIn }
         let stored: [String: NormalizeProfile]
         do {
             stored = try JSONDecoder().decode([String: NormalizeProfile].self, from: Data(text.utf8))
@@ -135,15 +136,11 @@ public struct StoredNormalizeProfiles: NormalizeProfileSource {
     public func set(_ name: String, to profile: NormalizeProfile) async throws {
         _ = try NormalizeProfiles(overriding: [name: profile])
         let json = String(decoding: try JSONEncoder().encode([name: profile]), as: UTF8.self)
-        try await pool.query("""
-            INSERT INTO fleet_settings (key, value) VALUES ($1, $2::jsonb)
-            ON CONFLICT (key) DO UPDATE SET value = fleet_settings.value || EXCLUDED.value, updated_at = now()
-            """, [NormalizeProfiles.settingsKey, json])
+        try await settings.merge(json, into: NormalizeProfiles.settingsKey)
     }
 
     /// Removes a stored profile; a built-in one returns to its built-in values.
     public func remove(_ name: String) async throws {
-        try await pool.query("UPDATE fleet_settings SET value = value - $2::text, updated_at = now() WHERE key = $1",
-                             [NormalizeProfiles.settingsKey, name])
+        try await settings.remove(member: name, from: NormalizeProfiles.settingsKey)
     }
 }

@@ -102,12 +102,7 @@ public struct EphemeralTokens: Sendable {
                     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
                     """, [limit]).rows.map { try $0.string("id") }
                 guard !expired.tokenIDs.isEmpty else { return expired }
-                let renders = try await connection.query("""
-                    WITH gone AS (
-                        DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) RETURNING id, owner_id
-                    ), \(CreditLedger.releaseSQL(of: "gone"))
-                    SELECT id, owner_id FROM gone
-                    """, [PostgresArray(expired.tokenIDs)]).rows
+                let renders = try await connection.query(CreditLedger.deleteRendersOfTokens, [PostgresArray(expired.tokenIDs)]).rows
                 expired.renderIDs = try renders.map { try $0.string("id") }
                 try await connection.query("DELETE FROM ephemeral_tokens WHERE id = ANY($1::text[])", [PostgresArray(expired.tokenIDs)])
                 let trees = try await connection.query("""

@@ -43,9 +43,9 @@ public struct RenderCapacity: Sendable {
     }
 
     public func seedDefaults(perRequester: Int) async throws {
-        let driver = PostgresQueueDriver(executor: pool)
+        let limits = ConcurrencyLimits(executor: pool)
         for limit in Self.defaultLimits(perRequester: perRequester) {
-            try await driver.limitSet(limit, by: "fleet-defaults", keepingExisting: true)
+            try await limits.seed(limit, by: "fleet-defaults")
         }
     }
 
@@ -69,7 +69,7 @@ public struct RenderCapacity: Sendable {
     @discardableResult
     func admit(provider: String, latency: Duration?, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws -> Bool {
         if locked { try await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"]) }
-        let load = try await PostgresQueueDriver(executor: executor).limitLoad(key: Self.providerKey(provider), kind: .renderRun)
+        let load = try await ConcurrencyLimits(executor: executor).load(key: Self.providerKey(provider), kind: .renderRun)
         guard load.rule != nil else { return false }
         let latency = latency ?? Self.assumedLatency(provider)
         if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline, queued: locked) {
@@ -113,7 +113,7 @@ public struct RenderCapacity: Sendable {
     /// The provider said 429: its rate is halved fleet-wide for a while (`ConcurrencyLimit.Throttle`).
     /// Returns the rate now in force (nil: no rule limits the provider).
     public func throttle(provider: String) async throws -> Int? {
-        try await PostgresQueueDriver(executor: pool).limitThrottle(key: Self.providerKey(provider))?.effectiveRate
+        try await ConcurrencyLimits(executor: pool).throttle(key: Self.providerKey(provider))?.effectiveRate
     }
 
     /// Folds completed renders' run times, oldest first, into their provider's mean, each with

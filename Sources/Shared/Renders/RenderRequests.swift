@@ -91,17 +91,13 @@ public struct RenderRequests: Sendable {
 
     /// The render (new, or the earlier one with the same id), or a refusal.
     public func request(_ request: RenderRequest) async throws -> RenderRecord {
-        // One read for what every request needs (under a provider's rule, admission makes one
-        // more): the settings, whether the id is known, the active provider's recent latency and
-        // whether a rule limits it.
+        // What every request reads: the settings, then whether the id is known and the active
+        // provider's recent latency; a new render then asks admission (one more read).
+        let settings = try await RenderSettings.load(from: pool)
         let row = try await pool.query("""
-            WITH settings AS (SELECT \(RenderSettings.columns))
-            SELECT settings.*, EXISTS (SELECT 1 FROM renders WHERE id = $1) AS known,
-                (SELECT seconds FROM provider_latency WHERE provider = coalesce(settings.provider, $2)) AS latency,
-                \(PostgresQueueDriver.limitRuleExists(forKey: "$3 || coalesce(settings.provider, $2)")) AS limited
-            FROM settings
-            """, [request.renderId.value, TryOnProviders.defaultName, RenderCapacity.providerKeyPrefix]).rows.first
-        let settings = RenderSettings(row: row)
+            SELECT EXISTS (SELECT 1 FROM renders WHERE id = $1) AS known,
+                (SELECT seconds FROM provider_latency WHERE provider = $2) AS latency
+            """, [request.renderId.value, settings.provider]).rows.first
         let latency = row?["latency"].flatMap(Double.init).map { Duration.seconds($0) }
         guard settings.enabledCategories.contains(request.category) else {
             throw RenderRequestError.invalidCategory("\(request.category.rawValue) is not enabled")
@@ -111,8 +107,9 @@ public struct RenderRequests: Sendable {
         }
         // A render asked again with its id is answered below whatever the load: refuse only new ones.
         let isNew = row?["known"] != "t"
-        // A rule set after this read holds from the next request on.
-        let limited = isNew && row?["limited"] == "t"
+        // Whether a rule limits the provider: without one, the locked look is skipped. A rule set
+        // after this read holds from the next request on.
+        let limited = isNew
             ? try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: pool, locked: false) : false
         do {
             let render = try await pool.withConnection { connection in

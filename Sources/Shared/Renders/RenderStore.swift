@@ -1,9 +1,9 @@
 import FleetPostgres
 import Foundation
 
-/// Every SQL statement on renders and credits, one method each. Each state change is a
-/// compare-and-set on the render's status, and every credit settlement rides in the same
-/// statement as the status change it belongs to, keyed in the ledger: a render ends once
+/// The renders' rows, a method per statement. Each state change is a compare-and-set on the
+/// render's status, and every credit settlement rides in the same statement as the status change
+/// it belongs to (`CreditLedger`'s named statements), keyed in the ledger: a render ends once
 /// and its credit is settled once, whoever gets there first (worker, webhook, timeout sweep).
 public struct RenderStore: Sendable {
     let pool: PostgresPool
@@ -75,24 +75,18 @@ public struct RenderStore: Sendable {
     }
 
     /// processing → complete with its result, consuming the reserved credit in the same
-    /// statement. False when the render had already ended or its deadline passed: then the
-    /// result is not used (a late result never revives a render).
+    /// statement (`CreditLedger.completeRender`). False when the render had already ended or its
+    /// deadline passed: then the result is not used (a late result never revives a render).
     public func complete(id: String, resultPath: String) async throws -> Bool {
-        let ended = try await pool.query("""
-            WITH done AS (
-                UPDATE renders SET status = 'complete', result_path = $2, updated_at = now()
-                WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
-                RETURNING id
-            ), \(CreditLedger.consumeSQL(of: "done"))
-            SELECT id FROM done
-            """, [id, resultPath]).rows.count == 1
+        let ended = try await pool.query(CreditLedger.completeRender, [id, resultPath]).rows.count == 1
         if ended { await announceFinished([id]) }
         return ended
     }
 
-    /// → failed with `code`, releasing the reserved credit. False when it had already ended.
+    /// → failed with `code`, releasing the reserved credit (`CreditLedger.failRenders`). False
+    /// when it had already ended.
     public func fail(id: String, code: RenderErrorCode) async throws -> Bool {
-        let ended = try await pool.query(Self.failSQL(where: "id = $1"), [id, code.rawValue]).rows.count == 1
+        let ended = try await pool.query(CreditLedger.failRenders, [PostgresArray([id]), code.rawValue, true]).rows.count == 1
         if ended { await announceFinished([id]) }
         return ended
     }
@@ -105,13 +99,16 @@ public struct RenderStore: Sendable {
         public let submission: ProviderSubmission?
     }
 
-    /// Renders past their deadline and still open (their worker died, or never started) fail
-    /// with `RENDER_TIMEOUT`, credits released.
+    /// Up to `limit` renders past their deadline and still open (their worker died, or never
+    /// started) fail with `RENDER_TIMEOUT`, credits released. Two sweepers finding the same
+    /// render: the second's compare-and-set waits for the first's commit and ends nothing.
     public func failExpired(limit: Int) async throws -> [Ended] {
-        let ended = try await pool.query(Self.failSQL(where: """
-            id IN (SELECT id FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
-                   ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-            """, expiredOnly: true), [limit, RenderErrorCode.renderTimeout.rawValue]).rows.map {
+        let expired = try await pool.query("""
+            SELECT id FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
+            ORDER BY deadline_at LIMIT $1
+            """, [limit]).rows.map { try $0.string("id") }
+        guard !expired.isEmpty else { return [] }
+        let ended = try await pool.query(CreditLedger.failRenders, [PostgresArray(expired), RenderErrorCode.renderTimeout.rawValue, false]).rows.map {
             Ended(id: try $0.string("id"), provider: try $0.string("provider"), charged: try $0.bool("charged"),
                   // Unreadable (written by another version): the render is ended all the same,
                   // its provider job left to run out rather than the batch's bookkeeping lost.
@@ -129,17 +126,6 @@ public struct RenderStore: Sendable {
         try? await pool.notify(RenderChannel.finished, ids)
     }
 
-    private static func failSQL(where condition: String, expiredOnly: Bool = false) -> String {
-        """
-        WITH done AS (
-            UPDATE renders SET status = 'failed', error_code = $2, updated_at = now()
-            WHERE \(condition) AND status IN ('pending', 'processing')\(expiredOnly ? " AND deadline_at <= now()" : "")
-            RETURNING id, provider, charged, provider_submission::text AS submission
-        ), \(CreditLedger.releaseSQL(of: "done"))
-        SELECT id, provider, charged, submission FROM done
-        """
-    }
-
     public enum FeedbackOutcome: Sendable, Equatable {
         case recorded(refunded: Bool)
         case notFound
@@ -150,15 +136,7 @@ public struct RenderStore: Sendable {
     /// Thumbs up or down on a complete render of `userID`. A thumbs-down refunds the consumed
     /// credit, once, however often it is sent.
     public func feedback(renderID: String, userID: String, vote: String, category: String?) async throws -> FeedbackOutcome {
-        let rows = try await pool.query("""
-            WITH target AS (
-                UPDATE renders SET feedback = $3, feedback_category = $4, updated_at = now()
-                WHERE id = $1 AND user_id = $2 AND status = 'complete'
-                RETURNING id, user_id, charged
-            ), \(CreditLedger.refundSQL(of: "target", when: "$3 = 'down'"))
-            SELECT (SELECT count(*) FROM target) AS found, (SELECT count(*) FROM credited) AS refunded,
-                   (SELECT status::text FROM renders WHERE id = $1 AND user_id = $2) AS status
-            """, [renderID, userID, vote, category]).rows
+        let rows = try await pool.query(CreditLedger.recordFeedback, [renderID, userID, vote, category]).rows
         guard let row = rows.first else { return .notFound }
         if try row.int("found") == 1 { return .recorded(refunded: try row.int("refunded") == 1) }
         return row["status"] == nil ? .notFound : .notComplete

@@ -187,13 +187,6 @@ extension PostgresQueueDriver {
         return usage
     }
 
-    /// SQL: whether a rule covers the key `keyExpression` evaluates to (its own rule, or a prefix
-    /// rule over it), for a caller's statement that asks on its way (render admission's first
-    /// read: no rule, no second statement).
-    public static func limitRuleExists(forKey keyExpression: String) -> String {
-        "EXISTS (SELECT 1 FROM queue_limits WHERE \(ruleCovers(keyExpression)))"
-    }
-
     /// SQL: the `queue_limits` row's rule applies to `keyExpression`.
     private static func ruleCovers(_ keyExpression: String) -> String {
         "key = \(keyExpression) OR (right(key, 1) = '*' AND starts_with(\(keyExpression), left(key, -1)))"

@@ -3,7 +3,7 @@ import FleetPostgres
 extension RenderMigrations {
     /// The backend's `credits` and `subscriptions` (with the columns docs/product.md lists
     /// under "Credits"), and the fleet's renders, credit reservations and ledger, ephemeral
-    /// tokens, provider events and run-time settings.
+    /// tokens and provider events (the run-time settings of this version are `LiveSettings`' part).
     static let rendersAndCredits = Migration(version: 2, name: "renders and credits", sql: """
         CREATE TABLE subscriptions (
             id text PRIMARY KEY DEFAULT gen_random_uuid()::text,
@@ -99,15 +99,5 @@ extension RenderMigrations {
             received_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (provider, request_id)
         );
-
-        -- Settings that change without a deploy: the render provider, the enabled categories.
-        CREATE TABLE fleet_settings (
-            key text PRIMARY KEY,
-            value jsonb NOT NULL,
-            updated_at timestamptz NOT NULL DEFAULT now()
-        );
-        INSERT INTO fleet_settings (key, value) VALUES
-            ('render.provider', '"local"'),
-            ('render.categories', '["tops", "bottoms", "dresses", "shoes", "outerwear"]');
         """)
 }
