@@ -1,4 +1,5 @@
 import ArgumentParser
+import DispatcherCore
 import DispatcherProtocol
 import FleetSupport
 import Foundation
@@ -71,9 +72,9 @@ struct Ping: AsyncParsableCommand {
 }
 
 struct Enqueue: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Enqueue one job and print its id.")
+    static let configuration = CommandConfiguration(abstract: "Enqueue one job and print its id.", discussion: "The kinds:\n" + FleetKinds.all.described)
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "The job kind, e.g. drill.noop.") var kind: String
+    @Argument(help: "The job kind (listed below), e.g. drill.noop.") var kind: String
     @Option(help: "The payload, a JSON object.") var payload = "{}"
     @Option(help: "The queue (default: default).") var queue: String?
     @Option(help: "Priority, 0 (first) to 9 (default 2).") var priority: Int?

@@ -34,4 +34,9 @@ public struct KnownKinds: Sendable {
 
     /// The names, sorted, for error messages.
     public var list: String { summaries.keys.sorted().map(\.rawValue).joined(separator: ", ") }
+
+    /// A line per kind, sorted: its name and what it does (`dispatcher enqueue --help`).
+    public var described: String {
+        summaries.sorted { $0.key < $1.key }.map { "\($0.key.rawValue): \($0.value)" }.joined(separator: "\n")
+    }
 }

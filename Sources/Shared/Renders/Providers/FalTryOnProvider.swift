@@ -1,5 +1,6 @@
 import FleetSupport
 import Foundation
+import Metrics
 
 /// A try-on model behind fal's queue. Only the endpoint and the input JSON differ between fal
 /// models; submit, result and cancel are shared here.
@@ -38,7 +39,12 @@ extension FalTryOnProvider {
 
     public func cancel(_ submission: ProviderSubmission) async {
         guard let urls = submission.state.falQueueURLs else { return }
-        _ = await fal.cancel(urls)
+        let outcome = switch await fal.cancel(urls) {
+        case .requested: "requested"
+        case .alreadyCompleted: "already_completed"
+        case .notSent: "not_sent"
+        }
+        Counter(label: "fleet_provider_cancels_total", dimensions: [("provider", name), ("outcome", outcome)]).increment()
     }
 
     /// fal posts the outcome to `POST /webhooks/fal` (`FalWebhookSource`).
