@@ -21,30 +21,14 @@ struct ConsoleSuite: AsyncParsableCommand {
     @Option(help: "Jobs in the table.") var tableJobs = 1_000_000
     @Option(help: "Fetches per page and round.") var samples = 50
 
-    static let token = "fleet-bench-console-token-0123456789"
-
     func run() async throws {
         let database = try await BenchDatabase.prepare()
         progress("filling \(tableJobs) jobs")
         try await OpsSuite.fill(database, jobs: tableJobs)
         try await database.pool.query("VACUUM ANALYZE jobs")
-        let logger = Logger(label: "fleet-bench")
-        let tokens = AccessTokens(environmentToken: Self.token, store: nil, logger: logger)
-        let routes = ConsoleRoutes(settings: ConsoleSettings(enabled: true), pool: database.pool, tokens: tokens,
-                                   schedule: try MaintenanceTasks.schedule(from: [:]), liveWorkerWithin: .seconds(90), logger: logger)
-        let listener = HTTPListener(address: ListenAddress(host: "127.0.0.1", port: 0), routes: [routes], logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: listener)], logger: logger))
-        let running = Task { try await group.run() }
-        defer { running.cancel() }
-        guard let port = await listener.boundPort() else { throw BenchError("the console's listener did not start") }
-        let browser = try await ConsoleBrowser.login(base: "http://127.0.0.1:\(port)", token: Self.token)
-        let sampleJob = try await database.pool.query("SELECT max(id) AS id FROM jobs WHERE state = 'dead'").rows[0].int64("id")
-        let pages: [(String, String)] = [
-            ("overview", "/console"), ("overview_live", "/console/live/overview"), ("jobs", "/console/jobs"),
-            ("jobs_dead_of_kind", "/console/jobs?state=dead&kind=garment.cutout"), ("job", "/console/jobs/\(sampleJob)"),
-            ("dead", "/console/dead"), ("queues", "/console/queues"), ("workers", "/console/workers"), ("schedule", "/console/schedule"),
-            ("renders", "/console/renders"), ("audit", "/console/audit"),
-        ]
+        let console = try await ConsoleUnderTest.start(database)
+        defer { console.stop() }
+        let pages = try await console.pages()
         var report = Report()
         for round in 1...max(1, options.repeats) {
             progress("round \(round)/\(options.repeats)")
@@ -52,7 +36,7 @@ struct ConsoleSuite: AsyncParsableCommand {
                 var latencies: [Double] = []
                 for _ in 0..<samples {
                     let started = ContinuousClock.now
-                    try await browser.get(path)
+                    try await console.browser.get(path)
                     latencies.append((ContinuousClock.now - started).seconds * 1000)
                 }
                 latencies.sort()
@@ -60,8 +44,7 @@ struct ConsoleSuite: AsyncParsableCommand {
                 report.add("console.p99.\(name)", percentile(latencies, 0.99), unit: "ms")
             }
         }
-        await group.triggerGracefulShutdown()
-        _ = await running.result
+        await console.shutdown()
         if options.json {
             printJSONLines(report.medians)
         } else {
@@ -78,6 +61,50 @@ struct ConsoleSuite: AsyncParsableCommand {
             ])
         }
     }
+}
+
+/// The operator console on the bench's database, served on a loopback port, and a client logged in to it.
+struct ConsoleUnderTest {
+    static let token = "fleet-bench-console-token-0123456789"
+    let browser: ConsoleBrowser
+    let database: BenchDatabase
+    private let group: ServiceGroup
+    private let running: Task<Void, any Error>
+
+    static func start(_ database: BenchDatabase) async throws -> ConsoleUnderTest {
+        let logger = Logger(label: "fleet-bench")
+        let tokens = AccessTokens(environmentToken: token, store: nil, logger: logger)
+        let routes = ConsoleRoutes(settings: ConsoleSettings(enabled: true), pool: database.pool, tokens: tokens,
+                                   schedule: try MaintenanceTasks.schedule(from: [:]), liveWorkerWithin: .seconds(90), logger: logger)
+        let listener = HTTPListener(address: ListenAddress(host: "127.0.0.1", port: 0), routes: [routes], logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: listener)], logger: logger))
+        let running = Task { try await group.run() }
+        guard let port = await listener.boundPort() else {
+            running.cancel()
+            throw BenchError("the console's listener did not start")
+        }
+        let browser = try await ConsoleBrowser.login(base: "http://127.0.0.1:\(port)", token: token)
+        return ConsoleUnderTest(browser: browser, database: database, group: group, running: running)
+    }
+
+    /// Every page, by name and path; the job page shows the newest dead job.
+    func pages() async throws -> [(name: String, path: String)] {
+        let sampleJob = try await database.pool.query("SELECT max(id) AS id FROM jobs WHERE state = 'dead'").rows[0].int64("id")
+        return [
+            ("overview", "/console"), ("overview_live", "/console/live/overview"), ("jobs", "/console/jobs"),
+            ("jobs_dead_of_kind", "/console/jobs?state=dead&kind=garment.cutout"), ("job", "/console/jobs/\(sampleJob)"),
+            ("dead", "/console/dead"), ("queues", "/console/queues"), ("workers", "/console/workers"), ("schedule", "/console/schedule"),
+            ("renders", "/console/renders"), ("audit", "/console/audit"),
+        ]
+    }
+
+    func shutdown() async {
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+    }
+
+    /// For a suite leaving by an error: ends the listener without waiting.
+    func stop() { running.cancel() }
 }
 
 /// A logged-in client of the console: URLSession keeps the cookies and follows the 303s, as a browser does.

@@ -497,13 +497,17 @@ public struct PostgresQueueDriver: QueueDriver {
         WHERE \(putBackSent) AND (SELECT count(*) FROM stopped) >= 0
         """
 
+    /// The oldest finished jobs first, by `jobs_finished_idx` from the shortest retention down:
+    /// the cost follows the rows deleted, not the table.
     public func jobDeleteFinished(_ retention: Retention, limit: Int) async throws -> Int {
         try await executor.query("""
             DELETE FROM jobs WHERE id IN (
                 SELECT id FROM jobs
-                WHERE (state = 'completed' AND finished_at < now() - make_interval(secs => $1))
-                   OR (state = 'cancelled' AND finished_at < now() - make_interval(secs => $2))
-                   OR (state = 'dead' AND finished_at < now() - make_interval(secs => $3))
+                WHERE finished_at < now() - make_interval(secs => least($1::float8, $2::float8, $3::float8))
+                  AND ((state = 'completed' AND finished_at < now() - make_interval(secs => $1))
+                    OR (state = 'cancelled' AND finished_at < now() - make_interval(secs => $2))
+                    OR (state = 'dead' AND finished_at < now() - make_interval(secs => $3)))
+                ORDER BY finished_at
                 LIMIT $4
             )
             """, [retention.completed.seconds, retention.cancelled.seconds, retention.dead.seconds, limit]).affectedRows
@@ -525,18 +529,26 @@ public struct PostgresQueueDriver: QueueDriver {
             """, [PostgresArray(known.map(\.rawValue).sorted()), grace.seconds]).rows.map { try $0.int64("id") }
     }
 
+    /// A cost that follows the queue and the window, not the table: the open jobs from the
+    /// partial indexes (`openJobCounts`), the finished ones from `jobs_finished_idx`. A kind with
+    /// neither open jobs nor jobs finished in the window has no line.
     public func jobStats(window: Duration) async throws -> [KindStats] {
         let rows = try await executor.query("""
-            SELECT kind,
-                count(*) FILTER (WHERE state = 'available' AND run_at <= now()) AS due,
-                count(*) FILTER (WHERE state = 'available' AND run_at > now()) AS scheduled,
-                count(*) FILTER (WHERE state = 'running') AS running,
-                count(*) FILTER (WHERE state = 'available' AND attempt > 0) AS retrying,
-                count(*) FILTER (WHERE state = 'completed' AND finished_at > now() - make_interval(secs => $1)) AS completed,
-                count(*) FILTER (WHERE state = 'dead' AND finished_at > now() - make_interval(secs => $1)) AS dead,
-                count(*) FILTER (WHERE state = 'cancelled' AND finished_at > now() - make_interval(secs => $1)) AS cancelled,
-                extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'available' AND run_at <= now())) AS oldest_due_age
-            FROM jobs GROUP BY kind ORDER BY kind
+            WITH \(Self.openJobCounts), finished AS (
+                SELECT kind,
+                    count(*) FILTER (WHERE state = 'completed') AS completed,
+                    count(*) FILTER (WHERE state = 'dead') AS dead,
+                    count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+                FROM jobs WHERE finished_at > now() - make_interval(secs => $1) AND state IN ('completed', 'dead', 'cancelled')
+                GROUP BY kind
+            )
+            SELECT k.kind, coalesce(q.due, 0) AS due, coalesce(q.scheduled, 0) AS scheduled, coalesce(r.running, 0) AS running,
+                coalesce(rt.retrying, 0) AS retrying, coalesce(f.completed, 0) AS completed, coalesce(f.dead, 0) AS dead,
+                coalesce(f.cancelled, 0) AS cancelled, q.lag AS oldest_due_age
+            FROM (SELECT kind FROM queued UNION SELECT kind FROM running UNION SELECT kind FROM finished) k
+            LEFT JOIN queued q USING (kind) LEFT JOIN retrying rt USING (kind) LEFT JOIN running r USING (kind)
+            LEFT JOIN finished f USING (kind)
+            ORDER BY k.kind
             """, [window.seconds]).rows
         return try rows.map { row in
             KindStats(
