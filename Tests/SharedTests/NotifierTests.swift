@@ -98,6 +98,7 @@ import Testing
 
         // Runs long enough for the watch to start before it ends.
         let job = try await q.queue.enqueue(NewJob(kind: .drillScript, encoding: DrillScript(sleepMs: 2000)))
+        try await q.queue.watchFinish(id: job.id)
         let wakeUps = watcher.waiters.wakeUps(for: .job(job.id))
         let giveUp = Task { try? await Task.sleep(for: .seconds(20)); wakeUps.stop() }
         defer { giveUp.cancel(); wakeUps.stop() }

@@ -239,8 +239,9 @@ import Testing
         }
     }
 
-    /// Finishing, cancelling, rescuing to dead and sweeping send the ids on `fleet_jobs_finished`,
-    /// batched: one statement finishing 1,000 jobs sends a handful of notifications, not 1,000.
+    /// Finishing, cancelling, rescuing to dead and sweeping send the ids of waited-for jobs on
+    /// `fleet_jobs_finished`, batched: one statement finishing 1,000 jobs sends a handful of
+    /// notifications, not 1,000.
     @Test func terminalTransitionsNotifyTheirIdsInBatches() async throws {
         let q = try await TestQueue.make()
         let listening = TestNotifier(url: q.url)
@@ -248,7 +249,7 @@ import Testing
         var events = listening.events([QueueChannel.finished.name])
         #expect(await events.next() == .mightHaveMissed)
 
-        _ = try await q.queue.enqueue((0..<1000).map { _ in NewJob(kind: .drillNoop) })
+        for job in try await q.queue.enqueue((0..<1000).map { _ in NewJob(kind: .drillNoop) }) { try await q.queue.watchFinish(id: job.id) }
         let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 1000])).jobs
         var outcomes = claimed.map { JobOutcome(jobID: $0.id, attempt: 1, kind: .completed(result: nil)) }
         // A retry is not terminal: it must not be announced.
@@ -264,11 +265,38 @@ import Testing
         #expect(notifications == 4) // ceil(999 / 300)
 
         let queued = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        try await q.queue.watchFinish(id: queued.id)
         _ = try await q.queue.cancel(id: queued.id)
         #expect(await events.next() == .notification(channel: QueueChannel.finished.name, payload: "\(queued.id)"))
-        try await q.pool.query("INSERT INTO jobs (kind, created_at) VALUES ('image.resize', now() - interval '1 hour')")
+        let unknown = try await q.pool.query(
+            "INSERT INTO jobs (kind, created_at) VALUES ('image.resize', now() - interval '1 hour') RETURNING id").rows[0].int64("id")
+        try await q.queue.watchFinish(id: unknown)
         let swept = try await q.driver.jobKillUnknownKinds(known: [.drillNoop], grace: .seconds(60))
         #expect(await events.next() == .notification(channel: QueueChannel.finished.name, payload: "\(swept[0])"))
+    }
+
+    /// A job nobody waits for ends without a notification; one marked by a `wait`, or one that
+    /// held a limited slot (workers of limited kinds claim again), sends its id. Notifications
+    /// arrive in commit order, so the first must be the watched job's.
+    @Test func onlyWaitedForOrLimitedJobsNotifyTheirEnd() async throws {
+        let q = try await TestQueue.make()
+        let listening = TestNotifier(url: q.url)
+        defer { listening.stop() }
+        var events = listening.events([QueueChannel.finished.name])
+        #expect(await events.next() == .mightHaveMissed)
+
+        let unwatched = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        let watched = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        let limited = try await q.queue.enqueue(NewJob(kind: .drillNoop, limitKeys: ["user:u1"]))
+        try await q.queue.watchFinish(id: watched.id)
+        let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "w", lease: .seconds(30), slots: [.drillNoop: 3])).jobs
+        #expect(claimed.count == 3)
+        for id in [unwatched.id, watched.id, limited.id] {
+            _ = try await q.driver.jobFinishMany(owner: "w", outcomes: [JobOutcome(jobID: id, attempt: 1, kind: .completed(result: nil))])
+        }
+        #expect(await events.next() == .notification(channel: QueueChannel.finished.name, payload: "\(watched.id)"))
+        #expect(await events.next() == .notification(channel: QueueChannel.finished.name, payload: "\(limited.id)"))
+        #expect(try await q.pool.query("SELECT count(*) AS n FROM jobs WHERE state = 'completed'").rows[0].int("n") == 3)
     }
 }
 

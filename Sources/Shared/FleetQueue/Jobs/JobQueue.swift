@@ -46,6 +46,10 @@ public struct JobQueue: Sendable {
 
     public func cancel(id: Int64) async throws -> CancelResult { try await driver.jobCancel(id: id) }
 
+    /// Asks for `QueueChannel.finished` when the job ends; call it before reading the job's state
+    /// for the first time, once subscribed.
+    public func watchFinish(id: Int64) async throws { try await driver.jobWatchFinish(id: id) }
+
     public func stats(window: Duration) async throws -> [KindStats] { try await driver.jobStats(window: window) }
 
     public func liveWorkers(heartbeatWithin: Duration) async throws -> [LiveWorker] {

@@ -21,15 +21,16 @@ public struct PostgresQueueDriver: QueueDriver {
     // "lease_owner = me" also implies the job is running (constraint jobs_lease_iff_running).
 
     /// A `SELECT` (column `sent`) that sends `fleet_jobs_finished` for the terminal rows of
-    /// `source` (columns `id`, `state`), chunked under the payload limit; one statement, few
-    /// notifications. Callers filter their rows on `(SELECT sent FROM notified) >= 0`, which runs
+    /// `source` (columns `id`, `state`, `finish_watched`, `limit_keys`) that someone waits for
+    /// (`jobWatchFinish`) or that held a limited slot (workers of limited kinds claim again),
+    /// chunked under the payload limit; one statement, few notifications, none for the rest. Callers filter their rows on `(SELECT sent FROM notified) >= 0`, which runs
     /// it once (an InitPlan, no join with the outcome's plan), and not at all when no row changed.
     static func notifyFinished(from source: String) -> String {
         """
         SELECT count(\(QueueChannel.finished.notifySQL(payload: "ids"))) AS sent FROM (
             SELECT string_agg(id::text, ',') AS ids FROM (
                 SELECT id, (row_number() OVER () - 1) / \(QueueChannel.finishedIDsPerNotification) AS chunk
-                FROM \(source) WHERE state IN ('completed', 'dead', 'cancelled')
+                FROM \(source) WHERE state IN ('completed', 'dead', 'cancelled') AND (finish_watched OR limit_keys IS NOT NULL)
             ) AS numbered GROUP BY chunk
         ) AS chunks
         """
@@ -60,7 +61,7 @@ public struct PostgresQueueDriver: QueueDriver {
                     input.refunds, array_fill($1::text, ARRAY[cardinality(input.ids)]))
             AS o(id, attempt, state, result, error, code, retry_in, refund, owner)
         WHERE jobs.id = o.id AND jobs.lease_owner = o.owner AND jobs.attempt = o.attempt
-        RETURNING jobs.id, jobs.state
+        RETURNING jobs.id, jobs.state, jobs.finish_watched, jobs.limit_keys
         ), notified AS (\(notifyFinished(from: "finished")))
         SELECT id FROM finished WHERE (SELECT sent FROM notified) >= 0
         """
@@ -344,6 +345,14 @@ public struct PostgresQueueDriver: QueueDriver {
         return renewal
     }
 
+    /// Marks the job as waited for. A write, so that it is race-free with the job's end: an ending
+    /// statement that started before this commits updates the row this wrote (PostgreSQL
+    /// re-reads it), so it sees the mark and notifies; one that committed first left a terminal
+    /// state for the waiter's next read.
+    public func jobWatchFinish(id: Int64) async throws {
+        try await executor.query("UPDATE jobs SET finish_watched = true WHERE id = $1 AND NOT finish_watched", [id])
+    }
+
     public func jobCancel(id: Int64) async throws -> CancelResult {
         try await executor.withConnection { connection in
             let rows = try await connection.query("""
@@ -354,7 +363,7 @@ public struct PostgresQueueDriver: QueueDriver {
                         finished_at = CASE WHEN jobs.state = 'available' THEN now() ELSE jobs.finished_at END,
                         cancel_requested_at = coalesce(jobs.cancel_requested_at, now())
                     FROM target WHERE jobs.id = target.id AND jobs.state IN ('available', 'running')
-                    RETURNING jobs.id, jobs.state
+                    RETURNING jobs.id, jobs.state, jobs.finish_watched, jobs.limit_keys
                 ),
                 notified AS (\(Self.notifyFinished(from: "changed")))
                 SELECT target.previous, jobs.lease_owner FROM target JOIN jobs ON jobs.id = target.id
@@ -440,7 +449,7 @@ public struct PostgresQueueDriver: QueueDriver {
             lease_expires_at = NULL
         FROM taken
         WHERE jobs.id = taken.id AND jobs.state = 'running' AND \(stillHeld)
-        RETURNING jobs.id, jobs.kind, jobs.state, taken.lease_owner AS owner
+        RETURNING jobs.id, jobs.kind, jobs.state, jobs.finish_watched, jobs.limit_keys, taken.lease_owner AS owner
         ),
         notified AS (\(notifyFinished(from: "rescued"))),
         announced AS (
@@ -522,7 +531,7 @@ public struct PostgresQueueDriver: QueueDriver {
                     'error', 'unknown job kind ''' || kind || ''': no worker of this fleet handles it')),
                 last_error_code = '\(JobErrorCode.unknownKind)'
             WHERE state = 'available' AND NOT (kind = ANY($1::text[])) AND created_at < now() - make_interval(secs => $2)
-            RETURNING id, state
+            RETURNING id, state, finish_watched, limit_keys
             ),
             notified AS (\(Self.notifyFinished(from: "killed")))
             SELECT id FROM killed WHERE (SELECT sent FROM notified) >= 0

@@ -17,6 +17,9 @@ public protocol QueueDriver: Sendable {
     func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64>
     /// Renews the leases `owner` still holds among `ids` and heartbeats the worker row.
     func jobExtendLeases(owner: String, ids: [Int64], lease: Duration) async throws -> LeaseRenewal
+    /// Marks the job as waited for: its end then notifies `fleet_jobs_finished` (jobs nobody waits
+    /// for end without a notification, but those holding a limited slot).
+    func jobWatchFinish(id: Int64) async throws
     /// Cancels a queued job, or asks the worker running it to stop.
     func jobCancel(id: Int64) async throws -> CancelResult
     func jobGet(id: Int64) async throws -> JobRecord?
