@@ -1,0 +1,80 @@
+import FleetPostgres
+
+extension QueueMigrations {
+    /// Jobs that run after other jobs (`docs/queue.md`, "Dependencies"): a job enqueued with
+    /// `after` keeps those ids (`depends_on`) and how many of them are not completed yet
+    /// (`waiting_on`); while that count is above zero it is `waiting`, out of the claim's index.
+    /// A dependency is marked (`has_dependents`) when a dependent is enqueued after it, and the
+    /// trigger `jobs_dependents` fires only for marked jobs: a job nobody waits for pays the
+    /// trigger's `WHEN` test and nothing else. The trigger settles the dependents in the
+    /// transaction that ends the dependency, whoever ends it: completed, each waiting dependent's
+    /// count goes down by one under its row lock, and the one that reaches zero becomes
+    /// `available` (and wakes its kind's workers); dead or cancelled, every waiting dependent,
+    /// transitively, ends `cancelled` with `DEPENDENCY_FAILED`. The two sequences count what it
+    /// did, for the metrics. Columns without a volatile default and a constraint `NOT VALID`
+    /// (every existing row has 0 and is not waiting): catalogue only, no rewrite or scan of
+    /// `jobs`. The GIN index holds only jobs enqueued with dependencies.
+    static let jobDependencies = Migration(version: 15, name: "job dependencies", sql: """
+        ALTER TABLE jobs
+            ADD COLUMN depends_on bigint[],
+            ADD COLUMN waiting_on integer NOT NULL DEFAULT 0,
+            ADD COLUMN has_dependents boolean NOT NULL DEFAULT false;
+        -- Waiting exactly while a dependency is not completed: no job can wait with nothing left to
+        -- wait for (never released), nor run with a dependency pending.
+        ALTER TABLE jobs ADD CONSTRAINT jobs_waiting_iff_pending CHECK ((state = 'waiting') = (waiting_on > 0)) NOT VALID;
+        CREATE INDEX jobs_waiting_idx ON jobs (kind) WHERE state = 'waiting';
+        CREATE INDEX jobs_dependents_idx ON jobs USING gin (depends_on) WHERE depends_on IS NOT NULL;
+        CREATE SEQUENCE job_dependency_releases;
+        CREATE SEQUENCE job_dependency_failures;
+
+        CREATE FUNCTION jobs_settle_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            sent bigint;
+        BEGIN
+            IF NEW.state = 'completed' THEN
+                -- Two dependencies completing at once both update the dependent's row: the second
+                -- waits for the first's row lock, then reads the row as the first left it (READ
+                -- COMMITTED re-checks an updated row), so the count reaches zero exactly once.
+                WITH counted AS (
+                    UPDATE jobs SET waiting_on = waiting_on - 1,
+                        state = CASE WHEN waiting_on = 1 THEN 'available'::job_state ELSE 'waiting'::job_state END
+                    WHERE depends_on @> ARRAY[NEW.id] AND state = 'waiting'
+                    RETURNING kind, state
+                )
+                SELECT (SELECT count(nextval('job_dependency_releases')) FROM counted WHERE state = 'available')
+                     + (SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind")))
+                        FROM (SELECT DISTINCT kind FROM counted WHERE state = 'available') AS released)
+                INTO sent;
+            ELSE
+                -- Every waiting job downstream at once (one statement, not a trigger per level, so
+                -- a long chain does not nest triggers): each names the job it ran after, and the
+                -- one that failed.
+                WITH RECURSIVE doomed(id, after) AS (
+                    SELECT id, NEW.id FROM jobs WHERE depends_on @> ARRAY[NEW.id] AND state = 'waiting'
+                    UNION
+                    SELECT j.id, doomed.id FROM doomed JOIN jobs j ON j.depends_on @> ARRAY[doomed.id] AND j.state = 'waiting'
+                ),
+                cancelled AS (
+                    UPDATE jobs SET state = 'cancelled', waiting_on = 0, finished_at = now(),
+                        errors = jobs.errors || jsonb_build_array(jsonb_build_object(
+                            'attempt', jobs.attempt, 'at', now(), 'code', '\(JobErrorCode.dependencyFailed)',
+                            'error', CASE WHEN doomed.after = NEW.id
+                                THEN 'dependency failed: job ' || NEW.id || ' (' || NEW.kind || ') ended ' || NEW.state
+                                ELSE 'dependency failed: job ' || doomed.after || ' was cancelled because job ' || NEW.id
+                                     || ' (' || NEW.kind || ') ended ' || NEW.state END)),
+                        last_error_code = '\(JobErrorCode.dependencyFailed)'
+                    FROM doomed WHERE jobs.id = doomed.id AND jobs.state = 'waiting'
+                    RETURNING jobs.id, jobs.state
+                ),
+                notified AS (\(PostgresQueueDriver.notifyFinished(from: "cancelled")))
+                SELECT (SELECT count(nextval('job_dependency_failures')) FROM cancelled) + (SELECT sent FROM notified) INTO sent;
+            END IF;
+            RETURN NULL;
+        END $$;
+
+        CREATE TRIGGER jobs_dependents AFTER UPDATE OF state ON jobs FOR EACH ROW
+            WHEN (NEW.has_dependents AND NEW.state IN ('completed', 'dead', 'cancelled')
+                  AND OLD.state IN ('waiting', 'available', 'running'))
+            EXECUTE FUNCTION jobs_settle_dependents();
+        """)
+}
