@@ -29,7 +29,7 @@ extension QueueMigrations {
 
         CREATE FUNCTION jobs_settle_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
         DECLARE
-            sent bigint;
+            settled bigint;
         BEGIN
             IF NEW.state = 'completed' THEN
                 -- Two dependencies completing at once both update the dependent's row: the second
@@ -44,7 +44,7 @@ extension QueueMigrations {
                 SELECT (SELECT count(nextval('job_dependency_releases')) FROM counted WHERE state = 'available')
                      + (SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind")))
                         FROM (SELECT DISTINCT kind FROM counted WHERE state = 'available') AS released)
-                INTO sent;
+                INTO settled;
             ELSE
                 -- Every waiting job downstream at once (one statement, not a trigger per level, so
                 -- a long chain does not nest triggers): each names the job it ran after, and the
@@ -67,7 +67,7 @@ extension QueueMigrations {
                     RETURNING jobs.id, jobs.state
                 ),
                 notified AS (\(PostgresQueueDriver.notifyFinished(from: "cancelled")))
-                SELECT (SELECT count(nextval('job_dependency_failures')) FROM cancelled) + (SELECT sent FROM notified) INTO sent;
+                SELECT (SELECT count(nextval('job_dependency_failures')) FROM cancelled) + (SELECT sent FROM notified) INTO settled;
             END IF;
             RETURN NULL;
         END $$;
