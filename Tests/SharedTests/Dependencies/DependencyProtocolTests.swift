@@ -113,6 +113,37 @@ import Testing
         }
     }
 
+    /// `dispatcher enqueue --after` and `dispatcher enqueue-graph` as an operator types them; `status` shows the wait.
+    @Test func theCommandLineEnqueuesAfterOtherJobsAndShowsWhatAJobWaitsOn() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let socket = dispatcher.settings.socketPath!
+            func dispatcherCommand(_ arguments: [String]) async throws -> String {
+                let output = temporaryPath("cli") + ".out"
+                let status = try await ChildProcess.run(builtExecutable("dispatcher"), arguments + ["--dispatcher", socket], outputPath: output)
+                let text = try String(contentsOfFile: output, encoding: .utf8)
+                guard status == 0 else { throw TestFailure("dispatcher \(arguments.joined(separator: " ")) exited \(status): \(text)") }
+                return text.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            let first = try await dispatcherCommand(["enqueue", "drill.noop", "--delay", "600"])
+            let second = try await dispatcherCommand(["enqueue", "drill.noop", "--delay", "600"])
+            let dependent = try await dispatcherCommand(["enqueue", "drill.noop", "--after", "\(second),\(first)"])
+            let status = try JSONValue(json: try await dispatcherCommand(["status", dependent]))
+            #expect(status["state"] == .string("waiting"))
+            #expect(status["waitingOn"] == .array([first, second].map { .number(Double($0)!) }))
+            let file = temporaryPath("graph") + ".json"
+            try Data(#"{"jobs":[{"name":"b","kind":"drill.noop","after":["a",\#(first)]},{"name":"a","kind":"drill.noop"}],"idempotencyKey":"g"}"#.utf8)
+                .write(to: URL(fileURLWithPath: file))
+            let graph = try JSONValue(json: try await dispatcherCommand(["enqueue-graph", file]))
+            guard case .array(let jobs)? = graph["jobs"], case .number(let b)? = jobs.first?["jobId"], case .number(let a)? = jobs.last?["jobId"] else {
+                throw TestFailure("no jobs in \(graph.jsonText)")
+            }
+            let waiting = try JSONValue(json: try await dispatcherCommand(["status", "\(Int64(b))"]))
+            #expect(waiting["waitingOn"] == .array([Double(first)!, a].sorted().map { .number($0) }))
+            let refused = try await ChildProcess.run(builtExecutable("dispatcher"), ["enqueue", "drill.noop", "--after", "1,x", "--dispatcher", socket])
+            #expect(refused != 0)
+        }
+    }
+
     @Test func aResultOver64KiBEndsTheJobDeadWithAClearError() async throws {
         try await TestDispatcher.run { dispatcher in
             let client = try await dispatcher.client()
