@@ -26,10 +26,11 @@ extension PostgresQueueDriver {
         cancel_requested_at = NULL, max_attempts = greatest(jobs.max_attempts, jobs.attempt + 1)
         """
 
-    /// The CTEs `deps` and `pending` of a retry: the dependencies of the jobs of the CTE `source`
-    /// (columns `id`, `depends_on`) locked in id order and read as they are now (a dependency
-    /// cannot complete unseen between this count and the commit: its trigger would find the job
-    /// not yet waiting), and per job how many of them are not completed.
+    /// The CTEs `deps`, `pending` and `linked` of a retry: the dependencies of the jobs of the CTE
+    /// `source` (columns `id`, `depends_on`) locked in id order and read as they are now (a
+    /// dependency cannot complete unseen between this count and the commit: its trigger would find
+    /// the job not yet waiting), per job how many of them are not completed, and their edges back
+    /// in `job_dependencies` (an ended dependency's trigger removed them).
     private static func retryPending(of source: String) -> String {
         """
         deps AS (
@@ -38,6 +39,11 @@ extension PostgresQueueDriver {
         pending AS (
             SELECT s.id, count(deps.id) FILTER (WHERE deps.state <> 'completed')::integer AS n
             FROM \(source) s LEFT JOIN deps ON deps.id = ANY (s.depends_on) GROUP BY s.id
+        ),
+        linked AS (
+            INSERT INTO job_dependencies (depends_on, job_id)
+            SELECT deps.id, s.id FROM \(source) s JOIN deps ON deps.id = ANY (s.depends_on) WHERE deps.state <> 'completed'
+            ON CONFLICT DO NOTHING
         ),
         """
     }

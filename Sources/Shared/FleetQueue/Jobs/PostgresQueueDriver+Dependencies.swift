@@ -22,6 +22,11 @@ extension PostgresQueueDriver {
         SELECT id, state FROM locked WHERE (SELECT count(*) FROM marked) >= 0
         """
 
+    /// Inserts edges of `job_dependencies` ($1 dependencies, $2 their dependents).
+    static let linkDependenciesSQL = """
+        INSERT INTO job_dependencies (depends_on, job_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING
+        """
+
     /// Runs `body` in a transaction: the caller's, or one of its own on a pooled connection,
     /// tried again when PostgreSQL broke a deadlock by aborting it (two enqueues locking shared
     /// dependencies do so in id order, but a worker's outcome batch locks its jobs in its own).
@@ -68,8 +73,18 @@ extension PostgresQueueDriver {
         if let failed = wanted.first(where: { states[$0] == .dead || states[$0] == .cancelled }) {
             throw QueueError.failedDependency(id: failed, state: states[failed]!)
         }
-        let pending = fresh.map { job in job.after.count(where: { states[$0] != .completed }) }
-        var inserted = try await insert(fresh, pending: pending, announce: announce, traceParent: traceParent, on: connection).makeIterator()
+        let pending = fresh.map { job in job.after.filter { states[$0] != .completed } }
+        let enqueued = try await insert(fresh, pending: pending.map(\.count), announce: announce, traceParent: traceParent, on: connection)
+        // The edges the dependencies' trigger settles: one per dependency not completed, of each new job.
+        var edges: (dependencies: [Int64], jobs: [Int64]) = ([], [])
+        for (job, dependencies) in zip(enqueued, pending) where job.isNew {
+            edges.dependencies += dependencies
+            edges.jobs += Array(repeating: job.id, count: dependencies.count)
+        }
+        if !edges.jobs.isEmpty {
+            try await connection.query(Self.linkDependenciesSQL, [PostgresArray(edges.dependencies), PostgresArray(edges.jobs)])
+        }
+        var inserted = enqueued.makeIterator()
         return try jobs.map { job in
             if let key = job.idempotencyKey, let id = existing[key] { return EnqueuedJob(id: id, isNew: false) }
             guard let next = inserted.next() else { throw QueueError.internalMismatch("fewer rows than jobs") }
@@ -116,7 +131,8 @@ extension PostgresQueueDriver {
 
     public func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency] {
         try await executor.query("""
-            SELECT id, kind, state, NULL::text AS result FROM jobs WHERE depends_on @> ARRAY[$1::bigint] ORDER BY id LIMIT $2
+            SELECT j.id, j.kind, j.state, NULL::text AS result
+            FROM job_dependencies e JOIN jobs j ON j.id = e.job_id WHERE e.depends_on = $1 ORDER BY j.id LIMIT $2
             """, [id, limit]).rows.map(JobDependency.init(row:))
     }
 

@@ -34,7 +34,7 @@ public protocol QueueDriver: Sendable {
     func jobInsertGraph(_ graph: JobGraph, announce: Bool) async throws -> [EnqueuedJob]
     /// The jobs `id` runs after, ascending, with their results.
     func jobDependencies(of id: Int64) async throws -> [JobDependency]
-    /// Up to `limit` jobs that run after `id`, ascending (no results).
+    /// Up to `limit` jobs that run after `id` and wait for it (while it has not ended), ascending (no results).
     func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency]
     /// Dependents released and dependents ended `DEPENDENCY_FAILED`, fleet-wide, since the schema
     /// was created (counters that may run ahead by what rolled-back transactions did).

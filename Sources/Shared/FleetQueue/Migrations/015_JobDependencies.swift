@@ -2,18 +2,19 @@ import FleetPostgres
 
 extension QueueMigrations {
     /// Jobs that run after other jobs (`docs/queue.md`, "Dependencies"): a job enqueued with
-    /// `after` keeps those ids (`depends_on`) and how many of them are not completed yet
-    /// (`waiting_on`); while that count is above zero it is `waiting`, out of the claim's index.
-    /// A dependency is marked (`has_dependents`) when a dependent is enqueued after it, and the
-    /// trigger `jobs_dependents` fires only for marked jobs: a job nobody waits for pays the
+    /// `after` keeps those ids (`depends_on`, read by `status` and by its handler) and how many of
+    /// them are not completed yet (`waiting_on`); while that count is above zero it is `waiting`,
+    /// out of the claim's index. `job_dependencies` holds one edge per dependency not finished yet
+    /// (what a finished dependency must settle), and loses it when the dependency ends. A
+    /// dependency is marked (`has_dependents`) when a dependent is enqueued after it, and the
+    /// trigger `jobs_dependents` fires only for marked jobs: a job nobody runs after pays the
     /// trigger's `WHEN` test and nothing else. The trigger settles the dependents in the
     /// transaction that ends the dependency, whoever ends it: completed, each waiting dependent's
     /// count goes down by one under its row lock, and the one that reaches zero becomes
     /// `available` (and wakes its kind's workers); dead or cancelled, every waiting dependent,
     /// transitively, ends `cancelled` with `DEPENDENCY_FAILED`. The two sequences count what it
     /// did, for the metrics. Columns without a volatile default and a constraint `NOT VALID`
-    /// (every existing row has 0 and is not waiting): catalogue only, no rewrite or scan of
-    /// `jobs`. The GIN index holds only jobs enqueued with dependencies.
+    /// (every existing row has 0 and is not waiting): catalogue only, no rewrite or scan of `jobs`.
     static let jobDependencies = Migration(version: 15, name: "job dependencies", sql: """
         ALTER TABLE jobs
             ADD COLUMN depends_on bigint[],
@@ -23,7 +24,11 @@ extension QueueMigrations {
         -- wait for (never released), nor run with a dependency pending.
         ALTER TABLE jobs ADD CONSTRAINT jobs_waiting_iff_pending CHECK ((state = 'waiting') = (waiting_on > 0)) NOT VALID;
         CREATE INDEX jobs_waiting_idx ON jobs (kind) WHERE state = 'waiting';
-        CREATE INDEX jobs_dependents_idx ON jobs USING gin (depends_on) WHERE depends_on IS NOT NULL;
+        CREATE TABLE job_dependencies (
+            depends_on bigint NOT NULL,
+            job_id bigint NOT NULL,
+            PRIMARY KEY (depends_on, job_id)
+        );
         CREATE SEQUENCE job_dependency_releases;
         CREATE SEQUENCE job_dependency_failures;
 
@@ -35,11 +40,14 @@ extension QueueMigrations {
                 -- Two dependencies completing at once both update the dependent's row: the second
                 -- waits for the first's row lock, then reads the row as the first left it (READ
                 -- COMMITTED re-checks an updated row), so the count reaches zero exactly once.
-                WITH counted AS (
-                    UPDATE jobs SET waiting_on = waiting_on - 1,
-                        state = CASE WHEN waiting_on = 1 THEN 'available'::job_state ELSE 'waiting'::job_state END
-                    WHERE depends_on @> ARRAY[NEW.id] AND state = 'waiting'
-                    RETURNING kind, state
+                WITH edges AS (
+                    DELETE FROM job_dependencies WHERE depends_on = NEW.id RETURNING job_id
+                ),
+                counted AS (
+                    UPDATE jobs SET waiting_on = jobs.waiting_on - 1,
+                        state = CASE WHEN jobs.waiting_on = 1 THEN 'available'::job_state ELSE 'waiting'::job_state END
+                    FROM edges WHERE jobs.id = edges.job_id AND jobs.state = 'waiting'
+                    RETURNING jobs.kind, jobs.state
                 )
                 SELECT (SELECT count(nextval('job_dependency_releases')) FROM counted WHERE state = 'available')
                      + (SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind")))
@@ -50,9 +58,12 @@ extension QueueMigrations {
                 -- a long chain does not nest triggers): each names the job it ran after, and the
                 -- one that failed.
                 WITH RECURSIVE doomed(id, after) AS (
-                    SELECT id, NEW.id FROM jobs WHERE depends_on @> ARRAY[NEW.id] AND state = 'waiting'
+                    SELECT job_id, NEW.id FROM job_dependencies WHERE depends_on = NEW.id
                     UNION
-                    SELECT j.id, doomed.id FROM doomed JOIN jobs j ON j.depends_on @> ARRAY[doomed.id] AND j.state = 'waiting'
+                    SELECT e.job_id, e.depends_on FROM doomed JOIN job_dependencies e ON e.depends_on = doomed.id
+                ),
+                unlinked AS (
+                    DELETE FROM job_dependencies WHERE depends_on = NEW.id
                 ),
                 cancelled AS (
                     UPDATE jobs SET state = 'cancelled', waiting_on = 0, finished_at = now(),
