@@ -82,13 +82,46 @@ struct Enqueue: AsyncParsableCommand {
     @Option(help: "Attempts before the job is dead (default 5).") var maxAttempts: Int?
     @Option(help: "Enqueueing the same key again returns the first job.") var idempotencyKey: String?
     @Option(help: "Where the fleet POSTs the job's signed end (a host in FLEET_OUTBOUND_HOSTS).") var callbackUrl: String?
+    @Option(help: ArgumentHelp("Ids of jobs it runs after, comma-separated (at most 100): it waits until each is completed.",
+                               valueName: "ids")) var after: String?
 
     func run() async throws {
         guard case .object(let fields) = try? JSONValue(json: payload) else { throw ValidationError("--payload must be a JSON object") }
         let options = JobOptions(
-            queue: queue, priority: priority, maxAttempts: maxAttempts, delaySeconds: delay, idempotencyKey: idempotencyKey, callbackUrl: callbackUrl)
+            queue: queue, priority: priority, maxAttempts: maxAttempts, delaySeconds: delay, idempotencyKey: idempotencyKey, callbackUrl: callbackUrl,
+            after: try after.map(Self.jobIDs))
         let job = try await connection.send(EnqueueRequest(kind: kind, payload: fields, options: options))
         print(job.isNew ? "\(job.jobId)" : "\(job.jobId) (existing job with this idempotency key)")
+    }
+
+    /// `41,42` as job ids.
+    static func jobIDs(_ list: String) throws -> [Int64] {
+        try list.split(separator: ",", omittingEmptySubsequences: false).map { part in
+            guard let id = Int64(part.trimmingCharacters(in: .whitespaces)) else { throw ValidationError("--after must be job ids separated by commas, not '\(list)'") }
+            return id
+        }
+    }
+}
+
+struct EnqueueGraph: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enqueue-graph",
+        abstract: "Enqueue jobs that run after one another (jobs.enqueueGraph) and print each one's id.",
+        discussion: """
+            The file holds the request's arguments: {"jobs": [{"name": "cutout", "kind": "…", "payload": {…}, \
+            "after": ["normalise", 41]}, …], "idempotencyKey": "…"}; `after` names jobs of the graph and ids of \
+            existing jobs (docs/protocol.md).
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "A JSON file, or - for standard input.") var file: String
+
+    func run() async throws {
+        let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: file))
+        let request: EnqueueGraphRequest
+        do { request = try JSONDecoder().decode(EnqueueGraphRequest.self, from: data) } catch {
+            throw ValidationError("\(file) is not a graph: \(error)")
+        }
+        try printJSON(try await connection.send(request))
     }
 }
 

@@ -21,7 +21,7 @@ struct Dispatcher: AsyncParsableCommand {
         abstract: "The fleet's front door and clock: the socket protocol for backend services, the maintenance schedule.",
         discussion: settingsNote,
         subcommands: [
-            Run.self, MigrateCommand.self, Ping.self, Enqueue.self, Status.self, Wait.self, Cancel.self, Stats.self,
+            Run.self, MigrateCommand.self, Ping.self, Enqueue.self, EnqueueGraph.self, Status.self, Wait.self, Cancel.self, Stats.self,
             Render.self, IssueToken.self, LinkAccount.self,
             JobCommand.self, Jobs.self, Retry.self, Discard.self, Pause.self, Resume.self, Limits.self, Audit.self, AccessTokenCommand.self,
             ImageProfilesCommand.self,

@@ -76,7 +76,7 @@ import Testing
 @Suite struct SchemaNamesTests {
     @Test func triggersEnqueueTheCallbackKindAndWakeTheQueuesChannel() {
         #expect(RenderMigrations.callbackKind == JobKind.callbackDeliver)
-        let triggers = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") }
+        let triggers = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") && $0.sql.contains("'\(JobKind.callbackDeliver.rawValue)'") }
         #expect(triggers.count == 4)  // the jobs' and the renders' callback functions, each twice (7, then 10 and 11)
         for migration in triggers {
             #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")

@@ -76,7 +76,8 @@ export declare const SAFE_OPS: ReadonlySet<string>;
 /** Ops sent again after a reconnection only when `args.options.idempotencyKey` is set. */
 export declare const KEYED_OPS: ReadonlySet<string>;
 
-export type JobState = 'available' | 'running' | 'completed' | 'dead' | 'cancelled';
+/** `waiting`: for the jobs it runs after (`JobOptions.after`); `available`: perhaps for its `runAt`. */
+export type JobState = 'waiting' | 'available' | 'running' | 'completed' | 'dead' | 'cancelled';
 /** A normalise profile: the built-in ones, or one an operator stored in `fleet_settings` (`image.profiles`). */
 export type NormalizeProfileName = 'upload' | 'trial-room' | 'thumb' | (string & {});
 
@@ -128,6 +129,30 @@ export interface JobOptions {
    * `verifyCallback`). Its host must be in the dispatcher's FLEET_OUTBOUND_HOSTS, else BAD_ARGUMENT.
    */
   callbackUrl?: string;
+  /**
+   * Ids of jobs it runs after (at most 100, each existing and not dead or cancelled, else
+   * BAD_ARGUMENT): it is `waiting` until every one is completed, and ends `cancelled` with
+   * `DEPENDENCY_FAILED` if one ends otherwise.
+   */
+  after?: number[];
+}
+
+/** One job of `enqueueGraph`: `after` names jobs of the graph (strings) and existing jobs (ids). */
+export interface GraphJob {
+  /** Unique in the graph, 1 to 64 bytes. */
+  name: string;
+  kind: string;
+  payload?: { [key: string]: JsonValue };
+  /** No `idempotencyKey` (the graph's covers it) and no `after` (the job's own `after` says it). */
+  options?: Omit<JobOptions, 'idempotencyKey' | 'after'>;
+  after?: (string | number)[];
+}
+
+export interface EnqueuedGraph {
+  /** In the request's order. */
+  jobs: { name: string; jobId: number; kind: string }[];
+  /** false: the idempotency key named a graph enqueued before, and these are its jobs. */
+  isNew: boolean;
 }
 
 export interface EnqueuedJob {
@@ -163,6 +188,10 @@ export interface JobStatus {
   runAt: string;
   startedAt: string | null;
   finishedAt: string | null;
+  /** The jobs it runs after, ascending. */
+  after: number[];
+  /** Those of them not completed yet (while `waiting`: what it waits on). */
+  waitingOn: number[];
 }
 
 export interface WaitResult {
@@ -183,9 +212,13 @@ export interface KindStats {
   scheduled: number;
   running: number;
   retrying: number;
+  /** Waiting for the jobs they run after. */
+  waiting: number;
   completed: number;
   dead: number;
   cancelled: number;
+  /** Of the cancelled: ended because a job they ran after failed (`DEPENDENCY_FAILED`). */
+  dependencyFailed: number;
   oldestDueSeconds: number | null;
   /** No worker claims it (queue.pause). */
   paused: boolean;
@@ -396,6 +429,12 @@ export declare class DispatcherClient extends EventEmitter {
   ): Promise<EnqueuedJob>;
   processGarment(garment: { userId: string; uploadId: string; garmentId: string }, options?: JobOptions): Promise<EnqueuedJob>;
   purgeAccount(userId: string, options?: JobOptions): Promise<EnqueuedJob>;
+  /**
+   * Jobs that run after one another, named locally, inserted all or none (`jobs.enqueueGraph`): a
+   * cycle, a name the graph does not hold or an id that does not exist rejects with BAD_ARGUMENT.
+   * With `idempotencyKey`, sending the graph again answers its first jobs (and is safe to resend).
+   */
+  enqueueGraph(jobs: GraphJob[], options?: { idempotencyKey?: string }): Promise<EnqueuedGraph>;
   status(jobId: number): Promise<JobStatus>;
   wait(jobId: number, options?: { timeoutMs?: number }): Promise<WaitResult>;
   cancel(jobId: number): Promise<CancelResult>;

@@ -72,6 +72,8 @@ class NotConnectedError extends Error {
 
 function isSafe(request) {
   if (SAFE_OPS.has(request.op)) return true;
+  // A graph's idempotency key covers the whole graph: a second send answers the first one's jobs.
+  if (request.op === 'jobs.enqueueGraph') return request.args?.idempotencyKey !== undefined && request.args?.idempotencyKey !== null;
   const key = request.args?.options?.idempotencyKey;
   return KEYED_OPS.has(request.op) && key !== undefined && key !== null;
 }
@@ -300,6 +302,7 @@ class DispatcherClient extends EventEmitter {
     return this.call('garment.process', { userId, uploadId, garmentId, options });
   }
   purgeAccount(userId, options = undefined) { return this.call('account.purge', { userId, options }); }
+  enqueueGraph(jobs, { idempotencyKey } = {}) { return this.call('jobs.enqueueGraph', { jobs, idempotencyKey }); }
   status(jobId) { return this.call('status', { jobId }); }
   wait(jobId, { timeoutMs } = {}) { return this.call('wait', { jobId, timeoutMs }); }
   cancel(jobId) { return this.call('cancel', { jobId }); }

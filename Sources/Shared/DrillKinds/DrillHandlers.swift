@@ -39,13 +39,24 @@ public struct ScriptHandler: JobHandler {
                 try await Task.sleep(for: .milliseconds(sleep))
             }
         }
+        if let until = script.sleepUntilNs {
+            let left = until - wallClockNanoseconds()
+            if left > 0 { try await Task.sleep(for: .nanoseconds(left)) }
+        }
         if script.permanent == true, job.attempt <= script.failAttempts ?? .max {
             throw JobError.permanent(code: .drillPermanent, message: "scripted permanent failure")
         }
         if let fail = script.failAttempts, job.attempt <= fail {
             throw JobError.retryable("scripted failure on attempt \(job.attempt)")
         }
-        return .object(["attempt": .number(Double(job.attempt))])
+        if let bytes = script.resultBytes { return .object(["padding": .string(String(repeating: "x", count: max(0, bytes - 14)))]) }
+        guard script.readDependencies == true else { return .object(["attempt": .number(Double(job.attempt))]) }
+        let dependencies = try await context.dependencies(of: job)
+        if let pending = dependencies.first(where: { $0.state != .completed }) {
+            throw JobError.permanent(code: .drillDependencyPending, message: "ran while job \(pending.id) it runs after was \(pending.state.rawValue)")
+        }
+        return .object(["attempt": .number(Double(job.attempt)),
+                        "after": .array(dependencies.filter { $0.result != nil }.map { .number(Double($0.id)) })])
     }
 }
 
@@ -87,4 +98,6 @@ public enum DrillWorker {
 extension JobErrorCode {
     /// A drill job scripted to fail for good.
     static let drillPermanent = Self(rawValue: "DRILL_PERMANENT")
+    /// A drill job that reads its dependencies ran before one of them completed.
+    static let drillDependencyPending = Self(rawValue: "DRILL_DEPENDENCY_PENDING")
 }

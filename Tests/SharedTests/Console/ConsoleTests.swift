@@ -246,17 +246,40 @@ import Testing
 
     @Test func theOverviewCountsTheQueueAndWhatFinishedInTheLastHour() async throws {
         try await Self.withConsole { console in
-            _ = try await console.q.queue.enqueue((0..<3).map { _ in NewJob(kind: .drillNoop) } + [NewJob(kind: .drillNoop, delay: .seconds(600))])
+            let queued = try await console.q.queue.enqueue((0..<3).map { _ in NewJob(kind: .drillNoop) } + [NewJob(kind: .drillNoop, delay: .seconds(600))])
+            var waiting = NewJob(kind: .drillNoop)
+            waiting.after = [queued[3].id]
+            _ = try await console.q.queue.enqueue(waiting)
             _ = try await Self.makeDead(console.q, code: "PROVIDER_DOWN", count: 2)
             let (session, _) = try await console.login(console.operateToken)
             _ = try await console.post("/console/queues/pause", session: session, form: ["csrf": try await console.csrf(session), "kind": "drill.noop"])
             let live = try await console.get("/console/live/overview", session: session).body
-            // due, running, retrying, scheduled, dead (1 h), completed (1 h)
-            #expect(live.contains("drill.noop</a></td><td>3</td><td>0</td><td>0</td><td>1</td><td>0</td><td class=\"completed\">0</td>"))
-            #expect(live.contains("drill.script</a></td><td>0</td><td>0</td><td>0</td><td>0</td><td>2</td><td class=\"completed\">0</td>"))
+            // due, running, retrying, scheduled, waiting, dead (1 h), completed (1 h)
+            #expect(live.contains("drill.noop</a></td><td>3</td><td>0</td><td>0</td><td>1</td><td class=\"waiting\">1</td><td>0</td><td class=\"completed\">0</td>"))
+            #expect(live.contains("drill.script</a></td><td>0</td><td>0</td><td>0</td><td>0</td><td class=\"waiting\">0</td><td>2</td><td class=\"completed\">0</td>"))
             #expect(live.contains("paused"))
             #expect(live.contains("<rect class=\"bad\""))  // the two dead jobs in the chart's last minute
             #expect(!live.contains("<rect class=\"ok\""))
+        }
+    }
+
+    @Test func aJobPageListsWhatItRunsAfterAndWhatRunsAfterItWithLinksAndStates() async throws {
+        try await Self.withConsole { console in
+            let dead = try await Self.makeDead(console.q, code: "PROVIDER_DOWN")
+            let upstream = try await console.q.queue.enqueue(NewJob(kind: .drillNoop, delay: .seconds(600))).id
+            var middle = NewJob(kind: .drillScript)
+            middle.after = [upstream]
+            let middleID = try await console.q.queue.enqueue(middle).id
+            var last = NewJob(kind: .drillNoop)
+            last.after = [middleID]
+            let lastID = try await console.q.queue.enqueue(last).id
+            let (session, _) = try await console.login(console.readToken)
+            let page = try await console.get("/console/jobs/\(middleID)", session: session).body
+            #expect(page.contains("Waiting on \(upstream)"))
+            #expect(page.contains("<ul class=\"dependencies\" id=\"runs-after\"><li><a href=\"/console/jobs/\(upstream)\">#\(upstream)</a> drill.noop <span class=\"state available\">available</span></li></ul>"))
+            #expect(page.contains("<ul class=\"dependencies\" id=\"runs-before\"><li><a href=\"/console/jobs/\(lastID)\">#\(lastID)</a> drill.noop <span class=\"state waiting\">waiting</span></li></ul>"))
+            let plain = try await console.get("/console/jobs/\(dead[0])", session: session).body
+            #expect(!plain.contains("Runs after") && !plain.contains("Runs before"))
         }
     }
 

@@ -19,7 +19,8 @@ import Testing
                                                       "status", "wait", "cancel", "stats", "render.request", "render.status",
                                                       "render.wait", "render.feedback", "renders.list", "token.issue", "account.link",
                                                       "job.get", "jobs.list", "job.retry", "jobs.retry", "job.discard", "jobs.discard",
-                                                      "queue.pause", "queue.resume", "audit.list", "limits.list", "limit.set", "limit.remove"])
+                                                      "queue.pause", "queue.resume", "audit.list", "limits.list", "limit.set", "limit.remove",
+                                                      "jobs.enqueueGraph"])
                 let pong = try await client.ping()
                 #expect(pong.pong && abs(pong.serverTime.timeIntervalSinceNow) < 60)
                 await client.close()

@@ -54,11 +54,15 @@ import Testing
     @Test func metricsShowJobAndQueueFiguresAfterJobsRan() async throws {
         _ = TestMetricsOnce.shared
         let q = try await TestQueue.make()
-        _ = try await q.queue.enqueue((0..<5).map { _ in NewJob(kind: .drillNoop) })
-        _ = try await q.queue.enqueue([try NewJob(DrillScript(permanent: true), maxAttempts: 1)])
-        _ = try await q.queue.enqueue((0..<3).map { _ in NewJob(kind: .imageNormalize, delay: .seconds(3600)) })
+        let noops = try await q.queue.enqueue((0..<5).map { _ in NewJob(kind: .drillNoop) })
+        let doomed = try await q.queue.enqueue([try NewJob(DrillScript(permanent: true), maxAttempts: 1)])
+        let delayed = try await q.queue.enqueue((0..<3).map { _ in NewJob(kind: .imageNormalize, delay: .seconds(3600)) })
+        // One job released, one ended DEPENDENCY_FAILED, one still waiting.
+        var released = NewJob(kind: .drillNoop), failed = NewJob(kind: .imageNormalize), waiting = NewJob(kind: .imageNormalize)
+        (released.after, failed.after, waiting.after) = ([noops[0].id], [doomed[0].id], [delayed[0].id])
+        _ = try await q.queue.enqueue([released, failed, waiting])
         let worker = RunningWorker(q, handlers: [NoopHandler(), ScriptHandler()], concurrency: [.drillNoop: 4, .drillScript: 1])
-        try await q.waitUntil("jobs ran") { try await q.states() == [.completed: 5, .dead: 1, .available: 3] }
+        try await q.waitUntil("jobs ran") { try await q.states() == [.completed: 6, .dead: 1, .available: 3, .waiting: 1, .cancelled: 1] }
         try await worker.stop()
 
         let gauges = QueueGauges(queue: q.queue, kinds: FleetKinds.all, interval: .milliseconds(100), logger: testLogger)
@@ -80,6 +84,10 @@ import Testing
             #expect(Self.value(text, #"fleet_queue_dead_last_hour{kind="drill.script"}"#) == 1)
             #expect(Self.value(text, #"fleet_queue_oldest_due_seconds{kind="image.normalize"}"#) == 0)
             #expect(Self.value(text, #"fleet_queue_retrying_jobs{kind="render.run"}"#) == 0, "every kind the fleet knows is reported")
+            #expect(Self.value(text, #"fleet_queue_jobs{kind="image.normalize",state="waiting"}"#) == 1)
+            #expect(Self.value(text, #"fleet_queue_dependency_failed_last_hour{kind="image.normalize"}"#) == 1)
+            #expect(Self.value(text, "fleet_queue_dependency_releases") == 1)
+            #expect(Self.value(text, "fleet_queue_dependency_failures") == 1)
         }
     }
 

@@ -92,6 +92,34 @@ test('enqueue with options, status, and typed errors', async () => {
   client.close();
 });
 
+test('jobs run after others: waiting in status, a graph by local names, hostile dependencies refused', async () => {
+  const client = await tcp();
+  const first = await client.enqueue('drill.noop', {}, { delaySeconds: 3600 });
+  const dependent = await client.enqueue('drill.noop', {}, { after: [first.jobId] });
+  const status = await client.status(dependent.jobId);
+  assert.equal(status.state, 'waiting');
+  assert.deepEqual(status.after, [first.jobId]);
+  assert.deepEqual(status.waitingOn, [first.jobId]);
+  assert.equal((await client.stats()).kinds.find((k) => k.kind === 'drill.noop').waiting >= 1, true);
+  const graph = await client.enqueueGraph([
+    { name: 'render', kind: 'drill.noop', after: ['cutout', first.jobId] },
+    { name: 'cutout', kind: 'drill.noop' },
+  ], { idempotencyKey: `graph-${port}` });
+  assert.deepEqual(graph.jobs.map((job) => job.name), ['render', 'cutout']);
+  assert.equal(graph.isNew, true);
+  const render = await client.status(graph.jobs[0].jobId);
+  assert.deepEqual(render.waitingOn, [first.jobId, graph.jobs[1].jobId].sort((a, b) => a - b));
+  assert.deepEqual(await client.enqueueGraph([
+    { name: 'render', kind: 'drill.noop', after: ['cutout', first.jobId] }, { name: 'cutout', kind: 'drill.noop' },
+  ], { idempotencyKey: `graph-${port}` }), { ...graph, isNew: false });
+  await assert.rejects(client.enqueue('drill.noop', {}, { after: [987654321] }), { code: 'BAD_ARGUMENT' });
+  await assert.rejects(client.enqueue('drill.noop', {}, { after: Array.from({ length: 101 }, (_, i) => i + 1) }), { code: 'BAD_ARGUMENT' });
+  await assert.rejects(client.enqueueGraph([{ name: 'a', kind: 'drill.noop', after: ['a'] }]), { code: 'BAD_ARGUMENT' });
+  await client.cancel(first.jobId);
+  assert.equal((await client.status(dependent.jobId)).errors.at(-1).code, 'DEPENDENCY_FAILED');
+  client.close();
+});
+
 test('a traceparent is sent with the request; a malformed one is refused before sending', async () => {
   const client = await tcp();
   const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';

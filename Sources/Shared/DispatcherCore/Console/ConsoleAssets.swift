@@ -39,7 +39,7 @@ enum ConsoleAssets {
         .notice { background: var(--card); border-left: 4px solid var(--accent); padding: .5rem .8rem; }
         .badge { font-size: .75rem; padding: .1rem .4rem; border-radius: 4px; border: 1px solid currentColor; }
         .ok { color: var(--ok); } .bad { color: var(--bad); } .warn { color: var(--warn); }
-        .state.completed, .state.complete { color: var(--ok); } .state.dead, .state.failed { color: var(--bad); } .state.running, .state.processing { color: var(--accent); }
+        .state.completed, .state.complete { color: var(--ok); } .state.dead, .state.failed { color: var(--bad); } .state.running, .state.processing { color: var(--accent); } .state.waiting { font-style: italic; }
         .actions { display: flex; flex-wrap: wrap; gap: .4rem; margin: .5rem 0; }
         .actions form { margin: 0; }
         dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; margin: 0 0 1rem; }

@@ -31,6 +31,7 @@ struct ConsolePages: Sendable {
             "kinds": numbers.kinds.map { kind in
                 [
                     "kind": kind.kind, "due": kind.due, "running": kind.running, "retrying": kind.retrying, "scheduled": kind.scheduled,
+                    "waiting": kind.waiting,
                     "dead": kind.dead, "completed": kind.completed, "lag": kind.lagSeconds.map(Show.seconds) ?? "–", "paused": kind.paused,
                 ] as [String: Any]
             },
@@ -77,7 +78,7 @@ struct ConsolePages: Sendable {
     func job(_ session: Session, id: Int64, notice: String?) async throws -> ConsolePage {
         let job = try await fleet.perform(fleet.jobGet, JobGetRequest(jobId: id), as: session.caller)
         let body = ConsoleTemplates.render("job", [
-            "id": job.id, "live": !job.isTerminal || notice != nil, "jobLive": jobLive(session, job),
+            "id": job.id, "live": !job.isTerminal || notice != nil, "jobLive": try await jobLive(session, job),
             "payload": Show.prettyJSON(job.payload), "result": job.result.map(Show.prettyJSON) as Any,
         ])
         let notices = ["retry": "The job was put back in the queue.", "cancel": "Cancellation was asked for."]
@@ -85,10 +86,20 @@ struct ConsolePages: Sendable {
     }
 
     func jobLive(_ session: Session, id: Int64) async throws -> String {
-        jobLive(session, try await fleet.perform(fleet.jobGet, JobGetRequest(jobId: id), as: session.caller))
+        try await jobLive(session, try await fleet.perform(fleet.jobGet, JobGetRequest(jobId: id), as: session.caller))
     }
 
-    private func jobLive(_ session: Session, _ job: JobStatus) -> String {
+    /// Most jobs the page lists as running after this one.
+    static let dependentsShown = 100
+
+    private func jobLive(_ session: Session, _ job: JobStatus) async throws -> String {
+        // What it runs after and what runs after it, with their states (`docs/queue.md`, "Dependencies").
+        async let dependencies = job.after.isEmpty ? [] : fleet.queue.driver.jobDependencies(of: job.id)
+        async let dependents = fleet.queue.driver.jobDependents(of: job.id, limit: Self.dependentsShown + 1)
+        let linked = { (jobs: [JobDependency]) in
+            jobs.prefix(Self.dependentsShown).map { ["id": $0.id, "kind": $0.kind.rawValue, "state": $0.state.rawValue] as [String: Any] }
+        }
+        let after = try await dependencies, before = try await dependents
         let duration = job.startedAt.map { started in Show.seconds((job.finishedAt ?? Date()).timeIntervalSince(started)) }
         return ConsoleTemplates.render("job-live", [
             "id": job.id, "state": job.state.rawValue, "cancelRequested": job.cancelRequested, "kind": job.kind, "queue": job.queue,
@@ -103,6 +114,8 @@ struct ConsolePages: Sendable {
                  "worker": error.worker ?? "–"] as [String: Any]
             },
             "duration": duration as Any,
+            "after": linked(after), "hasAfter": !after.isEmpty, "waitingOn": job.waitingOn.map(String.init).joined(separator: ", "),
+            "before": linked(before), "hasBefore": !before.isEmpty, "moreBefore": before.count > Self.dependentsShown,
         ])
     }
 

@@ -90,12 +90,12 @@ enum ConsoleTemplates {
         """
 
     private static let overviewLive = """
-        <p class="hint">Refreshed every 2 s · {{serverTime}} · due, scheduled, retrying, running and lag exact; completed and dead in the last hour counted among the newest {{window}} jobs</p>
+        <p class="hint">Refreshed every 2 s · {{serverTime}} · due, scheduled, retrying, waiting, running and lag exact; completed and dead in the last hour counted among the newest {{window}} jobs</p>
         <div class="scroll"><table class="kinds">
-          <thead><tr><th>Kind</th><th>Due</th><th>Running</th><th>Retrying</th><th>Scheduled</th><th>Dead (1 h)</th><th>Completed (1 h)</th><th>Lag</th><th></th></tr></thead>
+          <thead><tr><th>Kind</th><th>Due</th><th>Running</th><th>Retrying</th><th>Scheduled</th><th>Waiting</th><th>Dead (1 h)</th><th>Completed (1 h)</th><th>Lag</th><th></th></tr></thead>
           <tbody>
-          {{#kinds}}<tr data-kind="{{kind}}"><td><a href="/console/jobs?kind={{kind}}">{{kind}}</a></td><td>{{due}}</td><td>{{running}}</td><td>{{retrying}}</td><td>{{scheduled}}</td><td>{{dead}}</td><td class="completed">{{completed}}</td><td>{{lag}}</td><td>{{#paused}}<span class="badge warn">paused</span>{{/paused}}</td></tr>{{/kinds}}
-          {{^kinds}}<tr><td colspan="9">No jobs yet.</td></tr>{{/kinds}}
+          {{#kinds}}<tr data-kind="{{kind}}"><td><a href="/console/jobs?kind={{kind}}">{{kind}}</a></td><td>{{due}}</td><td>{{running}}</td><td>{{retrying}}</td><td>{{scheduled}}</td><td class="waiting">{{waiting}}</td><td>{{dead}}</td><td class="completed">{{completed}}</td><td>{{lag}}</td><td>{{#paused}}<span class="badge warn">paused</span>{{/paused}}</td></tr>{{/kinds}}
+          {{^kinds}}<tr><td colspan="10">No jobs yet.</td></tr>{{/kinds}}
           </tbody>
         </table></div>
         <figure class="chart">{{{chart}}}<figcaption><span class="key ok"></span> completed <span class="key bad"></span> failed, per minute, last hour (max {{chartMax}})</figcaption></figure>
@@ -160,6 +160,12 @@ enum ConsoleTemplates {
           </tbody>
         </table></div>
         {{#duration}}<p class="hint">Last run: {{duration}}</p>{{/duration}}
+        {{#hasAfter}}<h2>Runs after</h2>
+        {{#waitingOn}}<p class="hint">Waiting on {{waitingOn}}</p>{{/waitingOn}}
+        <ul class="dependencies" id="runs-after">{{#after}}<li><a href="/console/jobs/{{id}}">#{{id}}</a> {{kind}} <span class="state {{state}}">{{state}}</span></li>{{/after}}</ul>{{/hasAfter}}
+        {{#hasBefore}}<h2>Runs before</h2>
+        <ul class="dependencies" id="runs-before">{{#before}}<li><a href="/console/jobs/{{id}}">#{{id}}</a> {{kind}} <span class="state {{state}}">{{state}}</span></li>{{/before}}</ul>
+        {{#moreBefore}}<p class="hint">The first 100 shown.</p>{{/moreBefore}}{{/hasBefore}}
         """
 
     private static let dead = """

@@ -184,6 +184,7 @@ extension DispatcherError {
         case .maxAttempts: "args.options.maxAttempts"
         case .idempotencyKey: "args.options.idempotencyKey"
         case .limitKeys: "args.options.limitKeys"
+        case .after: "args.options.after"
         }
     }
 }

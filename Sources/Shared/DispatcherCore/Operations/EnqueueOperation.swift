@@ -12,19 +12,25 @@ public struct EnqueueOperation: DispatcherOperation {
     public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
 
     public func run(_ request: EnqueueRequest) async throws -> EnqueuedJobResult {
-        let kind = JobKind(rawValue: request.kind)
-        let payload = request.payload ?? [:]
+        let job = try job(kind: request.kind, payload: request.payload ?? [:], options: request.options, field: "args")
+        let enqueued = try await submitter.queue.enqueue(job)
+        return EnqueuedJobResult(jobId: enqueued.id, kind: request.kind, isNew: enqueued.isNew)
+    }
+
+    /// The job `enqueue` would insert, checked; `field`: where the client wrote it, for errors.
+    func job(kind name: String, payload: [String: JSONValue], options: JobOptions?, field: String) throws -> NewJob {
+        let kind = JobKind(rawValue: name)
         // Its events are signed by the fleet: only the database makes them, from a real ending.
         if kind == .callbackDeliver {
             throw DispatcherError(.badArgument, "callback.deliver jobs are made by the fleet when a job or render with a callbackUrl ends; give options.callbackUrl instead")
         }
-        if kind == .httpRequest { try checkHTTPRequest(payload) }
-        return try await submitter.submit(kind: kind, payload: payload, options: request.options)
+        if kind == .httpRequest { try checkHTTPRequest(payload, field: field) }
+        return try submitter.job(kind: kind, payload: payload, options: options, field: field)
     }
 
     /// An `http.request` that could never be sent (a URL outside the allow-list, an unknown
     /// secret, a bad method) is refused now rather than queued to die.
-    private func checkHTTPRequest(_ payload: [String: JSONValue]) throws {
+    private func checkHTTPRequest(_ payload: [String: JSONValue], field: String) throws {
         // Signed with their own secret, never the callbacks' one: without it none can be sent.
         if submitter.outbound.isOn, submitter.outbound.httpJobSigner == nil {
             throw DispatcherError(.badArgument, "http.request jobs are off: the dispatcher has no FLEET_HTTP_JOB_SECRET to sign them with")
@@ -33,12 +39,12 @@ public struct EnqueueOperation: DispatcherOperation {
         do {
             decoded = try JSONDecoder().decode(HTTPRequestPayload.self, from: JSONEncoder().encode(payload))
         } catch {
-            throw DispatcherError(.badArgument, "args.payload is not an http.request payload: \(error)")
+            throw DispatcherError(.badArgument, "\(field).payload is not an http.request payload: \(error)")
         }
         do {
             _ = try decoded.request(policy: submitter.outbound.policy, secrets: submitter.outbound.secrets)
         } catch {
-            throw DispatcherError(.badArgument, "args.payload.\(error)")
+            throw DispatcherError(.badArgument, "\(field).payload.\(error)")
         }
     }
 }

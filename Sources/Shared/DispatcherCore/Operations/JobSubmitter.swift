@@ -14,14 +14,24 @@ struct JobSubmitter: Sendable {
     static let maxDelaySeconds = 366.0 * 86_400
 
     func submit(kind: JobKind, payload: some Encodable, options: JobOptions?) async throws -> EnqueuedJobResult {
+        let enqueued = try await queue.enqueue(try job(kind: kind, payload: payload, options: options, field: "args"))
+        return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
+    }
+
+    /// The job the options make, checked; `field`: where the client wrote it (`args`, or a
+    /// graph's `args.jobs[3]`), for errors.
+    func job(kind: JobKind, payload: some Encodable, options: JobOptions?, field: String) throws -> NewJob {
         let options = options ?? JobOptions()
         let delay = options.delaySeconds ?? 0
         guard (0...Self.maxDelaySeconds).contains(delay) else {
-            throw DispatcherError(.badArgument, "args.options.delaySeconds must be between 0 and \(Int(Self.maxDelaySeconds))")
+            throw DispatcherError(.badArgument, "\(field).options.delaySeconds must be between 0 and \(Int(Self.maxDelaySeconds))")
         }
         // Text parameters travel to libpq as C strings: a NUL would cut them short, silently.
         for (name, text) in [("kind", kind.rawValue), ("options.queue", options.queue), ("options.idempotencyKey", options.idempotencyKey)] {
-            if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "args.\(name) must not contain NUL") }
+            if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "\(field).\(name) must not contain NUL") }
+        }
+        if let after = options.after, after.count > NewJob.maxDependencies {
+            throw DispatcherError(.badArgument, "\(field).options.after names \(after.count) jobs; at most \(NewJob.maxDependencies)")
         }
         let defaults = NewJob(kind: kind)
         var job = try NewJob(
@@ -29,14 +39,14 @@ struct JobSubmitter: Sendable {
             delay: .milliseconds(Int64((delay * 1000).rounded())), maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
             idempotencyKey: options.idempotencyKey)
         job.limitKeys = options.limitKeys ?? []
+        job.after = options.after ?? []
         if let url = options.callbackUrl {
             do { _ = try outbound.policy.destination(of: url) } catch {
-                throw DispatcherError(.badArgument, "args.options.callbackUrl: \(error)")
+                throw DispatcherError(.badArgument, "\(field).options.callbackUrl: \(error)")
             }
             job.callbackURL = url
         }
-        let enqueued = try await queue.enqueue(job)
-        return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
+        return job
     }
 }
 

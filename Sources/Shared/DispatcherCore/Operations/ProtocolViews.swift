@@ -15,13 +15,15 @@ extension JobStatus {
             payload: (try? JSONValue(json: record.payload)) ?? .null, result: record.result.flatMap { try? JSONValue(json: $0) },
             errors: record.errors.map { AttemptError(attempt: $0.attempt, at: $0.at, error: $0.error, code: $0.code, worker: $0.worker) },
             idempotencyKey: record.idempotencyKey, workerId: record.leaseOwner, cancelRequested: record.cancelRequested,
-            createdAt: record.createdAt, runAt: record.runAt, startedAt: record.startedAt, finishedAt: record.finishedAt)
+            createdAt: record.createdAt, runAt: record.runAt, startedAt: record.startedAt, finishedAt: record.finishedAt,
+            after: record.dependsOn, waitingOn: record.waitingOn)
     }
 }
 
 extension JobStatus.State {
     init(_ state: JobState) {
         switch state {
+        case .waiting: self = .waiting
         case .available: self = .available
         case .running: self = .running
         case .completed: self = .completed
@@ -36,7 +38,7 @@ extension QueueStats.Kind {
         self.init(
             kind: stats.kind.rawValue, due: stats.due, scheduled: stats.scheduled, running: stats.running, retrying: stats.retrying,
             completed: stats.completed, dead: stats.dead, cancelled: stats.cancelled, oldestDueSeconds: stats.oldestDueAge?.seconds,
-            paused: paused)
+            paused: paused, waiting: stats.waiting, dependencyFailed: stats.dependencyFailed)
     }
 }
 

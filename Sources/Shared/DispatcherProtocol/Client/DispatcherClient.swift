@@ -126,6 +126,11 @@ extension DispatcherClient {
         try await send(EnqueueRequest(kind: kind, payload: payload, options: options))
     }
 
+    /// Jobs that run after one another, enqueued together (`jobs.enqueueGraph`).
+    public func enqueueGraph(_ jobs: [EnqueueGraphRequest.Job], idempotencyKey: String? = nil) async throws -> EnqueueGraphRequest.Result {
+        try await send(EnqueueGraphRequest(jobs: jobs, idempotencyKey: idempotencyKey))
+    }
+
     public func status(jobId: Int64) async throws -> JobStatus { try await send(StatusRequest(jobId: jobId)) }
 
     public func wait(jobId: Int64, timeoutMs: Int? = nil) async throws -> WaitRequest.Result {

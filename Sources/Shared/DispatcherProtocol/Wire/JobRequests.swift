@@ -70,9 +70,13 @@ public struct JobOptions: Codable, Sendable, Equatable {
     /// Where the fleet POSTs the job's signed end (docs/protocol.md, "Completion callbacks");
     /// its host must be in the dispatcher's `FLEET_OUTBOUND_HOSTS`.
     public var callbackUrl: String?
+    /// Ids of jobs it runs after (at most 100): it is `waiting`, not run, until every one is
+    /// `completed`, and ends `cancelled` with `DEPENDENCY_FAILED` if one ends otherwise.
+    public var after: [Int64]?
 
     public init(queue: String? = nil, priority: Int? = nil, maxAttempts: Int? = nil, delaySeconds: Double? = nil, idempotencyKey: String? = nil,
-                limitKeys: [String]? = nil, callbackUrl: String? = nil) {
+                limitKeys: [String]? = nil, callbackUrl: String? = nil, after: [Int64]? = nil) {
+        self.after = after
         self.limitKeys = limitKeys
         self.callbackUrl = callbackUrl
         self.queue = queue
@@ -109,6 +113,86 @@ public struct EnqueueRequest: DispatcherRequest {
         self.kind = kind
         self.payload = payload
         self.options = options
+    }
+}
+
+/// `jobs.enqueueGraph`: several jobs that run after one another, named locally, inserted
+/// together (all or none) and answered together.
+public struct EnqueueGraphRequest: DispatcherRequest {
+    public static let op = "jobs.enqueueGraph"
+    public static let maxJobs = 1_000
+
+    /// What a graph's job runs after: another job of the graph, by its name, or an existing job, by id.
+    public enum Dependency: Codable, Sendable, Equatable, Hashable {
+        case job(name: String)
+        case id(Int64)
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let id = try? container.decode(Int64.self) {
+                self = .id(id)
+            } else {
+                self = .job(name: try container.decode(String.self))
+            }
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .job(let name): try container.encode(name)
+            case .id(let id): try container.encode(id)
+            }
+        }
+    }
+
+    public struct Job: Codable, Sendable, Equatable {
+        /// Unique in the graph, 1 to 64 bytes.
+        public let name: String
+        public let kind: String
+        public let payload: [String: JSONValue]?
+        /// The queue's options; no `idempotencyKey` (the graph's covers its jobs) and no `after`
+        /// (the job's own `after` says it).
+        public let options: JobOptions?
+        /// Names of jobs of the graph and ids of existing jobs it runs after.
+        public let after: [Dependency]?
+
+        public init(name: String, kind: String, payload: [String: JSONValue] = [:], options: JobOptions? = nil, after: [Dependency] = []) {
+            self.name = name
+            self.kind = kind
+            self.payload = payload
+            self.options = options
+            self.after = after
+        }
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        public struct Job: Codable, Sendable, Equatable {
+            public let name: String
+            public let jobId: Int64
+            public let kind: String
+            public init(name: String, jobId: Int64, kind: String) {
+                self.name = name
+                self.jobId = jobId
+                self.kind = kind
+            }
+        }
+        /// In the request's order.
+        public let jobs: [Job]
+        /// false: the idempotency key named a graph enqueued before, and these are its jobs.
+        public let isNew: Bool
+        public init(jobs: [Job], isNew: Bool) {
+            self.jobs = jobs
+            self.isNew = isNew
+        }
+    }
+
+    public let jobs: [Job]
+    /// Enqueueing the same key again answers the first graph's jobs.
+    public let idempotencyKey: String?
+
+    public init(jobs: [Job], idempotencyKey: String? = nil) {
+        self.jobs = jobs
+        self.idempotencyKey = idempotencyKey
     }
 }
 

@@ -3,10 +3,11 @@ import Foundation
 
 /// One job as the protocol shows it (`status`, `wait`). Optional fields are sent as explicit nulls.
 public struct JobStatus: Codable, Sendable, Equatable {
-    /// A job's state: `available` (waiting, perhaps for its `runAt`), `running`, and the
-    /// terminal `completed`, `dead` (out of attempts) and `cancelled`.
+    /// A job's state: `waiting` (for the jobs it runs after, `waitingOn`), `available` (perhaps
+    /// for its `runAt`), `running`, and the terminal `completed`, `dead` (out of attempts) and
+    /// `cancelled`.
     public enum State: String, Codable, Sendable, CaseIterable {
-        case available, running, completed, dead, cancelled
+        case waiting, available, running, completed, dead, cancelled
 
         public var isTerminal: Bool { self == .completed || self == .dead || self == .cancelled }
     }
@@ -46,14 +47,20 @@ public struct JobStatus: Codable, Sendable, Equatable {
     public let runAt: Date
     @ExplicitNull public private(set) var startedAt: Date?
     @ExplicitNull public private(set) var finishedAt: Date?
+    /// The jobs it runs after (`options.after`), ascending.
+    public let after: [Int64]
+    /// Those of them not completed yet (while `waiting`: what it waits on).
+    public let waitingOn: [Int64]
 
     public var isTerminal: Bool { state.isTerminal }
 
     public init(
         id: Int64, kind: String, queue: String, state: State, priority: Int, attempt: Int, maxAttempts: Int,
         payload: JSONValue, result: JSONValue?, errors: [AttemptError], idempotencyKey: String?, workerId: String?,
-        cancelRequested: Bool, createdAt: Date, runAt: Date, startedAt: Date?, finishedAt: Date?
+        cancelRequested: Bool, createdAt: Date, runAt: Date, startedAt: Date?, finishedAt: Date?, after: [Int64] = [], waitingOn: [Int64] = []
     ) {
+        self.after = after
+        self.waitingOn = waitingOn
         self.id = id
         self.kind = kind
         self.queue = queue
@@ -85,6 +92,10 @@ public struct QueueStats: Codable, Sendable, Equatable {
         public let running: Int
         /// Available again after at least one failed attempt.
         public let retrying: Int
+        /// Waiting for the jobs they run after.
+        public let waiting: Int
+        /// Of the cancelled: ended because a job they ran after failed (`DEPENDENCY_FAILED`).
+        public let dependencyFailed: Int
         /// Finished within the window.
         public let completed: Int
         public let dead: Int
@@ -96,8 +107,10 @@ public struct QueueStats: Codable, Sendable, Equatable {
 
         public init(
             kind: String, due: Int, scheduled: Int, running: Int, retrying: Int, completed: Int, dead: Int, cancelled: Int,
-            oldestDueSeconds: Double?, paused: Bool
+            oldestDueSeconds: Double?, paused: Bool, waiting: Int = 0, dependencyFailed: Int = 0
         ) {
+            self.waiting = waiting
+            self.dependencyFailed = dependencyFailed
             self.paused = paused
             self.kind = kind
             self.due = due

@@ -47,3 +47,5 @@ extension PurgeAccountRequest { public var isSafeToRepeat: Bool { options?.idemp
 extension LimitsListRequest { public var isSafeToRepeat: Bool { true } }
 /// Setting a rule to the same values twice leaves it as once.
 extension LimitSetRequest { public var isSafeToRepeat: Bool { true } }
+/// The graph's idempotency key makes a second `jobs.enqueueGraph` answer the first one's jobs.
+extension EnqueueGraphRequest { public var isSafeToRepeat: Bool { idempotencyKey != nil } }

@@ -4,7 +4,7 @@ import FleetQueue
 /// The completion callbacks' migrations: a job given a `callbackUrl` gets a `callback.deliver`
 /// job from the database itself, in the transaction that ends it (`docs/schema.md`).
 public enum CallbackMigrations {
-    public static let all = [completionCallbacks, jobCallbackTraces]
+    public static let all = [completionCallbacks, jobCallbackTraces, dependentCallbacks]
 
     /// The trigger function of version 7 and, carrying the job's trace, of version 10.
     static func jobCallbackFunction(replacing: Bool, carryingTrace: Bool) -> String {

@@ -89,6 +89,8 @@ public struct QueueOverview: Sendable {
         public let due: Int
         public let scheduled: Int
         public let retrying: Int
+        /// Waiting for the jobs they run after.
+        public let waiting: Int
         public let running: Int
         public let lagSeconds: Double?
         public let completed: Int

@@ -28,8 +28,20 @@ public struct DrillScript: JobPayload, Equatable {
     public var permanent: Bool?
     /// Ignores cancellation while sleeping (a handler stuck in C code, say).
     public var ignoreCancel: Bool?
+    /// Then sleeps until this wall-clock instant (ns since 1970), so jobs in several processes
+    /// end at the same moment (the dependency race tests).
+    public var sleepUntilNs: Int64?
+    /// Reads the jobs it runs after: fails for good (`DRILL_DEPENDENCY_PENDING`) if one is not
+    /// completed, and returns the ids of those whose recorded result it read (`after`).
+    public var readDependencies: Bool?
+    /// Returns a result of about this many bytes (`{"padding": "xxx…"}`), to test the bound.
+    public var resultBytes: Int?
 
-    public init(sleepMs: Int? = nil, failAttempts: Int? = nil, permanent: Bool? = nil, ignoreCancel: Bool? = nil) {
+    public init(sleepMs: Int? = nil, failAttempts: Int? = nil, permanent: Bool? = nil, ignoreCancel: Bool? = nil,
+                sleepUntilNs: Int64? = nil, readDependencies: Bool? = nil, resultBytes: Int? = nil) {
+        self.resultBytes = resultBytes
+        self.sleepUntilNs = sleepUntilNs
+        self.readDependencies = readDependencies
         self.sleepMs = sleepMs
         self.failAttempts = failAttempts
         self.permanent = permanent

@@ -1,8 +1,9 @@
 import Foundation
 
-/// Where a job is in its life. `completed`, `dead` and `cancelled` are terminal.
+/// Where a job is in its life. `completed`, `dead` and `cancelled` are terminal; `waiting`: some
+/// job it runs after (`NewJob.after`) is not completed yet.
 public enum JobState: String, Codable, Sendable, CaseIterable {
-    case available, running, completed, dead, cancelled
+    case waiting, available, running, completed, dead, cancelled
 
     public var isTerminal: Bool { self == .completed || self == .dead || self == .cancelled }
 }
@@ -26,10 +27,17 @@ public struct NewJob: Sendable, Hashable {
     /// Where the fleet POSTs the job's signed end (`callback.deliver`, enqueued by the database
     /// in the transaction that ends the job). Checked against the allow-list by whoever accepts it.
     public var callbackURL: String?
+    /// Jobs it runs after (at most `maxDependencies`, each existing and not `dead` or
+    /// `cancelled`): it waits, unclaimable, until every one is `completed`, and ends
+    /// `DEPENDENCY_FAILED` if one ends otherwise (`docs/queue.md`, "Dependencies").
+    public var after: [Int64] = []
+
+    /// Most jobs one job may run after.
+    public static let maxDependencies = 100
 
     /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
     public enum Field: String, Sendable {
-        case payload, queue, priority, delay, maxAttempts, idempotencyKey, limitKeys
+        case payload, queue, priority, delay, maxAttempts, idempotencyKey, limitKeys, after
     }
 
     public init(
@@ -122,6 +130,33 @@ public struct JobRecord: Sendable, Hashable {
     public let runAt: Date
     public let startedAt: Date?
     public let finishedAt: Date?
+    /// The jobs it runs after (`NewJob.after`), ascending.
+    public var dependsOn: [Int64] = []
+    /// Those of them not completed yet.
+    public var waitingOn: [Int64] = []
+}
+
+/// A job another job runs after, with what its handler recorded (`jobs.result`), as the
+/// dependent's handler reads it (`JobQueue.dependencies(of:)`) and the console lists it.
+public struct JobDependency: Sendable, Hashable {
+    public let id: Int64
+    public let kind: JobKind
+    public let state: JobState
+    /// JSON text, or nil.
+    public let result: String?
+}
+
+/// Bounds a handler's result: the row, the `status` answer and the callback all carry it.
+public enum JobResultLimit {
+    public static let maxBytes = 65_536
+
+    /// A permanent failure when `json` is larger than `maxBytes`.
+    static func check(_ json: String) throws {
+        let size = json.utf8.count
+        guard size <= maxBytes else {
+            throw JobError.permanent(code: .resultTooLarge, message: "the job's result is \(size) bytes of JSON; at most \(maxBytes) (64 KiB) may be recorded: keep large outputs in storage and return their key")
+        }
+    }
 }
 
 /// How an attempt ended, as the worker records it.

@@ -20,6 +20,10 @@ public struct JobErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// The worker's session ended (its process died, or lost its LISTEN connection) and the
     /// reaper took the job back within about a second (`WorkerLock`).
     public static let workerLost = Self(rawValue: "WORKER_LOST")
+    /// A job it runs after (`NewJob.after`) ended `dead` or `cancelled`, so it never ran.
+    public static let dependencyFailed = Self(rawValue: "DEPENDENCY_FAILED")
+    /// The handler's result is larger than `JobResultLimit.maxBytes`.
+    public static let resultTooLarge = Self(rawValue: "RESULT_TOO_LARGE")
 }
 
 /// An error that carries its job error code: recorded with the failed attempt even when the

@@ -32,6 +32,15 @@ public struct JobQueue: Sendable {
         return try await JobQueue(driver: driver, knownKinds: nil).insert(jobs) { try await driver.jobInsertMany($0, announce: announce) }
     }
 
+    /// Enqueues a graph's jobs atomically, each after the jobs it names (`JobGraph`); answers
+    /// each node's job in node order.
+    public func enqueue(_ graph: JobGraph) async throws -> [EnqueuedJob] {
+        try await insert(graph.nodes.map(\.job)) { _ in try await driver.jobInsertGraph(graph, announce: true) }
+    }
+
+    /// The jobs `id` runs after, with their results: what a dependent's handler reads.
+    public func dependencies(of id: Int64) async throws -> [JobDependency] { try await driver.jobDependencies(of: id) }
+
     private func insert(_ jobs: [NewJob], with insertMany: ([NewJob]) async throws -> [EnqueuedJob]) async throws -> [EnqueuedJob] {
         for job in jobs { try validate(job) }
         do {
@@ -66,6 +75,10 @@ public struct JobQueue: Sendable {
             throw QueueError.invalidJob(field: .idempotencyKey, reason: "must be 1 to 255 bytes")
         }
         if !job.limitKeys.isEmpty { try ConcurrencyLimit.validate(jobKeys: job.limitKeys) }
+        guard job.after.count <= NewJob.maxDependencies else {
+            throw QueueError.invalidJob(field: .after, reason: "names \(job.after.count) jobs; at most \(NewJob.maxDependencies)")
+        }
+        if let id = job.after.first(where: { $0 <= 0 }) { throw QueueError.invalidJob(field: .after, reason: "names \(id), which is no job id") }
         // An object starts with "{"; the server checks the rest of the syntax.
         guard job.payload.utf8.first(where: { !isJSONWhitespace($0) }) == UInt8(ascii: "{") else {
             throw QueueError.invalidJob(field: .payload, reason: "must be a JSON object")

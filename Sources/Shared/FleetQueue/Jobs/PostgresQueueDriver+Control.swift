@@ -17,11 +17,36 @@ extension PostgresQueueDriver {
         "SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent FROM (SELECT DISTINCT kind FROM \(source)) AS kinds"
     }
 
-    /// How a retried job looks: available at `runAt`, its errors kept, one more attempt allowed.
+    /// How a retried job looks: available at `runAt`, its errors kept, one more attempt allowed;
+    /// waiting instead while jobs it runs after are not completed (`pending.n`, from
+    /// `retryPending`), so a dependent retried before its failed dependency runs after it.
     private static let retrySet = """
-        state = 'available', run_at = coalesce(to_timestamp($1::float8), now()), finished_at = NULL,
+        state = CASE WHEN pending.n > 0 THEN 'waiting'::job_state ELSE 'available'::job_state END, waiting_on = pending.n,
+        run_at = coalesce(to_timestamp($1::float8), now()), finished_at = NULL,
         cancel_requested_at = NULL, max_attempts = greatest(jobs.max_attempts, jobs.attempt + 1)
         """
+
+    /// The CTEs `deps`, `pending` and `linked` of a retry: the dependencies of the jobs of the CTE
+    /// `source` (columns `id`, `depends_on`) locked in id order and read as they are now (a
+    /// dependency cannot complete unseen between this count and the commit: its trigger would find
+    /// the job not yet waiting), per job how many of them are not completed, and their edges back
+    /// in `job_dependencies` (an ended dependency's trigger removed them).
+    private static func retryPending(of source: String) -> String {
+        """
+        deps AS (
+            SELECT id, state FROM jobs WHERE id IN (SELECT unnest(depends_on) FROM \(source)) ORDER BY id FOR SHARE
+        ),
+        pending AS (
+            SELECT s.id, count(deps.id) FILTER (WHERE deps.state <> 'completed')::integer AS n
+            FROM \(source) s LEFT JOIN deps ON deps.id = ANY (s.depends_on) GROUP BY s.id
+        ),
+        linked AS (
+            INSERT INTO job_dependencies (depends_on, job_id)
+            SELECT deps.id, s.id FROM \(source) s JOIN deps ON deps.id = ANY (s.depends_on) WHERE deps.state <> 'completed'
+            ON CONFLICT DO NOTHING
+        ),
+        """
+    }
 
     /// `jobList`'s statement and its parameters (the plan test explains it).
     static func listStatement(_ filter: JobFilter, before: Int64?, limit: Int) -> (sql: String, parameters: [(any PostgresEncodable)?]) {
@@ -58,13 +83,14 @@ extension PostgresQueueDriver {
 
     public func jobRetry(id: Int64, runAt: Date?) async throws -> JobRetryResult {
         let rows = try await executor.query("""
-            WITH target AS (SELECT id, state AS previous FROM jobs WHERE id = $2 FOR UPDATE),
+            WITH target AS (SELECT id, state AS previous, depends_on FROM jobs WHERE id = $2 FOR UPDATE),
+            \(Self.retryPending(of: "target"))
             retried AS (
                 UPDATE jobs SET \(Self.retrySet)
-                FROM target WHERE jobs.id = target.id AND jobs.state IN ('dead', 'cancelled')
-                RETURNING jobs.kind
+                FROM target JOIN pending USING (id) WHERE jobs.id = target.id AND jobs.state IN ('dead', 'cancelled')
+                RETURNING jobs.kind, jobs.state
             ),
-            announced AS (\(Self.announceKinds(from: "retried")))
+            announced AS (\(Self.announceKinds(from: "retried WHERE state = 'available'")))
             SELECT target.previous FROM target, announced
             """, [runAt?.timeIntervalSince1970, id]).rows
         guard let row = rows.first else { return .notFound }
@@ -76,14 +102,15 @@ extension PostgresQueueDriver {
         let (condition, parameters) = filter.restricted(to: [.dead, .cancelled]).condition(firstParameter: 3)
         return try await executor.query("""
             WITH picked AS (
-                SELECT id FROM jobs WHERE \(condition) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+                SELECT id, depends_on FROM jobs WHERE \(condition) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
             ),
+            \(Self.retryPending(of: "picked"))
             retried AS (
                 UPDATE jobs SET \(Self.retrySet)
-                FROM picked WHERE jobs.id = picked.id AND jobs.state IN ('dead', 'cancelled')
-                RETURNING jobs.kind
+                FROM picked JOIN pending USING (id) WHERE jobs.id = picked.id AND jobs.state IN ('dead', 'cancelled')
+                RETURNING jobs.kind, jobs.state
             ),
-            announced AS (\(Self.announceKinds(from: "retried")))
+            announced AS (\(Self.announceKinds(from: "retried WHERE state = 'available'")))
             SELECT (SELECT count(*) FROM retried) AS n FROM announced
             """, [Double?.none, limit] + parameters, planning: .eachCall).rows[0].int("n")
     }
@@ -184,9 +211,9 @@ extension PostgresQueueDriver {
         }
     }
 
-    /// CTEs `queued` (due, scheduled, lag), `retrying` and `running`: the open jobs per kind,
-    /// each read from its partial index (the claim's, the retried jobs', the lease's; no heap
-    /// once vacuumed), so the cost follows the queue, not the table.
+    /// CTEs `queued` (due, scheduled, lag), `retrying`, `waiting` and `running`: the open jobs per
+    /// kind, each read from its partial index (the claim's, the retried jobs', the waiting jobs',
+    /// the lease's; no heap once vacuumed), so the cost follows the queue, not the table.
     static let openJobCounts = """
         queued AS (
             SELECT kind, count(*) FILTER (WHERE run_at <= now()) AS due, count(*) FILTER (WHERE run_at > now()) AS scheduled,
@@ -194,6 +221,8 @@ extension PostgresQueueDriver {
             FROM jobs WHERE state = 'available' GROUP BY kind
         ), retrying AS (
             SELECT kind, count(*) AS retrying FROM jobs WHERE state = 'available' AND attempt > 0 GROUP BY kind
+        ), waiting AS (
+            SELECT kind, count(*) AS waiting FROM jobs WHERE state = 'waiting' GROUP BY kind
         ), running AS (
             SELECT kind, count(*) AS running FROM jobs WHERE state = 'running' GROUP BY kind
         )
@@ -201,7 +230,8 @@ extension PostgresQueueDriver {
 
     /// One statement whose cost follows the queue, not the table: due, scheduled and lag come
     /// from the claim's partial index (kind and run_at, no heap once vacuumed), retrying from the
-    /// retried jobs' own (`jobs_retrying_idx`), running from the lease index: exact. What
+    /// retried jobs' own (`jobs_retrying_idx`), waiting from theirs (`jobs_waiting_idx`), running
+    /// from the lease index: exact. What
     /// finished in the last hour (per kind, and per minute for the chart) comes from the newest
     /// `recentJobs` jobs by id: exact while fewer jobs than that were created in the last hour,
     /// an undercount above. (`stats` counts its window exactly from `jobs_finished_idx`: about
@@ -222,11 +252,13 @@ extension PostgresQueueDriver {
             SELECT
                 (SELECT coalesce(json_agg(json_build_object(
                         'kind', k.kind, 'due', coalesce(q.due, 0), 'scheduled', coalesce(q.scheduled, 0),
-                        'retrying', coalesce(rt.retrying, 0), 'running', coalesce(r.running, 0), 'lagSeconds', q.lag,
+                        'retrying', coalesce(rt.retrying, 0), 'waiting', coalesce(w.waiting, 0), 'running', coalesce(r.running, 0), 'lagSeconds', q.lag,
                         'completed', coalesce(e.completed, 0), 'dead', coalesce(e.dead, 0), 'paused', p.kind IS NOT NULL)
                         ORDER BY k.kind), '[]')
-                 FROM (SELECT kind FROM queued UNION SELECT kind FROM running UNION SELECT kind FROM ended UNION SELECT kind FROM paused) k
-                 LEFT JOIN queued q USING (kind) LEFT JOIN retrying rt USING (kind) LEFT JOIN running r USING (kind)
+                 FROM (SELECT kind FROM queued UNION SELECT kind FROM waiting UNION SELECT kind FROM running
+                       UNION SELECT kind FROM ended UNION SELECT kind FROM paused) k
+                 LEFT JOIN queued q USING (kind) LEFT JOIN retrying rt USING (kind) LEFT JOIN waiting w USING (kind)
+                 LEFT JOIN running r USING (kind)
                  LEFT JOIN ended e USING (kind)
                  LEFT JOIN paused p USING (kind))::text AS kinds,
                 (SELECT coalesce(json_agg(json_build_array(minutes_ago, completed, failed)), '[]')

@@ -81,7 +81,12 @@ public struct PostgresQueueDriver: QueueDriver {
     public func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
         return try await withSpan("enqueue", ofKind: .producer) { span in
-            let enqueued = try await insert(jobs, announce: announce, traceParent: TracePropagation.traceParent())
+            let traceParent = TracePropagation.traceParent()
+            // Jobs that run after others take the dependencies' row locks in a transaction of
+            // their own (`insertAfter`); every other batch stays one statement.
+            let enqueued = jobs.contains(where: { !$0.after.isEmpty })
+                ? try await inTransaction { try await insertAfter(jobs, announce: announce, traceParent: traceParent, on: $0) }
+                : try await insert(jobs, announce: announce, traceParent: traceParent, on: executor)
             if jobs.count == 1 {
                 span.attributes[TraceAttribute.jobID] = enqueued[0].id
                 span.attributes[TraceAttribute.kind] = jobs[0].kind.rawValue
@@ -92,16 +97,22 @@ public struct PostgresQueueDriver: QueueDriver {
         }
     }
 
-    private func insert(_ jobs: [NewJob], announce: Bool, traceParent: String?) async throws -> [EnqueuedJob] {
+    /// Inserts `jobs` in one statement on `executor`. `pending`: per job, how many of its
+    /// dependencies are not completed (`lockDependencies`); nil when no job of the batch has any.
+    func insert(
+        _ jobs: [NewJob], pending: [Int]? = nil, announce: Bool, traceParent: String?, on executor: any PostgresExecutor
+    ) async throws -> [EnqueuedJob] {
         // Keys repeated inside the batch would make ON CONFLICT touch a row twice: send each once.
         var unique: [NewJob] = []
+        var uniquePending: [Int] = []
         var firstIndexOfKey: [String: Int] = [:]
-        for job in jobs {
+        for (index, job) in jobs.enumerated() {
             if let key = job.idempotencyKey {
                 if firstIndexOfKey[key] != nil { continue }
                 firstIndexOfKey[key] = unique.count
             }
             unique.append(job)
+            if let pending { uniquePending.append(pending[index]) }
         }
         // ON CONFLICT makes every row a speculative insertion (extra locking and WAL), so only
         // batches that carry keys pay for it.
@@ -131,6 +142,17 @@ public struct PostgresQueueDriver: QueueDriver {
             parameters.append(PostgresArray(unique.map(\.callbackURL)))
             extraColumns += ", callback_url"; extraValues += ", callback_url"
             extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", callback_url"
+        }
+        // And only batches with dependencies name theirs: the ids (joined by spaces, as the
+        // limit keys), the count still pending, and the state that count makes.
+        if let pending {
+            parameters.append(PostgresArray(unique.map { $0.after.map(String.init).joined(separator: " ") }))
+            extraColumns += ", depends_on"; extraValues += ", string_to_array(nullif(depends_on, ''), ' ')::bigint[]"
+            extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", depends_on"
+            parameters.append(PostgresArray(uniquePending))
+            extraColumns += ", waiting_on, state"
+            extraValues += ", waiting_on, CASE WHEN waiting_on > 0 THEN 'waiting'::job_state ELSE 'available'::job_state END"
+            extraInputs += ", $\(parameters.count)::integer[]"; extraNames += ", waiting_on"
         }
         // And only traced batches (tracing on) name the trace's, one value for the whole batch.
         if let traceParent {
@@ -359,10 +381,11 @@ public struct PostgresQueueDriver: QueueDriver {
                 WITH target AS (SELECT id, state AS previous FROM jobs WHERE id = $1 FOR UPDATE),
                 changed AS (
                     UPDATE jobs SET
-                        state = CASE WHEN jobs.state = 'available' THEN 'cancelled'::job_state ELSE jobs.state END,
-                        finished_at = CASE WHEN jobs.state = 'available' THEN now() ELSE jobs.finished_at END,
+                        state = CASE WHEN jobs.state IN ('waiting', 'available') THEN 'cancelled'::job_state ELSE jobs.state END,
+                        finished_at = CASE WHEN jobs.state IN ('waiting', 'available') THEN now() ELSE jobs.finished_at END,
+                        waiting_on = 0,
                         cancel_requested_at = coalesce(jobs.cancel_requested_at, now())
-                    FROM target WHERE jobs.id = target.id AND jobs.state IN ('available', 'running')
+                    FROM target WHERE jobs.id = target.id AND jobs.state IN ('waiting', 'available', 'running')
                     RETURNING jobs.id, jobs.state, jobs.finish_watched, jobs.limit_keys
                 ),
                 notified AS (\(Self.notifyFinished(from: "changed")))
@@ -371,7 +394,7 @@ public struct PostgresQueueDriver: QueueDriver {
                 """, [id]).rows
             guard let row = rows.first else { return .notFound }
             switch JobState(rawValue: try row.string("previous")) {
-            case .available: return .cancelled
+            case .waiting, .available: return .cancelled
             case .running:
                 let owner = row["lease_owner"]
                 try await connection.announce(.cancel(jobId: id, owner: owner), on: QueueChannel.control)
@@ -387,14 +410,17 @@ public struct PostgresQueueDriver: QueueDriver {
             SELECT id, kind, queue, state, priority, attempt, max_attempts, payload, result, errors, idempotency_key,
                 lease_owner, cancel_requested_at IS NOT NULL AS cancel_requested,
                 extract(epoch FROM created_at) AS created_at, extract(epoch FROM run_at) AS run_at,
-                extract(epoch FROM started_at) AS started_at, extract(epoch FROM finished_at) AS finished_at
+                extract(epoch FROM started_at) AS started_at, extract(epoch FROM finished_at) AS finished_at,
+                array_to_string(depends_on, ' ') AS depends_on,
+                (SELECT string_agg(d.id::text, ' ' ORDER BY d.id) FROM jobs d
+                 WHERE d.id = ANY (jobs.depends_on) AND d.state <> 'completed') AS waiting_on
             FROM jobs WHERE id = $1
             """, [id]).rows.first else { return nil }
         guard let state = JobState(rawValue: try row.string("state")) else {
             throw PostgresError.decoding(column: "state", value: row["state"], expected: "job_state")
         }
         let errors = try PostgresJSON.makeDecoder().decode([JobAttemptError].self, from: Data(try row.string("errors").utf8))
-        return JobRecord(
+        var record = JobRecord(
             id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), queue: try row.string("queue"),
             state: state, priority: try row.int("priority"), attempt: try row.int("attempt"),
             maxAttempts: try row.int("max_attempts"), payload: try row.string("payload"), result: row["result"],
@@ -402,6 +428,18 @@ public struct PostgresQueueDriver: QueueDriver {
             cancelRequested: try row.bool("cancel_requested"), createdAt: try row.date("created_at"),
             runAt: try row.date("run_at"), startedAt: try row.optionalDate("started_at"),
             finishedAt: try row.optionalDate("finished_at"))
+        record.dependsOn = try Self.ids(row, "depends_on")
+        record.waitingOn = try Self.ids(row, "waiting_on")
+        return record
+    }
+
+    /// A column of ids joined by spaces (NULL: none).
+    static func ids(_ row: PostgresRow, _ column: String) throws -> [Int64] {
+        guard let text = row[column], !text.isEmpty else { return [] }
+        return try text.split(separator: " ").map { part in
+            guard let id = Int64(part) else { throw PostgresError.decoding(column: column, value: text, expected: "job ids") }
+            return id
+        }
     }
 
     public func jobRescueExpired(limit: Int) async throws -> [RescuedJob] {
@@ -547,22 +585,25 @@ public struct PostgresQueueDriver: QueueDriver {
                 SELECT kind,
                     count(*) FILTER (WHERE state = 'completed') AS completed,
                     count(*) FILTER (WHERE state = 'dead') AS dead,
-                    count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+                    count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+                    count(*) FILTER (WHERE state = 'cancelled' AND last_error_code = '\(JobErrorCode.dependencyFailed)') AS dependency_failed
                 FROM jobs WHERE finished_at > now() - make_interval(secs => $1) AND state IN ('completed', 'dead', 'cancelled')
                 GROUP BY kind
             )
             SELECT k.kind, coalesce(q.due, 0) AS due, coalesce(q.scheduled, 0) AS scheduled, coalesce(r.running, 0) AS running,
-                coalesce(rt.retrying, 0) AS retrying, coalesce(f.completed, 0) AS completed, coalesce(f.dead, 0) AS dead,
+                coalesce(rt.retrying, 0) AS retrying, coalesce(w.waiting, 0) AS waiting, coalesce(f.completed, 0) AS completed,
+                coalesce(f.dependency_failed, 0) AS dependency_failed, coalesce(f.dead, 0) AS dead,
                 coalesce(f.cancelled, 0) AS cancelled, q.lag AS oldest_due_age
-            FROM (SELECT kind FROM queued UNION SELECT kind FROM running UNION SELECT kind FROM finished) k
-            LEFT JOIN queued q USING (kind) LEFT JOIN retrying rt USING (kind) LEFT JOIN running r USING (kind)
-            LEFT JOIN finished f USING (kind)
+            FROM (SELECT kind FROM queued UNION SELECT kind FROM waiting UNION SELECT kind FROM running UNION SELECT kind FROM finished) k
+            LEFT JOIN queued q USING (kind) LEFT JOIN retrying rt USING (kind) LEFT JOIN waiting w USING (kind)
+            LEFT JOIN running r USING (kind) LEFT JOIN finished f USING (kind)
             ORDER BY k.kind
             """, [window.seconds]).rows
         return try rows.map { row in
             KindStats(
                 kind: JobKind(rawValue: try row.string("kind")), due: try row.int("due"), scheduled: try row.int("scheduled"),
-                running: try row.int("running"), retrying: try row.int("retrying"), completed: try row.int("completed"),
+                running: try row.int("running"), retrying: try row.int("retrying"), waiting: try row.int("waiting"),
+                completed: try row.int("completed"), dependencyFailed: try row.int("dependency_failed"),
                 dead: try row.int("dead"), cancelled: try row.int("cancelled"),
                 oldestDueAge: row["oldest_due_age"] == nil ? nil : .milliseconds(Int64(try row.double("oldest_due_age") * 1000)))
         }
@@ -618,6 +659,12 @@ public enum QueueError: Error, CustomStringConvertible, Sendable, Equatable {
     case internalMismatch(String)
     /// A `ConcurrencyLimit` that cannot be stored; the text says why.
     case invalidLimit(String)
+    /// `after` names jobs that do not exist (pruned, or never were).
+    case unknownDependencies([Int64])
+    /// `after` names a job that already ended `dead` or `cancelled`: the new job could never run.
+    case failedDependency(id: Int64, state: JobState)
+    /// A `JobGraph` that cannot be enqueued; the text says why.
+    case invalidGraph(String)
 
     public var description: String {
         switch self {
@@ -625,6 +672,10 @@ public enum QueueError: Error, CustomStringConvertible, Sendable, Equatable {
         case .invalidLimit(let reason): "invalid limit: \(reason)"
         case .invalidJob(let field, let reason): "invalid job: \(field.rawValue) \(reason)"
         case .internalMismatch(let reason): "queue driver mismatch: \(reason)"
+        case .unknownDependencies(let ids):
+            "invalid job: after names \(ids.count == 1 ? "job \(ids[0]), which does not" : "jobs \(ids.map(String.init).joined(separator: ", ")), which do not") exist"
+        case .failedDependency(let id, let state): "invalid job: after names job \(id), which already ended \(state.rawValue): it could never run"
+        case .invalidGraph(let reason): "invalid job graph: \(reason)"
         }
     }
 }

@@ -32,6 +32,17 @@ public protocol QueueDriver: Sendable {
     /// Per kind: jobs due, scheduled, running, waiting for a retry, finished within `window`, and the oldest due job's age.
     func jobStats(window: Duration) async throws -> [KindStats]
 
+    // Dependencies (`docs/queue.md`, "Dependencies").
+    /// Inserts a graph's jobs, each after the jobs it names, in one transaction; in node order.
+    func jobInsertGraph(_ graph: JobGraph, announce: Bool) async throws -> [EnqueuedJob]
+    /// The jobs `id` runs after, ascending, with their results.
+    func jobDependencies(of id: Int64) async throws -> [JobDependency]
+    /// Up to `limit` jobs that run after `id` and wait for it (while it has not ended), ascending (no results).
+    func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency]
+    /// Dependents released and dependents ended `DEPENDENCY_FAILED`, fleet-wide, since the schema
+    /// was created (counters that may run ahead by what rolled-back transactions did).
+    func jobDependencyTotals() async throws -> DependencyTotals
+
     // Job control (operators; `docs/queue.md`, "Job control").
     /// Jobs matching `filter`, newest first, with ids below `before` (keyset pages), at most `limit`.
     func jobList(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary]
@@ -102,6 +113,11 @@ extension QueueDriver {
     }
 }
 
+public struct DependencyTotals: Sendable, Equatable {
+    public let released: Int
+    public let failed: Int
+}
+
 /// One key's rule (nil: none limits it) and its use now.
 public struct LimitLoad: Sendable, Equatable {
     public let rule: ConcurrencyLimit?
@@ -127,8 +143,12 @@ public struct KindStats: Sendable, Equatable {
     public let running: Int
     /// Available after at least one failed attempt.
     public let retrying: Int
+    /// Waiting for the jobs they run after.
+    public let waiting: Int
     /// Finished within the window, by terminal state.
     public let completed: Int
+    /// Of the cancelled: those a failed dependency ended (`DEPENDENCY_FAILED`).
+    public let dependencyFailed: Int
     public let dead: Int
     public let cancelled: Int
     /// How long the oldest due job has been due (the queue's lag); nil when none is due.

@@ -5,10 +5,16 @@ import Metrics
 import ServiceLifecycle
 
 /// Queue depth and lag per kind as gauges, for `/metrics` (the same numbers as `dispatcher stats`):
-/// - `fleet_queue_jobs{kind,state}`: `due`, `scheduled` (delayed or backing off), `running`
+/// - `fleet_queue_jobs{kind,state}`: `due`, `scheduled` (delayed or backing off), `running`,
+///   `waiting` (for the jobs they run after)
 /// - `fleet_queue_retrying_jobs{kind}`: waiting for another attempt after a failure
 /// - `fleet_queue_oldest_due_seconds{kind}`: how long the oldest due job has waited (0: none)
 /// - `fleet_queue_dead_last_hour{kind}`: jobs ended `dead` in the last hour, by whoever ended them
+/// - `fleet_queue_dependency_failed_last_hour{kind}`: jobs ended `cancelled` with `DEPENDENCY_FAILED`
+///   in the last hour
+/// - `fleet_queue_dependency_releases`, `fleet_queue_dependency_failures`: dependents released, and
+///   ended `DEPENDENCY_FAILED`, fleet-wide since the schema was created (counters the database
+///   keeps, in the transactions that do it; read them with `rate()`)
 /// - `fleet_queue_paused{kind}`: 1 while the kind is paused (`queue.pause`), else 0
 /// - `fleet_limit_max_running{key}`, `fleet_limit_rate{key}` (in force; -1: none), `fleet_limit_running{key}`,
 ///   `fleet_limit_waiting{key}` (due jobs of exact keys), `fleet_limit_keys{key}` (keys in use under it)
@@ -55,16 +61,28 @@ public struct QueueGauges: Service {
         for kind in kinds.union(byKind.keys) {
             let line = byKind[kind]
             let dimensions = [("kind", kind.rawValue)]
-            for (state, count) in [("due", line?.due), ("scheduled", line?.scheduled), ("running", line?.running)] {
+            for (state, count) in [("due", line?.due), ("scheduled", line?.scheduled), ("running", line?.running), ("waiting", line?.waiting)] {
                 Gauge(label: "fleet_queue_jobs", dimensions: dimensions + [("state", state)]).record(count ?? 0)
             }
             Gauge(label: "fleet_queue_retrying_jobs", dimensions: dimensions).record(line?.retrying ?? 0)
             Gauge(label: "fleet_queue_oldest_due_seconds", dimensions: dimensions).record(line?.oldestDueAge?.seconds ?? 0)
             Gauge(label: "fleet_queue_dead_last_hour", dimensions: dimensions).record(line?.dead ?? 0)
+            Gauge(label: "fleet_queue_dependency_failed_last_hour", dimensions: dimensions).record(line?.dependencyFailed ?? 0)
             Gauge(label: "fleet_queue_paused", dimensions: dimensions).record(pausedKinds.contains(kind.rawValue) ? 1 : 0)
         }
         await refreshLimits()
+        await refreshDependencyTotals()
         Gauge(label: "fleet_queue_stats_timestamp_seconds").record(Date().timeIntervalSince1970)
+    }
+
+    private func refreshDependencyTotals() async {
+        do {
+            let totals = try await queue.driver.jobDependencyTotals()
+            Gauge(label: "fleet_queue_dependency_releases").record(totals.released)
+            Gauge(label: "fleet_queue_dependency_failures").record(totals.failed)
+        } catch {
+            logger.warning("dependency gauges not refreshed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Per rule of one key (`provider:…`): its limit, running, waiting and rate in force. Keys

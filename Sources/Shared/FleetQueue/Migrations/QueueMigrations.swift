@@ -4,5 +4,8 @@ import FleetPostgres
 /// schedule's slots, pauses and the audit trail, limits, and the columns other modules' features
 /// keep on a job.
 public enum QueueMigrations {
-    public static let all = [jobQueue, scheduleSlots, jobControl, concurrencyLimits, jobCallbackColumn, consoleIndexes, jobTraces, workerLocks, finishedJobsIndex, finishWatches]
+    public static let all = [
+        jobQueue, scheduleSlots, jobControl, concurrencyLimits, jobCallbackColumn, consoleIndexes, jobTraces, workerLocks, finishedJobsIndex,
+        finishWatches, waitingState, jobDependencies,
+    ]
 }

@@ -31,6 +31,11 @@ public struct JobContext: Sendable {
     /// retried or rescued run does not enqueue them twice.
     public let queue: JobQueue
 
+    /// The jobs `job` runs after (`NewJob.after`), each with the result its handler recorded.
+    public func dependencies(of job: ClaimedJob) async throws -> [JobDependency] {
+        try await queue.dependencies(of: job.id)
+    }
+
     public init(logger: Logger, workerID: String, queue: JobQueue) {
         self.logger = logger
         self.workerID = workerID

@@ -271,7 +271,7 @@ public final class WorkerRuntime: Service, Sendable {
             logger.warning("job abandoned: its lease was lost")
             return nil
         case (_, .success(let value)):
-            outcome = .completed(result: value?.jsonText)
+            outcome = completion(of: job, result: value?.jsonText)
         case (.cancelRequested, .failure):
             outcome = .cancelled
         case (.shutdown, .failure):
@@ -281,6 +281,16 @@ public final class WorkerRuntime: Service, Sendable {
         }
         log(outcome, of: job, logger: logger)
         return outcome
+    }
+
+    /// Completed with its result, or dead when the result is over `JobResultLimit.maxBytes`.
+    private func completion(of job: ClaimedJob, result: String?) -> JobOutcome.Kind {
+        do {
+            if let result { try JobResultLimit.check(result) }
+            return .completed(result: result)
+        } catch {
+            return failure(of: job, error)
+        }
     }
 
     private func failure(of job: ClaimedJob, _ error: any Error) -> JobOutcome.Kind {

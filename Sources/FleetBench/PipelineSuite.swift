@@ -1,0 +1,117 @@
+import ArgumentParser
+import DrillKinds
+import FleetQueue
+import Foundation
+
+/// `fleet-bench pipeline`: jobs that run after others (`docs/queue.md`, "Dependencies"). The
+/// release latency on an idle fleet (the last dependency's completion to the dependent's start,
+/// both the database's times), and the drain of jobs in chains against the same number of
+/// independent jobs in the same run, alternating.
+struct PipelineSuite: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pipeline", abstract: "Dependencies: release latency, and the drain of chained jobs against independent ones.")
+
+    @OptionGroup var options: SuiteOptions
+    @Option(help: "Dependent jobs timed for the release latency, per round.") var samples = 300
+    @Option(help: "Jobs per drain measurement.") var drainJobs = 20_000
+    @Option(help: "Jobs per chain (each after the one before).") var chainLength = 10
+    @Option(help: "Worker processes draining.") var workers = 1
+
+    func run() async throws {
+        let database = try await BenchDatabase.prepare()
+        let bench = FleetQueueBench(database: database, workerConcurrency: 1_000)
+        var report = Report()
+        for round in 1...max(1, options.repeats) {
+            progress("round \(round)/\(options.repeats): release latency, \(samples) dependents")
+            let (p50, p99) = try await releaseLatency(bench, database)
+            report.add("pipeline.release_p50", p50, unit: "ms")
+            report.add("pipeline.release_p99", p99, unit: "ms")
+            // Alternating which goes first, so a drift of the machine does not favour one.
+            for chained in round.isMultiple(of: 2) ? [true, false] : [false, true] {
+                progress("round \(round)/\(options.repeats): drain of \(drainJobs) \(chained ? "jobs in chains of \(chainLength)" : "independent jobs")")
+                report.add(chained ? "pipeline.drain_chained" : "pipeline.drain_independent",
+                           try await drain(bench, database, chained: chained), unit: "jobs/s")
+            }
+        }
+        let independent = report.median("pipeline.drain_independent"), chained = report.median("pipeline.drain_chained")
+        let ratio = independent.flatMap { i in chained.map { $0 / i } }
+        if options.json {
+            var lines = report.medians
+            if let ratio { lines.append(Measurement(metric: "pipeline.drain_chained.ratio", value: ratio, unit: "x")) }
+            printJSONLines(lines)
+        } else {
+            let p99 = report.median("pipeline.release_p99")
+            printTable(title: "pipeline suite: medians of \(options.repeats) rounds", peerName: "independent", rows: [
+                Comparison(name: "release_p50", unit: "ms", fleet: report.median("pipeline.release_p50"), peer: nil, lowerIsBetter: true,
+                           target: "-", met: nil),
+                Comparison(name: "release_p99", unit: "ms", fleet: p99, peer: nil, lowerIsBetter: true, target: "<= 5", met: p99.map { $0 <= 5 }),
+                Comparison(name: "drain_chained", unit: "jobs/s", fleet: chained, peer: independent, lowerIsBetter: false,
+                           target: ">= 0.8x independent", met: ratio.map { $0 >= 0.8 }),
+            ], notes: [
+                "release: drill.noop after one drill.noop, one worker process idle otherwise; the dependent's started_at minus its dependency's finished_at (the database's clock), one pair every 15 ms",
+                "drain: \(drainJobs) drill.noop jobs, \(workers) worker process(es); chained: \(drainJobs / chainLength) chains of \(chainLength), each job after the one before; enqueued while the kind is paused, timed from the resume",
+                "server: \(try await database.settings())",
+            ])
+        }
+    }
+
+    /// Milliseconds from a dependency's completion to its dependent's start.
+    private func releaseLatency(_ bench: FleetQueueBench, _ database: BenchDatabase) async throws -> (p50: Double, p99: Double) {
+        try await bench.reset()
+        let processes = try await bench.startWorkers(1)
+        defer { processes.forEach { $0.signal(SIGKILL) } }
+        for _ in 0..<samples {
+            let dependency = try await bench.queue.enqueue(NewJob(kind: .drillNoop)).id
+            var dependent = NewJob(kind: .drillNoop)
+            dependent.after = [dependency]
+            _ = try await bench.queue.enqueue(dependent)
+            try await Task.sleep(for: .milliseconds(15))
+        }
+        try await waitForCompleted(database, 2 * samples, timeout: .seconds(60))
+        try await bench.stop(processes)
+        let latencies = try await database.pool.query("""
+            SELECT extract(epoch FROM j.started_at - d.finished_at) * 1000 AS ms
+            FROM jobs j JOIN jobs d ON d.id = j.depends_on[1] ORDER BY 1
+            """).rows.map { try $0.double("ms") }
+        guard latencies.count == samples else { throw BenchError("\(latencies.count) of \(samples) dependents ran") }
+        return (percentile(latencies, 0.50), percentile(latencies, 0.99))
+    }
+
+    /// Jobs per second drained: enqueued while their kind is paused, timed from the resume.
+    private func drain(_ bench: FleetQueueBench, _ database: BenchDatabase, chained: Bool) async throws -> Double {
+        try await bench.reset()
+        let driver = bench.queue.driver
+        _ = try await driver.queuePause(.kind(.drillNoop), by: "fleet-bench")
+        let processes = try await bench.startWorkers(workers)
+        defer { processes.forEach { $0.signal(SIGKILL) } }
+        if chained {
+            // Link by link: each link's jobs after the previous link's, one batch per link.
+            var previous: [Int64] = []
+            for _ in 0..<chainLength {
+                let link = (0..<(drainJobs / chainLength)).map { index in
+                    var job = NewJob(kind: .drillNoop)
+                    if !previous.isEmpty { job.after = [previous[index]] }
+                    return job
+                }
+                previous = try await bench.queue.enqueue(link).map(\.id)
+            }
+        } else {
+            _ = try await bench.queue.enqueue(Array(repeating: NewJob(kind: .drillNoop), count: drainJobs))
+        }
+        try await database.pool.query("VACUUM ANALYZE jobs")
+        let started = ContinuousClock.now
+        _ = try await driver.queueResume(.kind(.drillNoop))
+        try await waitForCompleted(database, drainJobs, timeout: .seconds(300))
+        let elapsed = ContinuousClock.now - started
+        try await bench.stop(processes)
+        return Double(drainJobs) / elapsed.seconds
+    }
+
+    private func waitForCompleted(_ database: BenchDatabase, _ count: Int, timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try await database.pool.query("SELECT count(*) AS n FROM jobs WHERE state = 'completed'").rows[0].int("n") < count {
+            guard ContinuousClock.now < deadline else { throw BenchError("\(count) jobs did not complete in time") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}

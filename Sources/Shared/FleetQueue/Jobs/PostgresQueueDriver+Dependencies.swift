@@ -1,0 +1,155 @@
+import FleetPostgres
+import FleetSupport
+import Tracing
+
+/// Dependencies (`docs/queue.md`, "Dependencies"): enqueueing jobs that run after others, a
+/// graph of them, and reading what they ran after. Releasing and failing dependents is the
+/// trigger `jobs_dependents`' (migration 17), in the transaction that ends the dependency.
+extension PostgresQueueDriver {
+    /// Locks the dependencies' rows in id order until the transaction ends (so none can end
+    /// meanwhile: whoever ends one later finds the dependent inserted, and its trigger settles it)
+    /// and marks those not ended yet as having dependents; answers each found job's state, read
+    /// after the lock (the newest, committed before the lock was granted).
+    static let lockDependenciesSQL = """
+        WITH locked AS MATERIALIZED (
+            SELECT id, state FROM jobs WHERE id = ANY ($1::bigint[]) ORDER BY id FOR NO KEY UPDATE
+        ),
+        marked AS (
+            UPDATE jobs SET has_dependents = true FROM locked
+            WHERE jobs.id = locked.id AND locked.state IN ('waiting', 'available', 'running') AND NOT jobs.has_dependents
+            RETURNING jobs.id
+        )
+        SELECT id, state FROM locked WHERE (SELECT count(*) FROM marked) >= 0
+        """
+
+    /// Inserts edges of `job_dependencies` ($1 dependencies, $2 their dependents).
+    static let linkDependenciesSQL = """
+        INSERT INTO job_dependencies (depends_on, job_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING
+        """
+
+    /// Runs `body` in a transaction: the caller's, or one of its own on a pooled connection,
+    /// tried again when PostgreSQL broke a deadlock by aborting it (two enqueues locking shared
+    /// dependencies do so in id order, but a worker's outcome batch locks its jobs in its own).
+    func inTransaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        if executor.joinsCallerTransaction { return try await executor.withConnection(body) }
+        var attempt = 1
+        while true {
+            do {
+                return try await executor.withConnection { try await $0.transaction(body) }
+            } catch PostgresError.server(let state, _, _) where state == "40P01" && attempt < 3 {
+                attempt += 1
+            }
+        }
+    }
+
+    /// Inserts jobs of which some run after others, within the caller's transaction on
+    /// `connection`. A job whose idempotency key is taken answers that job without looking at
+    /// its dependencies again (they may have ended since it was enqueued).
+    func insertAfter(_ jobs: [NewJob], announce: Bool, traceParent: String?, on connection: PostgresConnection) async throws -> [EnqueuedJob] {
+        let keys = jobs.compactMap(\.idempotencyKey)
+        var existing: [String: Int64] = [:]
+        if !keys.isEmpty {
+            for row in try await connection.query(
+                "SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY ($1::text[])", [PostgresArray(keys)]).rows {
+                existing[try row.string("idempotency_key")] = try row.int64("id")
+            }
+        }
+        let fresh = jobs.filter { $0.idempotencyKey.map { existing[$0] == nil } ?? true }.map { job in
+            // Each dependency once: the trigger counts one completion per dependency.
+            var job = job
+            job.after = Set(job.after).sorted()
+            return job
+        }
+        let wanted = Set(fresh.flatMap(\.after)).sorted()
+        var states: [Int64: JobState] = [:]
+        if !wanted.isEmpty {
+            for row in try await connection.query(Self.lockDependenciesSQL, [PostgresArray(wanted)]).rows {
+                guard let state = JobState(rawValue: try row.string("state")) else { throw QueueError.internalMismatch("unknown job state") }
+                states[try row.int64("id")] = state
+            }
+        }
+        let missing = wanted.filter { states[$0] == nil }
+        guard missing.isEmpty else { throw QueueError.unknownDependencies(missing) }
+        if let failed = wanted.first(where: { states[$0] == .dead || states[$0] == .cancelled }) {
+            throw QueueError.failedDependency(id: failed, state: states[failed]!)
+        }
+        let pending = fresh.map { job in job.after.filter { states[$0] != .completed } }
+        let enqueued = try await insert(fresh, pending: pending.map(\.count), announce: announce, traceParent: traceParent, on: connection)
+        // The edges the dependencies' trigger settles: one per dependency not completed, of each new job.
+        var edges: (dependencies: [Int64], jobs: [Int64]) = ([], [])
+        for (job, dependencies) in zip(enqueued, pending) where job.isNew {
+            edges.dependencies += dependencies
+            edges.jobs += Array(repeating: job.id, count: dependencies.count)
+        }
+        if !edges.jobs.isEmpty {
+            try await connection.query(Self.linkDependenciesSQL, [PostgresArray(edges.dependencies), PostgresArray(edges.jobs)])
+        }
+        var inserted = enqueued.makeIterator()
+        return try jobs.map { job in
+            if let key = job.idempotencyKey, let id = existing[key] { return EnqueuedJob(id: id, isNew: false) }
+            guard let next = inserted.next() else { throw QueueError.internalMismatch("fewer rows than jobs") }
+            return next
+        }
+    }
+
+    public func jobInsertGraph(_ graph: JobGraph, announce: Bool) async throws -> [EnqueuedJob] {
+        try await withSpan("enqueue graph", ofKind: .producer) { span in
+            span.attributes[TraceAttribute.jobCount] = graph.nodes.count
+            let traceParent = TracePropagation.traceParent()
+            let enqueued = try await inTransaction { connection in
+                var enqueued = [EnqueuedJob?](repeating: nil, count: graph.nodes.count)
+                // Layer by layer, each node after the ids its dependencies got in earlier layers.
+                for layer in graph.layers {
+                    let jobs = layer.map { index in
+                        var job = graph.nodes[index].job
+                        job.after += graph.localDependencies[index].map { enqueued[$0]!.id }
+                        return job
+                    }
+                    let answered = jobs.contains(where: { !$0.after.isEmpty })
+                        ? try await insertAfter(jobs, announce: announce, traceParent: traceParent, on: connection)
+                        : try await insert(jobs, announce: announce, traceParent: traceParent, on: connection)
+                    for (index, job) in zip(layer, answered) { enqueued[index] = job }
+                }
+                let all = enqueued.map { $0! }
+                // Enqueued again under its key, a graph answers its first jobs; a key that named
+                // some of these jobs and not others named another graph.
+                if Set(all.map(\.isNew)).count > 1 {
+                    throw QueueError.invalidGraph("its idempotency key already names a graph of other jobs")
+                }
+                return all
+            }
+            return enqueued
+        }
+    }
+
+    public func jobDependencies(of id: Int64) async throws -> [JobDependency] {
+        try await executor.query("""
+            SELECT d.id, d.kind, d.state, d.result::text AS result
+            FROM jobs j JOIN jobs d ON d.id = ANY (j.depends_on) WHERE j.id = $1 ORDER BY d.id
+            """, [id]).rows.map(JobDependency.init(row:))
+    }
+
+    public func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency] {
+        try await executor.query("""
+            SELECT j.id, j.kind, j.state, NULL::text AS result
+            FROM job_dependencies e JOIN jobs j ON j.id = e.job_id WHERE e.depends_on = $1 ORDER BY j.id LIMIT $2
+            """, [id, limit]).rows.map(JobDependency.init(row:))
+    }
+
+    public func jobDependencyTotals() async throws -> DependencyTotals {
+        let row = try await executor.query("""
+            SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_dependency_releases) AS released,
+                   (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_dependency_failures) AS failed
+            """).rows[0]
+        return DependencyTotals(released: try row.int("released"), failed: try row.int("failed"))
+    }
+}
+
+extension JobDependency {
+    init(row: PostgresRow) throws {
+        guard let state = JobState(rawValue: try row.string("state")) else {
+            throw PostgresError.decoding(column: "state", value: row["state"], expected: "job_state")
+        }
+        self.init(id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), state: state, result: row["result"])
+    }
+}
