@@ -28,6 +28,17 @@ struct PgBouncer: Sendable {
         directURL.replacingOccurrences(of: "127.0.0.1:\(cluster.port)/", with: "127.0.0.1:\(port)/")
     }
 
+    /// The server connections PgBouncer holds for `database` (`SHOW POOLS` on its admin console:
+    /// active, idle, used, being tested or logging in).
+    func serverConnections(of database: String, admin: PostgresConnection) async throws -> Int {
+        let rows = try await admin.query("SHOW POOLS").rows
+        return try rows.filter { $0["database"] == database }.reduce(0) { total, row in
+            try total + ["sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login"].reduce(0) { try $0 + row.int($1) }
+        }
+    }
+
+    var adminURL: String { "postgresql://postgres@127.0.0.1:\(port)/pgbouncer" }
+
     func start() async throws {
         try await script("start", "--pg-port", "\(cluster.port)", "--pool-size", "\(Self.poolSize)", "--mode", "transaction")
     }
@@ -47,18 +58,31 @@ struct PgBouncer: Sendable {
 }
 
 /// The server connections of one database, from `pg_stat_activity` (asked on the `postgres`
-/// database, so the question adds none): those of LISTEN sessions (`wearbloom-listener`) and the
-/// rest (through PgBouncer: its server connections).
+/// database, so the question adds none): those over the cluster's Unix socket (where the tests'
+/// LISTEN sessions connect, `PostgresCluster.socketURL`) and those over TCP (PgBouncer's).
 struct ServerConnections: Sendable, Equatable {
     var listeners = 0
     var others = 0
 
-    static func of(database: String, on cluster: PostgresCluster, admin: PostgresConnection) async throws -> ServerConnections {
+    static func of(database: String, admin: PostgresConnection) async throws -> ServerConnections {
         let row = try await admin.query("""
-            SELECT count(*) FILTER (WHERE application_name = 'wearbloom-listener') AS listeners,
-                   count(*) FILTER (WHERE application_name IS DISTINCT FROM 'wearbloom-listener') AS others
+            SELECT count(*) FILTER (WHERE client_addr IS NULL) AS listeners, count(*) FILTER (WHERE client_addr IS NOT NULL) AS others
             FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'
             """, [database]).rows[0]
         return ServerConnections(listeners: try row.int("listeners"), others: try row.int("others"))
+    }
+}
+
+extension PostgresCluster {
+    /// `directURL` (a database of this cluster) over its Unix socket instead of TCP.
+    func socketURL(_ directURL: String) async throws -> String {
+        let output = temporaryPath("pg-dir")
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let status = try await ChildProcess.run(packageRoot.appendingPathComponent("scripts/pg.sh").path,
+                                                ["dir", "--dir", directory], outputPath: output)
+        guard status == 0 else { throw TestFailure("scripts/pg.sh dir exited \(status)") }
+        let socketDirectory = try String(contentsOfFile: output, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let database = directURL.split(separator: "/").last!
+        return "postgresql://postgres@/\(database)?host=\(socketDirectory)&port=\(port)"
     }
 }
