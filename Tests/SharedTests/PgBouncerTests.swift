@@ -1,3 +1,4 @@
+import DispatcherProtocol
 import DrillKinds
 @testable import FleetQueue
 import FleetPostgres
@@ -147,6 +148,35 @@ import Testing
         #expect(most.others <= PgBouncer.poolSize + 1, "server connections through PgBouncer: \(most.others)")
         #expect(most.listeners <= processes + 1, "LISTEN sessions: \(most.listeners)")
         print("pgbouncer: \(processes) processes, \(kills) SIGKILLs, \(total) jobs: at most \(mostPooled) server connections held by PgBouncer (pool \(PgBouncer.poolSize)), \(most.others) in pg_stat_activity + \(most.listeners) LISTEN sessions; \(runs.count - total) runs again after a kill")
+    }
+
+    /// The dispatcher (its migrations, schedule, reaper and `wait`s) and a worker both through
+    /// PgBouncer, with the LISTEN sessions direct or none (poll-only, every 200 ms): jobs
+    /// enqueued over the socket complete, and every `wait` is answered with the completion.
+    @Test(arguments: [false, true]) func aDispatcherAndAWorkerThroughPgBouncerAnswerEveryWait(pollOnly: Bool) async throws {
+        let q = try await TestQueue.make(executor: .pgbouncer)
+        let pooled = PgBouncer.shared.url(through: q.url)
+        let environment = [
+            "FLEET_DATABASE_STATEMENTS": "unnamed", "FLEET_LISTEN_DATABASE_URL": pollOnly ? "off" : q.url, "FLEET_POLL_INTERVAL_MS": "200",
+        ]
+        let dispatcher = try DispatcherProcess(databaseURL: pooled, environment: environment)
+        try await dispatcher.start()
+        defer { dispatcher.signal(SIGKILL) }
+        let worker = try WorkerProcess(databaseURL: pooled, environment: environment)
+        defer { worker.signal(SIGKILL) }
+        let client = try await dispatcher.client(poolSize: 4)
+        var jobs: [Int64] = []
+        for _ in 0..<20 { jobs.append(try await client.send(EnqueueRequest(kind: "drill.noop")).jobId) }
+        let answers = try await withThrowingTaskGroup(of: WaitRequest.Result.self) { group in
+            for job in jobs { group.addTask { try await client.send(WaitRequest(jobId: job, timeoutMs: 20_000)) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.count == jobs.count && answers.allSatisfy { !$0.timedOut && $0.job.state == .completed })
+        await client.close()
+        worker.signal(SIGTERM)
+        dispatcher.signal(SIGTERM)
+        #expect(await worker.wait() == 0, "\(worker.log)")
+        #expect(await dispatcher.wait(timeout: .seconds(30)) == 0, "\(dispatcher.log.suffix(2000))")
     }
 
     /// Poll-only through PgBouncer: no LISTEN session anywhere and no worker lock (its leases are
