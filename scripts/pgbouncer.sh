@@ -4,7 +4,7 @@
 #
 # usage: scripts/pgbouncer.sh start|stop|status|url [--port P] [--pg-port Q] [--pool-size N] [--mode MODE]
 #   start      write its configuration and start it (already running: reload the configuration)
-#   stop       stop it (immediate: client connections are closed)
+#   stop       stop it (SHUTDOWN on its admin console: client connections are closed)
 #   status     say whether it runs
 #   url        print the DATABASE_URL through it (database `wearbloom`)
 #   --port       where it listens on 127.0.0.1 (default 15339)
@@ -68,7 +68,7 @@ admin_users = postgres
 pool_mode = $mode
 default_pool_size = $pool_size
 reserve_pool_size = 0
-max_client_conn = 4000
+max_client_conn = 900
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 log_connections = 0
@@ -83,8 +83,7 @@ start() {
     kill -HUP "$(pid)"
     return
   fi
-  # Each client connection is a descriptor: room for max_client_conn and the server side.
-  ulimit -n 8192 2>/dev/null || true
+  # Each client connection is a descriptor: max_client_conn stays under the usual 1024.
   as_owner "$binary" -d -q "$dir/pgbouncer.ini" || { tail -20 "$dir/pgbouncer.log" >&2; exit 1; }
   for _ in $(seq 100); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return; fi
@@ -95,17 +94,20 @@ start() {
   exit 1
 }
 
+# By its admin console's SHUTDOWN, not a signal: a pgbouncer started from a process that blocks
+# SIGTERM and SIGINT (a Swift service handling them itself) inherits the blocked mask.
 stop() {
   running || return 0
   local p
   p=$(pid)
-  kill -TERM "$p"
+  "$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/psql" "postgresql://postgres@127.0.0.1:$port/pgbouncer" \
+    -qc SHUTDOWN >/dev/null 2>&1 || true   # the console drops the connection as it shuts down
   for _ in $(seq 100); do
     kill -0 "$p" 2>/dev/null || return 0
     sleep 0.05
   done
-  echo "pgbouncer.sh: pid $p still running after 5 s" >&2
-  exit 1
+  echo "pgbouncer.sh: pid $p did not shut down within 5 s; killing it" >&2
+  kill -KILL "$p"
 }
 
 case $command in
