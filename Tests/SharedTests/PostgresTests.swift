@@ -115,6 +115,12 @@ import Testing
         ])
         #expect(separate.listenDatabase == .url(direct) && separate.databaseStatements == .unnamed)
         #expect(try FleetSettings.load(from: ["DATABASE_URL": pooled, "FLEET_LISTEN_DATABASE_URL": "off"]).listenDatabase == .off)
+        // Unnamed statements (a transaction pooler) without saying where LISTEN goes: refused.
+        #expect {
+            _ = try FleetSettings.load(from: ["DATABASE_URL": pooled, "FLEET_DATABASE_STATEMENTS": "unnamed"])
+        } throws: { error in
+            (error as? ConfigurationError)?.variable == "FLEET_LISTEN_DATABASE_URL"
+        }
     }
 
     @Test func theHTTPListenerDefaultsPerExecutableAndCanBeTurnedOff() throws {

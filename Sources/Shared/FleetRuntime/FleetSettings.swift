@@ -82,9 +82,17 @@ public struct FleetSettings: Sendable {
             retry: RetryPolicy(
                 base: try reader.duration("FLEET_RETRY_BASE_MS", unit: .milliseconds(1), default: 2000, range: 1...3_600_000),
                 cap: try reader.duration("FLEET_RETRY_CAP_SECONDS", unit: .seconds(1), default: 3600, range: 1...86_400)))
+        let databaseStatements: StatementMode = try reader.choice("FLEET_DATABASE_STATEMENTS", default: .prepared)
+        // Unnamed statements mean a transaction pooler, through which a LISTEN (and the worker's
+        // session lock) would land on whichever server connection is free: say where it goes.
+        if databaseStatements == .unnamed && (environment["FLEET_LISTEN_DATABASE_URL"] ?? "").isEmpty {
+            throw ConfigurationError(
+                variable: "FLEET_LISTEN_DATABASE_URL",
+                reason: "must be set with FLEET_DATABASE_STATEMENTS=unnamed: a direct or session-mode URL for LISTEN, or off (poll-only)")
+        }
         return FleetSettings(
             databaseURL: databaseURL,
-            databaseStatements: try reader.choice("FLEET_DATABASE_STATEMENTS", default: .prepared),
+            databaseStatements: databaseStatements,
             listenDatabase: listenDatabase,
             storageRoot: environment["FLEET_STORAGE_ROOT"] ?? ".data/images",
             logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
