@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs the Debian packages if missing,
 # starts a throwaway PostgreSQL (fsync off) under .data/test-postgres on port
-# FLEET_TEST_PG_PORT (default: the first free port from 15330), builds, runs `swift test`, then the Node client's tests
+# FLEET_TEST_PG_PORT (default: the first free port from 15330) and a PgBouncer in transaction
+# mode in front of it (FLEET_TEST_PGBOUNCER_PORT, default: the next free port), builds, runs `swift test`, then the Node client's tests
 # (node --test) against the built dispatcher, the console's browser test, the short multi-host chaos run
 # (scripts/chaos.sh --short), and stops the database. Before the build: deploy/ (check-deploy.sh),
 # the alert rules and dashboard (check-signals.sh), a standalone clone, the architecture graph,
@@ -11,9 +12,11 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 dir=.data/test-postgres
 port=${FLEET_TEST_PG_PORT:-$(scripts/pg.sh pick-port --dir "$dir" --port 15330)}
-trap 'scripts/pg.sh stop --dir "$dir" --port "$port"' EXIT
+bouncer_port=${FLEET_TEST_PGBOUNCER_PORT:-$(scripts/pg.sh pick-port --dir .data/none --port $((port + 1)))}
+trap 'scripts/pgbouncer.sh stop --port "$bouncer_port"; scripts/pg.sh stop --dir "$dir" --port "$port"' EXIT
 scripts/pg.sh start --dir "$dir" --port "$port" --fast >/dev/null
-export FLEET_TEST_PG_PORT=$port FLEET_TEST_PG_STARTED=1
+scripts/pgbouncer.sh start --port "$bouncer_port" --pg-port "$port" --pool-size 8 --mode transaction >/dev/null
+export FLEET_TEST_PG_PORT=$port FLEET_TEST_PG_STARTED=1 FLEET_TEST_PGBOUNCER_PORT=$bouncer_port FLEET_TEST_PGBOUNCER_STARTED=1
 # Swift Testing starts every test at once by default: 236 tests, several starting processes and
 # servers, on 2 cores failed a different timing bound each run (a 5 s cancel took 8, a fake
 # provider's 10 s answer timed out). Twelve at a time passed in 67 s against 57 with 6 failures.
@@ -34,10 +37,13 @@ swift build --build-tests
 dispatcher_suites='DispatcherProtocolTests|DispatcherOperationTests|HostileFrameTests'
 limits_suites='ProviderCapacityTests|ConcurrencyLimitTests'
 alone='ResourceExhaustionTests'
-swift test --skip-build --disable-xctest --skip "$dispatcher_suites|$limits_suites|$alone"
+# 40 worker processes draining through PgBouncer: on their own as well.
+pooler_suites='PgBouncerTests'
+swift test --skip-build --disable-xctest --skip "$dispatcher_suites|$limits_suites|$alone|$pooler_suites"
 swift test --skip-build --disable-xctest --filter "$dispatcher_suites"
 swift test --skip-build --disable-xctest --filter "$limits_suites"
 swift test --skip-build --disable-xctest --filter "$alone"
+swift test --skip-build --disable-xctest --filter "$pooler_suites"
 
 command -v node >/dev/null || { echo "test.sh: node (18 or later) is needed for the Node client's tests" >&2; exit 1; }
 PGOPTIONS=--client-min-messages=warning psql "postgresql://postgres@127.0.0.1:$port/postgres" -q \

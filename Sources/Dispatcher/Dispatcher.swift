@@ -72,7 +72,7 @@ struct Run: AsyncParsableCommand {
         let outbound = try OutboundSettings.load(from: ProcessInfo.processInfo.environment)
         let http = CurlHTTPClient()
         let logger = Logger(label: "dispatcher")
-        let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: "dispatcher")
+        let pool = settings.makePool(applicationName: "dispatcher")
         // One set of access tokens for the socket and the console's logins.
         let tokens = AccessTokens(environmentToken: socketSettings.token, store: AccessTokenStore(pool: pool), logger: logger)
         let console = ConsoleRoutes(
@@ -84,7 +84,7 @@ struct Run: AsyncParsableCommand {
         try await FleetProcess.run(http: listener, logger: logger) {
             try await FleetProcess.migrate(settings, logger: logger)
             try await RenderCapacity(pool: pool).seedDefaults(perRequester: renderSettings.perUserConcurrency)
-            let notifier = Notifier(conninfo: settings.databaseURL, logger: logger)
+            let notifier = settings.makeNotifier(logger: logger)
             let stack = try await DispatcherStack.bind(
                 pool: pool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
                 liveWorkerWithin: settings.worker.lease * 3, outbound: outbound, tokens: tokens, logger: logger)

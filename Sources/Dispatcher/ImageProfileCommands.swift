@@ -12,7 +12,7 @@ struct ImageProfilesCommand: AsyncParsableCommand {
 
     static func store() throws -> StoredNormalizeProfiles {
         let settings = try FleetProcess.bootstrap()
-        return StoredNormalizeProfiles(pool: PostgresPool(conninfo: settings.databaseURL, maxConnections: 1, applicationName: "dispatcher image-profiles"))
+        return StoredNormalizeProfiles(pool: settings.makePool(maxConnections: 1, applicationName: "dispatcher image-profiles"))
     }
 
     struct List: AsyncParsableCommand {

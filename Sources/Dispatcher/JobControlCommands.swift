@@ -209,7 +209,7 @@ struct AccessTokenCommand: AsyncParsableCommand {
 
     static func store() throws -> AccessTokenStore {
         let settings = try FleetProcess.bootstrap()
-        return AccessTokenStore(pool: PostgresPool(conninfo: settings.databaseURL, maxConnections: 1, applicationName: "dispatcher access-token"))
+        return AccessTokenStore(pool: settings.makePool(maxConnections: 1, applicationName: "dispatcher access-token"))
     }
 
     struct Create: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DispatcherCore
 import DrillKinds
+import FleetPostgres
 import FleetQueue
 import FleetSupport
 import Foundation
@@ -85,7 +86,12 @@ protocol QueueSystem {
 struct FleetQueueBench: QueueSystem {
     let database: BenchDatabase
     let workerConcurrency: Int
-    var queue: JobQueue { JobQueue(driver: PostgresQueueDriver(executor: database.pool), knownKinds: FleetKinds.all) }
+    /// Where the measured enqueues go (nil: `database.pool`); the suite's own bookkeeping always
+    /// goes to `database.pool`.
+    var clientPool: PostgresPool? = nil
+    /// The worker processes' environment on top of `DATABASE_URL` = `database.url`.
+    var workerEnvironment: [String: String] = [:]
+    var queue: JobQueue { JobQueue(driver: PostgresQueueDriver(executor: clientPool ?? database.pool), knownKinds: FleetKinds.all) }
 
     func enqueueRate(jobs: Int, batch: Int) async throws -> Double {
         try await reset()
@@ -141,6 +147,7 @@ struct FleetQueueBench: QueueSystem {
         environment["DATABASE_URL"] = database.url
         environment["FLEET_LOG_LEVEL"] = "warning"
         environment["FLEET_CONCURRENCY"] = "drill.noop=\(workerConcurrency)"
+        environment.merge(workerEnvironment) { $1 }
         let processes = try (0..<count).map { _ in
             try ChildProcess("/proc/self/exe", ["worker"], environment: environment, outputPath: NSTemporaryDirectory() + "fleet-bench-worker.log")
         }
@@ -149,7 +156,7 @@ struct FleetQueueBench: QueueSystem {
             guard ContinuousClock.now < deadline else { throw BenchError("workers did not start") }
             try await Task.sleep(for: .milliseconds(20))
         }
-        // Registration comes just before LISTEN connects: give it a moment.
+        // Registration comes just before LISTEN connects (when there is one): give it a moment.
         try await Task.sleep(for: .milliseconds(300))
         return processes
     }

@@ -42,7 +42,7 @@ struct FleetDemo: AsyncParsableCommand {
         guard let address = dispatcher.clientAddress else { throw ValidationError("no dispatcher address: both listeners are off") }
         let client = try await DispatcherClient.connect(to: address, token: dispatcher.token)
         defer { Task { await client.close() } }
-        let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: 1, applicationName: "fleet-demo")
+        let pool = settings.makePool(maxConnections: 1, applicationName: "fleet-demo")
         let storage = FileImageStorage(root: settings.storageRoot)
         let run = String(UUID().uuidString.prefix(8)).lowercased()
         let user = try StorageID("demo-\(run)")

@@ -28,7 +28,7 @@ struct Run: WorkerRunCommand {
         try Vips.shareCores(among: settings.worker.concurrency[.imageNormalize] ?? 1)
         let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
         // The profiles' one-row reads only: the queue has its own pool.
-        let settingsPool = PostgresPool(conninfo: settings.databaseURL, maxConnections: 2, applicationName: executable)
+        let settingsPool = settings.makePool(maxConnections: 2, applicationName: executable)
         return [
             NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: StoredNormalizeProfiles(pool: settingsPool)),
             CutoutHandler(storage: storage, chain: try removal.makeChain(http: CurlHTTPClient())),
@@ -59,9 +59,8 @@ struct Normalize: AsyncParsableCommand {
     func run() async throws {
         do {
             let profiles: NormalizeProfiles = if fromSettings {
-                try await StoredNormalizeProfiles(pool: PostgresPool(
-                    conninfo: try FleetSettings.load(from: ProcessInfo.processInfo.environment).databaseURL, maxConnections: 1,
-                    applicationName: "image-worker normalize")).profiles()
+                try await StoredNormalizeProfiles(pool: FleetSettings.load(from: ProcessInfo.processInfo.environment)
+                    .makePool(maxConnections: 1, applicationName: "image-worker normalize")).profiles()
             } else {
                 .builtIn
             }

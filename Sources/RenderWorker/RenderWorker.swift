@@ -36,7 +36,7 @@ struct Run: WorkerRunCommand {
             webhookURL: environment["FLEET_RENDER_WEBHOOK_URL"].flatMap { $0.isEmpty ? nil : $0 },
             webhookGrace: try reader.duration("FLEET_RENDER_WEBHOOK_GRACE_MS", unit: .milliseconds(1), default: 8000, range: 0...60_000),
             pollInterval: try reader.duration("FLEET_RENDER_POLL_MS", unit: .milliseconds(1), default: 2000, range: 50...60_000))
-        let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: executable)
+        let pool = settings.makePool(applicationName: executable)
         return [RenderHandler(
             store: RenderStore(pool: pool), storage: FileImageStorage(root: settings.storageRoot),
             providers: ProviderCatalog(settings: try ProviderSettings.load(from: environment), http: http),

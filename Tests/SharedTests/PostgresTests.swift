@@ -70,7 +70,8 @@ import Testing
             for _ in 0..<10 { group.addTask { try await Migrator(migrations: FleetSchema.migrations, logger: testLogger).migrate(conninfo: url) } }
             return try await group.reduce(into: [Int]()) { $0 += $1 }
         }
-        #expect(applied == Set(FleetSchema.migrations.map(\.version)).sorted())
+        // Each version once, by whichever process took its lock first.
+        #expect(applied.sorted() == Set(FleetSchema.migrations.map(\.version)).sorted())
         let pool = PostgresPool(conninfo: url, maxConnections: 1)
         let versions = try await pool.query("SELECT version FROM schema_migrations ORDER BY version").rows.map { try $0.int("version") }
         #expect(versions == Set(FleetSchema.migrations.map(\.version)).sorted())
@@ -103,6 +104,25 @@ import Testing
         #expect(settings.logLevel == .debug)
     }
 
+    /// Behind a transaction pooler: unnamed statements on DATABASE_URL, the LISTEN session
+    /// elsewhere or nowhere (docs/operations.md, "Behind PgBouncer").
+    @Test func theListenDatabaseDefaultsToTheDatabaseAndCanBeSeparateOrOff() throws {
+        let direct = "postgresql://postgres@db:5432/wearbloom", pooled = "postgresql://postgres@pgbouncer:6432/wearbloom"
+        let defaults = try FleetSettings.load(from: ["DATABASE_URL": direct])
+        #expect(defaults.listenDatabase == .url(direct) && defaults.databaseStatements == .prepared)
+        let separate = try FleetSettings.load(from: [
+            "DATABASE_URL": pooled, "FLEET_LISTEN_DATABASE_URL": direct, "FLEET_DATABASE_STATEMENTS": "Unnamed",
+        ])
+        #expect(separate.listenDatabase == .url(direct) && separate.databaseStatements == .unnamed)
+        #expect(try FleetSettings.load(from: ["DATABASE_URL": pooled, "FLEET_LISTEN_DATABASE_URL": "off"]).listenDatabase == .off)
+        // Unnamed statements (a transaction pooler) without saying where LISTEN goes: refused.
+        #expect {
+            _ = try FleetSettings.load(from: ["DATABASE_URL": pooled, "FLEET_DATABASE_STATEMENTS": "unnamed"])
+        } throws: { error in
+            (error as? ConfigurationError)?.variable == "FLEET_LISTEN_DATABASE_URL"
+        }
+    }
+
     @Test func theHTTPListenerDefaultsPerExecutableAndCanBeTurnedOff() throws {
         let dispatcherDefault = ListenAddress(host: "127.0.0.1", port: 9090)
         #expect(try FleetSettings.load(from: [:]).httpAddress == nil)
@@ -123,6 +143,8 @@ import Testing
         ("FLEET_LOG_LEVEL", "loud"),
         ("FLEET_DB_POOL_SIZE", "-1"),
         ("FLEET_QUEUES", "a,,b"),
+        ("FLEET_LISTEN_DATABASE_URL", "postgresql://x@[broken"),
+        ("FLEET_DATABASE_STATEMENTS", "named"),
         ("FLEET_HTTP_ADDRESS", "9090"),
         ("FLEET_HTTP_ADDRESS", "/tmp/http.sock"),
     ])

@@ -53,9 +53,17 @@ public struct NotifierStopped: Error, Sendable {}
 ///
 /// Create one per process, pass it to the subscribers and run it as a service (first in the
 /// group, so it stops after them). Subscriptions made before it runs start with it.
+///
+/// Without a connection (`pollOnly(every:)`) it stands in for one: no notification arrives, and
+/// every subscription is told `.mightHaveMissed` when it starts and again every interval, so its
+/// subscribers look for what they wait on at that pace.
 public final class Notifier: Service, Sendable {
-    private let conninfo: String
-    private let applicationName: String
+    private enum Source: Sendable {
+        case connection(conninfo: String, applicationName: String)
+        case polling(interval: Duration)
+    }
+
+    private let source: Source
     private let logger: Logger
     private let state = Mutex(State())
     /// Wakes the thread from its wait on the socket when the subscriptions change or it must stop.
@@ -77,14 +85,27 @@ public final class Notifier: Service, Sendable {
     /// (hints, with the pollers as the guarantee).
     private static let bufferedEvents = 10_000
 
+    /// LISTENs on a connection to `conninfo`, which must be a session: PostgreSQL itself, or a
+    /// pooler in session mode (a transaction pooler would hand LISTEN to a server connection
+    /// other clients then use). Each reconnect resolves `conninfo` again.
     public init(conninfo: String, applicationName: String = "wearbloom-listener", logger: Logger) {
-        self.conninfo = conninfo
-        self.applicationName = applicationName
+        self.source = .connection(conninfo: conninfo, applicationName: applicationName)
         self.logger = logger
     }
 
+    private init(pollingEvery interval: Duration, logger: Logger) {
+        self.source = .polling(interval: interval)
+        self.logger = logger
+    }
+
+    /// A notifier with no connection: its subscriptions are told `.mightHaveMissed` every
+    /// `interval`, and no session statement runs (there is no session to hold it).
+    public static func pollOnly(every interval: Duration, logger: Logger) -> Notifier {
+        Notifier(pollingEvery: interval, logger: logger)
+    }
+
     /// Runs `statement` on every session from the next connect on (set it before `run` to cover
-    /// the first one); nil runs none.
+    /// the first one); nil runs none. A poll-only notifier never runs it.
     public func runOnEachSession(_ statement: SessionStatement?) {
         state.withLock { $0.sessionStatement = statement }
     }
@@ -127,7 +148,12 @@ public final class Notifier: Service, Sendable {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
                     let thread = Thread { [self] in
-                        listenUntilStopped()
+                        switch source {
+                        case .connection(let conninfo, let applicationName):
+                            listenUntilStopped(conninfo: conninfo, applicationName: applicationName)
+                        case .polling(let interval):
+                            pollUntilStopped(every: interval)
+                        }
                         finished.resume()
                     }
                     thread.name = "postgres-notifier"
@@ -155,7 +181,7 @@ public final class Notifier: Service, Sendable {
 
     /// The channels the LISTEN connection's session listens to, as the server reports them
     /// (`pg_listening_channels()`), once it has caught up with the subscriptions made before the
-    /// call. Waits for the connection when it is down.
+    /// call. Waits for the connection when it is down. None for a poll-only notifier.
     package func listeningChannels() async throws -> [String] {
         try await withCheckedThrowingContinuation { probe in
             let queued = state.withLock { state in
@@ -170,7 +196,7 @@ public final class Notifier: Service, Sendable {
 
     // MARK: The thread
 
-    private func listenUntilStopped() {
+    private func listenUntilStopped(conninfo: String, applicationName: String) {
         var backoff = Duration.milliseconds(50)
         while !isStopped {
             let connection: ListenConnection
@@ -187,6 +213,30 @@ public final class Notifier: Service, Sendable {
             serve(connection)
             state.withLock { $0.listens.connectionLost() }
             if !isStopped { logger.warning("LISTEN connection lost; reconnecting") }
+        }
+        for subscriber in state.withLock({ $0.listens.unsubscribeAll() }) { subscriber.finish() }
+    }
+
+    /// Without a connection: each round stands for a new session in which every subscription's
+    /// channels are listened to at once, so each subscription is told `.mightHaveMissed` once a
+    /// round (and a new one at once).
+    private func pollUntilStopped(every interval: Duration) {
+        var roundStarted = ContinuousClock.now
+        state.withLock { $0.listens.connected() }
+        while !isStopped {
+            let (untold, probes) = state.withLock { state in
+                while let command = state.listens.nextCommand() { state.listens.succeeded(command) }
+                defer { state.probes = [] }
+                return (state.listens.takeUntold(), state.probes)
+            }
+            for subscriber in untold { subscriber.yield(.mightHaveMissed) }
+            for probe in probes { probe.resume(returning: []) }
+            let elapsed = ContinuousClock.now - roundStarted
+            if elapsed < interval { wakeUp.wait(for: interval - elapsed) }
+            if ContinuousClock.now - roundStarted >= interval {
+                roundStarted = .now
+                state.withLock { $0.listens.connected() }
+            }
         }
         for subscriber in state.withLock({ $0.listens.unsubscribeAll() }) { subscriber.finish() }
     }

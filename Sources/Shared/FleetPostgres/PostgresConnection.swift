@@ -11,13 +11,16 @@ public final class PostgresConnection: Sendable {
     private nonisolated(unsafe) let handle: OpaquePointer
     private let queue: DispatchQueue
     private let broken = Mutex(false)
+    /// How parameterised statements reach the server.
+    public let statements: StatementMode
     /// Statement text → prepared statement name, only touched on `queue`. The fleet's
     /// statements are fixed strings, so this stays small.
     private nonisolated(unsafe) var prepared: [String: String] = [:]
 
-    private init(handle: OpaquePointer, queue: DispatchQueue) {
+    private init(handle: OpaquePointer, queue: DispatchQueue, statements: StatementMode) {
         self.handle = handle
         self.queue = queue
+        self.statements = statements
     }
 
     deinit {
@@ -36,14 +39,18 @@ public final class PostgresConnection: Sendable {
         PQconninfoFree(options)
     }
 
-    /// Opens a connection. An empty `conninfo` means libpq's defaults: the `PG*` variables.
-    public static func connect(_ conninfo: String, applicationName: String = "wearbloom-fleet") async throws -> PostgresConnection {
+    /// Opens a connection. An empty `conninfo` means libpq's defaults: the `PG*` variables. With
+    /// several hosts in it, libpq tries them in turn (`target_session_attrs=read-write` finds the
+    /// primary), on every call.
+    public static func connect(
+        _ conninfo: String, applicationName: String = "wearbloom-fleet", statements: StatementMode = .prepared
+    ) async throws -> PostgresConnection {
         try validate(conninfo: conninfo)
         let queue = DispatchQueue(label: "postgres.connection")
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 continuation.resume(with: Result {
-                    PostgresConnection(handle: try openHandle(conninfo, applicationName: applicationName), queue: queue)
+                    PostgresConnection(handle: try openHandle(conninfo, applicationName: applicationName), queue: queue, statements: statements)
                 })
             }
         }
@@ -112,10 +119,12 @@ public final class PostgresConnection: Sendable {
         // Without parameters the simple protocol runs it, which also allows several statements.
         // With parameters the statement is prepared once per connection: parsing and planning
         // the hot statements (claim, finish) on every call would cost more than running them.
+        // Behind a transaction pooler the connection is not one session, so a name prepared on
+        // one server connection is unknown on the next: there each call is parsed unnamed.
         let result: OpaquePointer?
         if parameters.isEmpty {
             result = PQexec(handle, sql)
-        } else if planning == .eachCall {
+        } else if planning == .eachCall || statements == .unnamed {
             result = withOptionalCStringArray(parameters) { values in
                 PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0)
             }
@@ -197,6 +206,17 @@ func withOptionalCStringArray<R>(_ strings: [String?], _ body: (UnsafePointer<Un
     var pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } }
     pointers.append(nil)
     return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+}
+
+/// How a connection sends parameterised statements (`FLEET_DATABASE_STATEMENTS`).
+public enum StatementMode: String, Sendable, CaseIterable {
+    /// Each statement prepared once per connection under a name (`fleet_N`) and executed by it:
+    /// for connections that are sessions (to PostgreSQL, or a pooler in session mode).
+    case prepared
+    /// Each call parsed, planned and run in the unnamed statement, in one round trip: for a
+    /// pooler in transaction mode (PgBouncer 1.18 cannot carry named statements from one server
+    /// connection to the next).
+    case unnamed
 }
 
 /// How a parameterised statement is planned.

@@ -1,19 +1,23 @@
 import Foundation
 
 /// A bounded set of connections shared by a process's tasks. Connections open lazily, a
-/// broken one is dropped rather than reused, and a restarted server is simply reconnected to.
+/// broken one is dropped rather than reused, and a restarted server is simply reconnected to
+/// (each new connection resolves `conninfo` again: after a failover, the new primary).
 public actor PostgresPool {
     public let conninfo: String
     public let maxConnections: Int
+    public let statements: StatementMode
     private let applicationName: String
     private var idle: [PostgresConnection] = []
     private var open = 0
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
-    public init(conninfo: String, maxConnections: Int, applicationName: String = "wearbloom-fleet") {
+    /// `statements`: `.unnamed` when `conninfo` leads to a pooler in transaction mode.
+    public init(conninfo: String, maxConnections: Int, applicationName: String = "wearbloom-fleet", statements: StatementMode = .prepared) {
         self.conninfo = conninfo
         self.maxConnections = max(1, maxConnections)
         self.applicationName = applicationName
+        self.statements = statements
     }
 
     /// Lends a connection to `body` and takes it back afterwards.
@@ -73,7 +77,7 @@ public actor PostgresPool {
             if open < maxConnections {
                 open += 1
                 do {
-                    return try await PostgresConnection.connect(conninfo, applicationName: applicationName)
+                    return try await PostgresConnection.connect(conninfo, applicationName: applicationName, statements: statements)
                 } catch {
                     open -= 1
                     wakeOne()

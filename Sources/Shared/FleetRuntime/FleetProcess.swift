@@ -29,7 +29,8 @@ public enum FleetProcess {
         let deadline = clock.now + patience
         while true {
             do {
-                try await Migrator(migrations: FleetSchema.migrations, logger: logger).migrate(conninfo: settings.databaseURL)
+                try await Migrator(migrations: FleetSchema.migrations, logger: logger)
+                    .migrate(conninfo: settings.databaseURL, statements: settings.databaseStatements)
                 return
             } catch let error as PostgresError where error.isTransient && clock.now < deadline {
                 logger.warning("database not reachable yet; retrying", metadata: ["error": "\(error)"])
@@ -44,8 +45,8 @@ public enum FleetProcess {
         executable: String, settings: FleetSettings, handlers makeHandlers: (Notifier) throws -> [any JobHandler]
     ) async throws {
         let logger = Logger(label: executable)
-        let pool = PostgresPool(conninfo: settings.databaseURL, maxConnections: settings.poolSize, applicationName: executable)
-        let notifier = Notifier(conninfo: settings.databaseURL, logger: logger)
+        let pool = settings.makePool(applicationName: executable)
+        let notifier = settings.makeNotifier(logger: logger)
         let handlers = try makeHandlers(notifier)
         try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
@@ -53,7 +54,8 @@ public enum FleetProcess {
                 executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
                 notifier: notifier, handlers: handlers, logger: logger)
             // The LISTEN session holds the worker's lock: the dispatcher's reaper takes its jobs back
-            // as soon as the process dies (`WorkerLock`).
+            // as soon as the process dies (`WorkerLock`). Poll-only, there is no session to hold it,
+            // and the worker's leases are the guarantee.
             notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
             // The notifier first, then what the handlers need running (their waiters): a group stops
             // its services in reverse, so they outlive the runtime's drain.

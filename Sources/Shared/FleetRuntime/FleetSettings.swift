@@ -7,8 +7,14 @@ import Logging
 /// Settings shared by every executable, read from the environment. `docs/configuration.md`
 /// lists each variable with its default.
 public struct FleetSettings: Sendable {
-    /// libpq URI or conninfo; empty means libpq's own defaults and `PG*` variables.
+    /// libpq URI or conninfo; empty means libpq's own defaults and `PG*` variables. Several
+    /// hosts with `target_session_attrs=read-write` find the primary on every connect.
     public var databaseURL: String
+    /// `FLEET_DATABASE_STATEMENTS`: `unnamed` when `databaseURL` leads to a pooler in
+    /// transaction mode (PgBouncer), `prepared` otherwise.
+    public var databaseStatements: StatementMode
+    /// `FLEET_LISTEN_DATABASE_URL`: where the process's one LISTEN session goes.
+    public var listenDatabase: ListenDatabase
     public var storageRoot: String
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
@@ -23,6 +29,27 @@ public struct FleetSettings: Sendable {
 
     public enum LogFormat: String, Sendable { case json, text }
 
+    /// The LISTEN session's database: a session (PostgreSQL, or a pooler in session mode), or
+    /// none (`off`: poll-only, every subscriber looks again every `FLEET_POLL_INTERVAL_MS`, and a
+    /// worker holds no `WorkerLock`, so its death is found by its leases running out).
+    public enum ListenDatabase: Sendable, Equatable {
+        case url(String)
+        case off
+    }
+
+    /// A pool on `databaseURL`, sending statements as `FLEET_DATABASE_STATEMENTS` says.
+    public func makePool(maxConnections: Int? = nil, applicationName: String) -> PostgresPool {
+        PostgresPool(conninfo: databaseURL, maxConnections: maxConnections ?? poolSize, applicationName: applicationName, statements: databaseStatements)
+    }
+
+    /// The process's notifier: on the LISTEN database, or poll-only.
+    public func makeNotifier(logger: Logger) -> Notifier {
+        switch listenDatabase {
+        case .url(let url): Notifier(conninfo: url, logger: logger)
+        case .off: Notifier.pollOnly(every: worker.pollInterval, logger: logger)
+        }
+    }
+
     /// Reads the settings; `defaultConcurrency` (every kind the executable runs) and
     /// `defaultHTTPAddress` are the executable's own defaults (the dispatcher listens on 127.0.0.1:9090 unless told otherwise; workers, many to a
     /// host, only when told where).
@@ -31,10 +58,14 @@ public struct FleetSettings: Sendable {
     ) throws -> FleetSettings {
         let reader = EnvironmentReader(environment: environment)
         let databaseURL = environment["DATABASE_URL"] ?? ""
-        do {
-            try PostgresConnection.validate(conninfo: databaseURL)
-        } catch PostgresError.invalidConnectionString(let message) {
-            throw ConfigurationError(variable: "DATABASE_URL", reason: message)
+        try validate(databaseURL, variable: "DATABASE_URL")
+        let listenDatabase: ListenDatabase
+        switch environment["FLEET_LISTEN_DATABASE_URL"] {
+        case nil, "": listenDatabase = .url(databaseURL)
+        case let text? where text.lowercased() == "off": listenDatabase = .off
+        case let url?:
+            try validate(url, variable: "FLEET_LISTEN_DATABASE_URL")
+            listenDatabase = .url(url)
         }
         // `defaultConcurrency` names the kinds this process runs; one that runs none (the
         // dispatcher) ignores FLEET_CONCURRENCY, so one environment file can serve every process.
@@ -51,8 +82,18 @@ public struct FleetSettings: Sendable {
             retry: RetryPolicy(
                 base: try reader.duration("FLEET_RETRY_BASE_MS", unit: .milliseconds(1), default: 2000, range: 1...3_600_000),
                 cap: try reader.duration("FLEET_RETRY_CAP_SECONDS", unit: .seconds(1), default: 3600, range: 1...86_400)))
+        let databaseStatements: StatementMode = try reader.choice("FLEET_DATABASE_STATEMENTS", default: .prepared)
+        // Unnamed statements mean a transaction pooler, through which a LISTEN (and the worker's
+        // session lock) would land on whichever server connection is free: say where it goes.
+        if databaseStatements == .unnamed && (environment["FLEET_LISTEN_DATABASE_URL"] ?? "").isEmpty {
+            throw ConfigurationError(
+                variable: "FLEET_LISTEN_DATABASE_URL",
+                reason: "must be set with FLEET_DATABASE_STATEMENTS=unnamed: a direct or session-mode URL for LISTEN, or off (poll-only)")
+        }
         return FleetSettings(
             databaseURL: databaseURL,
+            databaseStatements: databaseStatements,
+            listenDatabase: listenDatabase,
             storageRoot: environment["FLEET_STORAGE_ROOT"] ?? ".data/images",
             logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
             logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),
@@ -63,6 +104,14 @@ public struct FleetSettings: Sendable {
                 idleTimeout: try reader.duration("FLEET_HTTP_IDLE_TIMEOUT_SECONDS", unit: .seconds(1), default: 30, range: 1...3600),
                 maxConnections: try reader.integer("FLEET_HTTP_MAX_CONNECTIONS", default: 256, range: 1...100_000)),
             reaperInterval: try reader.duration("FLEET_REAPER_INTERVAL_MS", unit: .milliseconds(1), default: 1000, range: 50...60_000))
+    }
+
+    private static func validate(_ conninfo: String, variable: String) throws {
+        do {
+            try PostgresConnection.validate(conninfo: conninfo)
+        } catch PostgresError.invalidConnectionString(let message) {
+            throw ConfigurationError(variable: variable, reason: message)
+        }
     }
 }
 

@@ -104,11 +104,12 @@ struct PostgresCluster: Sendable {
     }
 }
 
-/// Where the driver's statements run. The contract suite runs each test both ways, as River's
-/// `riverdrivertest` does: on a pool, and on one connection inside a transaction the test opens
-/// and never commits (a caller enqueueing within its own unit of work).
+/// Where the driver's statements run. The contract suite runs each test each way, as River's
+/// `riverdrivertest` does: on a pool, on one connection inside a transaction the test opens and
+/// never commits (a caller enqueueing within its own unit of work), and on a pool through
+/// PgBouncer in transaction mode with unnamed statements (the shared cluster's `PgBouncer`).
 enum DriverExecutor: String, CaseIterable, Sendable {
-    case pool, transaction
+    case pool, transaction, pgbouncer
 }
 
 /// A migrated database on the shared cluster, with a pool and a queue over it.
@@ -132,6 +133,11 @@ struct TestQueue: Sendable {
             let connection = try await PostgresConnection.connect(url)
             try await connection.query("BEGIN")
             driver = PostgresQueueDriver(executor: connection)
+        case .pgbouncer:
+            precondition(cluster.directory == PostgresCluster.shared.directory, "the shared PgBouncer forwards to the shared cluster")
+            try await PgBouncer.startSharedOnce()
+            driver = PostgresQueueDriver(executor: PostgresPool(
+                conninfo: PgBouncer.shared.url(through: url), maxConnections: 10, statements: .unnamed))
         }
         return TestQueue(url: url, pool: pool, driver: driver, queue: JobQueue(driver: driver, knownKinds: FleetKinds.all))
     }

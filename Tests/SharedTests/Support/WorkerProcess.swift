@@ -41,6 +41,21 @@ func executionCounts(_ path: String) -> [Int64: Int] {
     return counts
 }
 
+/// One line of an execution log: a job's id and the attempt that ran.
+struct ExecutionLine: Hashable {
+    let id: Int64
+    let attempt: Int
+}
+
+func executionLines(_ path: String) -> [ExecutionLine] {
+    let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    return text.split(separator: "\n").compactMap { line in
+        let fields = line.split(separator: " ")
+        guard fields.count == 2, let id = Int64(fields[0]), let attempt = Int(fields[1]) else { return nil }
+        return ExecutionLine(id: id, attempt: attempt)
+    }
+}
+
 func temporaryPath(_ name: String) -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8))").path
 }
