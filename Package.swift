@@ -184,6 +184,7 @@ let package = Package(
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
                 "DispatcherProtocol", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetAccess", "FleetSchema", argumentParser, hummingbird, log,
+                nioCore, nioPosix,
             ],
             exclude: ["peers"]
         ),

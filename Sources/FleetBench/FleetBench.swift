@@ -13,7 +13,7 @@ struct FleetBench: AsyncParsableCommand {
             this machine is noisy, so compare ratios, not absolute figures. Run it built for release: \
             swift run -c release fleet-bench queue
             """,
-        subcommands: [QueueSuite.self, OpsSuite.self, ConsoleSuite.self, SoakSuite.self, ImageSuite.self, RenderSuite.self, SmokeRun.self, ChaosRun.self, BenchWorker.self, ImageProbe.self])
+        subcommands: [QueueSuite.self, EnqueueSuite.self, OpsSuite.self, ConsoleSuite.self, SoakSuite.self, ImageSuite.self, RenderSuite.self, SmokeRun.self, ChaosRun.self, BenchWorker.self, ImageProbe.self])
 }
 
 /// Options every suite shares.

@@ -9,7 +9,7 @@ public struct EnqueueOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
+    public init(enqueuer: any JobEnqueuer, outbound: OutboundSettings = .off) { submitter = JobSubmitter(enqueuer: enqueuer, outbound: outbound) }
 
     public func run(_ request: EnqueueRequest) async throws -> EnqueuedJobResult {
         let kind = JobKind(rawValue: request.kind)

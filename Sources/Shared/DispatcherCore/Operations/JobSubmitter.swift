@@ -6,7 +6,7 @@ import Foundation
 
 /// Enqueues one job for the enqueueing ops, turning the protocol's options into the queue's.
 struct JobSubmitter: Sendable {
-    let queue: JobQueue
+    let enqueuer: any JobEnqueuer
     /// What a `callbackUrl` and an `http.request` are checked against.
     let outbound: OutboundSettings
 
@@ -35,7 +35,7 @@ struct JobSubmitter: Sendable {
             }
             job.callbackURL = url
         }
-        let enqueued = try await queue.enqueue(job)
+        let enqueued = try await enqueuer.enqueue(job)
         return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
     }
 }

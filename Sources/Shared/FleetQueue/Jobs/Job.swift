@@ -26,6 +26,9 @@ public struct NewJob: Sendable, Hashable {
     /// Where the fleet POSTs the job's signed end (`callback.deliver`, enqueued by the database
     /// in the transaction that ends the job). Checked against the allow-list by whoever accepts it.
     public var callbackURL: String?
+    /// The traceparent its worker's spans continue, for a job inserted away from the span that
+    /// asked for it (the dispatcher's group commit); nil: the inserting span's.
+    public var traceParent: String?
 
     /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
     public enum Field: String, Sendable {

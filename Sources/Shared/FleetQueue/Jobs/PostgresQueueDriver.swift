@@ -131,8 +131,13 @@ public struct PostgresQueueDriver: QueueDriver {
             extraColumns += ", callback_url"; extraValues += ", callback_url"
             extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", callback_url"
         }
-        // And only traced batches (tracing on) name the trace's, one value for the whole batch.
-        if let traceParent {
+        // And only traced batches (tracing on) name the trace's: one value for the whole batch,
+        // or one per job when some jobs carry their own.
+        if unique.contains(where: { $0.traceParent != nil }) {
+            parameters.append(PostgresArray(unique.map { $0.traceParent ?? traceParent }))
+            extraColumns += ", trace_parent"; extraValues += ", trace_parent"
+            extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", trace_parent"
+        } else if let traceParent {
             parameters.append(traceParent)
             extraColumns += ", trace_parent"; extraValues += ", $\(parameters.count)::text"
         }
