@@ -210,6 +210,7 @@ let package = Package(
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
                 "FleetSchema", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,
             ]
         ),
