@@ -187,6 +187,7 @@ let package = Package(
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
                 "DispatcherProtocol", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetAccess", "FleetSchema", argumentParser, hummingbird, log,
+                nioCore, nioPosix,
             ],
             exclude: ["peers"]
         ),
@@ -212,6 +213,7 @@ let package = Package(
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
                 "FleetSchema", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,
             ]
         ),

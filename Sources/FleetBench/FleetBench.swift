@@ -14,8 +14,8 @@ struct FleetBench: AsyncParsableCommand {
             swift run -c release fleet-bench queue
             """,
         subcommands: [
-            QueueSuite.self, PipelineSuite.self, PoolerSuite.self, OpsSuite.self, ConsoleSuite.self, LargeTableSuite.self, SoakSuite.self, ImageSuite.self,
-            RenderSuite.self, SmokeRun.self, ChaosRun.self, BenchWorker.self, ImageProbe.self,
+            QueueSuite.self, EnqueueSuite.self, PipelineSuite.self, PoolerSuite.self, OpsSuite.self, ConsoleSuite.self, LargeTableSuite.self, SoakSuite.self,
+            ImageSuite.self, RenderSuite.self, SmokeRun.self, ChaosRun.self, BenchWorker.self, ImageProbe.self,
         ])
 }
 

@@ -20,6 +20,14 @@ struct PgqueuerPeer: QueueSystem {
         try number(await call(["enqueue", "--jobs", "\(jobs)", "--batch", "\(batch)"]), "value")
     }
 
+    /// One job per enqueue call from each of `connections` connections, one call in flight each.
+    func singleEnqueue(connections: Int, seconds: Double) async throws -> SingleEnqueueWindow {
+        let result = try await call(["single", "--connections", "\(connections)", "--seconds", "\(seconds)"])
+        return SingleEnqueueWindow(
+            rate: try number(result, "value"), p50: try number(result, "p50_ms"), p99: try number(result, "p99_ms"),
+            clientCPUPerJob: try number(result, "cpu_ms_per_job"), serverCPUPerJob: nil)
+    }
+
     func drainRate(jobs: Int, workers: Int) async throws -> Double {
         try number(await call(["drain", "--jobs", "\(jobs)", "--workers", "\(workers)"]), "value")
     }

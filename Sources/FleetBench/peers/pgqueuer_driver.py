@@ -8,6 +8,7 @@ PostgreSQL, in the same run, as our own queue:
     python pgqueuer_driver.py --dsn DSN enqueue --jobs 100000 --batch 1000
     python pgqueuer_driver.py --dsn DSN drain   --jobs 20000 --workers 2
     python pgqueuer_driver.py --dsn DSN latency --samples 200
+    python pgqueuer_driver.py --dsn DSN single  --connections 64 --seconds 5
 
 Every command prints exactly one JSON object as the LAST line of stdout (logs
 go to stderr).  On failure that object is {"error": ..., "command": ...} and
@@ -22,6 +23,12 @@ What is measured, and why it is fair:
     statement, one commit).  Only the enqueue calls are timed, not building
     the lists.  This command truncates pgqueuer's queue and log tables before
     and after, so every command starts and ends with empty tables.
+  * single: what a backend does per request, pgqueuer's way: C asyncpg
+    connections, each enqueueing ONE job per Queries.enqueue call (one
+    statement, one commit), the next as soon as it returned, for S seconds
+    after a 0.5 s warm-up.  Reports jobs/s, p50/p99 of the calls and this
+    process's CPU seconds per job (the client may be its own limit: it is
+    one Python process).
   * drain: W worker *processes* (this script, hidden `worker` command), each a
     QueueManager on its own asyncpg connection with a no-op async entrypoint.
     A worker reports READY only after its LISTEN connection got its own NOTIFY
@@ -231,6 +238,40 @@ async def cmd_enqueue(a, q: Queries, db, workers) -> dict:
             "jobs": a.jobs, "batch": a.batch, "seconds": round(elapsed, 4)}
 
 
+async def cmd_single(a, q: Queries, db, workers) -> dict:
+    await clean(q)
+    conns = [await asyncpg.connect(a.dsn, timeout=10) for _ in range(a.connections)]
+    latencies: list[float] = []
+    measuring = False
+    stop_at = 0.0
+
+    async def one(conn: asyncpg.Connection) -> None:
+        queries = Queries(AsyncpgDriver(conn))
+        while True:
+            t0 = time.perf_counter()
+            if stop_at and t0 >= stop_at:
+                return
+            await queries.enqueue(["noop"], [b"x"], [0])
+            if measuring:
+                latencies.append(time.perf_counter() - t0)
+
+    try:
+        tasks = [asyncio.create_task(one(c)) for c in conns]
+        await asyncio.sleep(0.5)
+        measuring, cpu0, t0 = True, time.process_time(), time.perf_counter()
+        stop_at = t0 + a.seconds
+        await asyncio.gather(*tasks)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    finally:
+        for c in conns:
+            await c.close()
+    await clean(q)
+    ms = [x * 1000 for x in latencies]
+    return {"metric": "single", "value": round(len(ms) / seconds, 1), "unit": "jobs/s",
+            "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "connections": a.connections,
+            "cpu_ms_per_job": round(cpu * 1000 / max(1, len(ms)), 4)}
+
+
 async def cmd_drain(a, q: Queries, db: StampedConnection, workers: Workers) -> dict:
     settings = settings_for(DRAIN_SETTINGS, a)
     table = q.qbe.settings.qualified.queue_table
@@ -282,7 +323,7 @@ async def cmd_latency(a, q: Queries, db, workers: Workers) -> dict:
             "settings": {**COMMON_SETTINGS, **settings}}
 
 
-COMMANDS = {"install": cmd_install, "enqueue": cmd_enqueue,
+COMMANDS = {"install": cmd_install, "enqueue": cmd_enqueue, "single": cmd_single,
             "drain": cmd_drain, "latency": cmd_latency}
 
 
@@ -309,6 +350,9 @@ def main() -> int:
     p = sub.add_parser("enqueue")
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--batch", type=int, default=1000)
+    p = sub.add_parser("single")
+    p.add_argument("--connections", type=int, required=True)
+    p.add_argument("--seconds", type=float, default=5.0)
     p = sub.add_parser("drain")
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--workers", type=int, default=1)

@@ -27,21 +27,25 @@ public struct DispatcherStack: Sendable {
         logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
+        let batcher = settings.groupCommit == .on ? EnqueueBatcher(queue: queue) : nil
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck, logger: logger)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(
-                queue: queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
+                queue: queue, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
                 outbound: outbound, logger: logger)
                 + OperationRegistry.jobControlOperations(queue: queue, logger: logger)
                 + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()
         let server = try await DispatcherServer.bind(settings: settings, operations: operations, tokens: tokens, logger: logger)
-        return DispatcherStack(server: server, watcher: watcher, tokens: tokens)
+        return DispatcherStack(server: server, watcher: watcher, tokens: tokens, batcher: batcher)
     }
 
     public let tokens: AccessTokens
+    /// The group commit of single enqueues; nil when it is off.
+    let batcher: EnqueueBatcher?
 
-    /// In start order; a service group shuts them down in reverse, the server first.
-    public var services: [any Service] { [tokens, watcher, server] }
+    /// In start order; a service group shuts them down in reverse, the server first (the batcher
+    /// after it, once every enqueue in flight is answered).
+    public var services: [any Service] { [tokens, watcher] + (batcher.map { [$0] } ?? []) + [server] }
 }

@@ -158,7 +158,7 @@ import Testing
             "type": .string("render.finished"), "renderId": .string("r-forged"), "status": .string("complete"), "errorCode": .null,
             "resultPath": .string("acct/renders/r-forged.png"),
         ])
-        let accepted = try await EnqueueOperation(queue: rig.q.queue, outbound: rig.settings).run(
+        let accepted = try await EnqueueOperation(enqueuer: rig.q.queue, outbound: rig.settings).run(
             EnqueueRequest(kind: "http.request", payload: ["url": .string(rig.hookURL), "body": event]))
         let worker = rig.worker()
         let job = try await rig.waitForEnded(.httpRequest)[0]
@@ -180,7 +180,7 @@ import Testing
     @Test func withoutItsSecretHTTPJobsAreRefusedAndCallbacksStillDeliver() async throws {
         let rig = try await OutboundRig(httpJobSecret: false)
         #expect(rig.settings.isOn && rig.settings.httpJobSigner == nil)
-        let enqueue = EnqueueOperation(queue: rig.q.queue, outbound: rig.settings)
+        let enqueue = EnqueueOperation(enqueuer: rig.q.queue, outbound: rig.settings)
         let refusal = await #expect(throws: DispatcherError.self) {
             try await enqueue.run(EnqueueRequest(kind: "http.request", payload: ["url": .string(rig.hookURL)]))
         }
@@ -199,7 +199,7 @@ import Testing
 
     @Test func theDispatcherRefusesURLsAndRequestsThatCouldNeverBeSent() async throws {
         let rig = try await OutboundRig(secrets: ["crm": "Bearer s3cret-token"])
-        let enqueue = EnqueueOperation(queue: rig.q.queue, outbound: rig.settings)
+        let enqueue = EnqueueOperation(enqueuer: rig.q.queue, outbound: rig.settings)
         func refusal(_ request: EnqueueRequest) async -> String? {
             do {
                 _ = try await enqueue.run(request)

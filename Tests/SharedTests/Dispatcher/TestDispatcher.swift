@@ -1,4 +1,4 @@
-import DispatcherCore
+@testable import DispatcherCore
 import FleetPostgres
 @testable import DispatcherProtocol
 import FleetSupport
@@ -17,6 +17,8 @@ struct TestDispatcher: Sendable {
     let tcp: DispatcherAddress
     let unix: DispatcherAddress
     let settings: DispatcherSettings
+    /// The group commit of single enqueues; nil when the settings turn it off.
+    let batcher: EnqueueBatcher?
 
     static func run(
         cluster: PostgresCluster = .shared,
@@ -35,7 +37,7 @@ struct TestDispatcher: Sendable {
             liveWorkerWithin: .seconds(90), renderRecheck: renderRecheck, logger: testLogger)
         let dispatcher = TestDispatcher(
             queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
-            settings: settings)
+            settings: settings, batcher: stack.batcher)
         let group = ServiceGroup(configuration: .init(services: ([notifier] + stack.services).map { .init(service: $0) }, logger: testLogger))
         let running = Task { try await group.run() }
         do {

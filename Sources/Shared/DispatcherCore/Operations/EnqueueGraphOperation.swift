@@ -7,8 +7,13 @@ import FleetSupport
 public struct EnqueueGraphOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let enqueue: EnqueueOperation
+    /// A graph is one statement and one commit of its own, never batched with other requests.
+    let queue: JobQueue
 
-    public init(enqueue: EnqueueOperation) { self.enqueue = enqueue }
+    public init(enqueue: EnqueueOperation, queue: JobQueue) {
+        self.enqueue = enqueue
+        self.queue = queue
+    }
 
     public func run(_ request: EnqueueGraphRequest) async throws -> EnqueueGraphRequest.Result {
         guard (1...EnqueueGraphRequest.maxJobs).contains(request.jobs.count) else {
@@ -35,7 +40,7 @@ public struct EnqueueGraphOperation: DispatcherOperation {
         }
         if let key = request.idempotencyKey, key.utf8.contains(0) { throw DispatcherError(.badArgument, "args.idempotencyKey must not contain NUL") }
         let graph = try JobGraph(nodes, idempotencyKey: request.idempotencyKey)
-        let enqueued = try await enqueue.submitter.queue.enqueue(graph)
+        let enqueued = try await queue.enqueue(graph)
         return .init(jobs: zip(request.jobs, enqueued).map { .init(name: $0.name, jobId: $1.id, kind: $0.kind) },
                      isNew: enqueued.first?.isNew ?? true)
     }

@@ -9,11 +9,11 @@ public struct EnqueueOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
+    public init(enqueuer: any JobEnqueuer, outbound: OutboundSettings = .off) { submitter = JobSubmitter(enqueuer: enqueuer, outbound: outbound) }
 
     public func run(_ request: EnqueueRequest) async throws -> EnqueuedJobResult {
         let job = try job(kind: request.kind, payload: request.payload ?? [:], options: request.options, field: "args")
-        let enqueued = try await submitter.queue.enqueue(job)
+        let enqueued = try await submitter.enqueuer.enqueue(job)
         return EnqueuedJobResult(jobId: enqueued.id, kind: request.kind, isNew: enqueued.isNew)
     }
 

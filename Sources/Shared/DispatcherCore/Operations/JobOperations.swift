@@ -6,19 +6,20 @@ import Logging
 extension OperationRegistry {
     /// Every job op: `ping`, `enqueue`, `jobs.enqueueGraph`, the image conveniences, `status`, `wait`, `cancel`, `stats`.
     /// (`auth` belongs to the connection, not the registry.) `profiles`: what `image.normalize`
-    /// checks its `profile` against; `outbound`: what `callbackUrl`s and `http.request` jobs are.
+    /// checks its `profile` against; `enqueuer`: where their one job goes (the queue, or the
+    /// group commit's `EnqueueBatcher`); `outbound`: what `callbackUrl`s and `http.request` jobs are.
     public static func jobOperations(
-        queue: JobQueue, watcher: FinishWatcher, liveWorkerWithin: Duration, profiles: any NormalizeProfileSource,
+        queue: JobQueue, enqueuer: any JobEnqueuer, watcher: FinishWatcher, liveWorkerWithin: Duration, profiles: any NormalizeProfileSource,
         outbound: OutboundSettings = .off, logger: Logger
     ) -> [any DispatcherOperation] {
-        let enqueue = EnqueueOperation(queue: queue, outbound: outbound)
+        let enqueue = EnqueueOperation(enqueuer: enqueuer, outbound: outbound)
         return [
             PingOperation(),
             enqueue,
-            EnqueueGraphOperation(enqueue: enqueue),
-            NormalizeImageOperation(queue: queue, profiles: profiles, outbound: outbound, logger: logger),
-            ProcessGarmentOperation(queue: queue, outbound: outbound),
-            PurgeAccountOperation(queue: queue, outbound: outbound),
+            EnqueueGraphOperation(enqueue: enqueue, queue: queue),
+            NormalizeImageOperation(enqueuer: enqueuer, profiles: profiles, outbound: outbound, logger: logger),
+            ProcessGarmentOperation(enqueuer: enqueuer, outbound: outbound),
+            PurgeAccountOperation(enqueuer: enqueuer, outbound: outbound),
             StatusOperation(queue: queue),
             WaitOperation(queue: queue, watcher: watcher),
             CancelOperation(queue: queue),

@@ -6,7 +6,7 @@ import Foundation
 
 /// Enqueues one job for the enqueueing ops, turning the protocol's options into the queue's.
 struct JobSubmitter: Sendable {
-    let queue: JobQueue
+    let enqueuer: any JobEnqueuer
     /// What a `callbackUrl` and an `http.request` are checked against.
     let outbound: OutboundSettings
 
@@ -14,7 +14,7 @@ struct JobSubmitter: Sendable {
     static let maxDelaySeconds = 366.0 * 86_400
 
     func submit(kind: JobKind, payload: some Encodable, options: JobOptions?) async throws -> EnqueuedJobResult {
-        let enqueued = try await queue.enqueue(try job(kind: kind, payload: payload, options: options, field: "args"))
+        let enqueued = try await enqueuer.enqueue(try job(kind: kind, payload: payload, options: options, field: "args"))
         return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
     }
 

@@ -11,8 +11,8 @@ public struct NormalizeImageOperation: DispatcherOperation {
     let profiles: any NormalizeProfileSource
     let logger: Logger
 
-    public init(queue: JobQueue, profiles: any NormalizeProfileSource, outbound: OutboundSettings = .off, logger: Logger) {
-        submitter = JobSubmitter(queue: queue, outbound: outbound)
+    public init(enqueuer: any JobEnqueuer, profiles: any NormalizeProfileSource, outbound: OutboundSettings = .off, logger: Logger) {
+        submitter = JobSubmitter(enqueuer: enqueuer, outbound: outbound)
         self.profiles = profiles
         self.logger = logger
     }

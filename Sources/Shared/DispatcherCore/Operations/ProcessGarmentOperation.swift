@@ -11,7 +11,7 @@ public struct ProcessGarmentOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
+    public init(enqueuer: any JobEnqueuer, outbound: OutboundSettings = .off) { submitter = JobSubmitter(enqueuer: enqueuer, outbound: outbound) }
 
     public func run(_ request: ProcessGarmentRequest) async throws -> EnqueuedJobResult {
         let payload = NormalizeImagePayload(

@@ -8,7 +8,7 @@ public struct PurgeAccountOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
-    public init(queue: JobQueue, outbound: OutboundSettings = .off) { submitter = JobSubmitter(queue: queue, outbound: outbound) }
+    public init(enqueuer: any JobEnqueuer, outbound: OutboundSettings = .off) { submitter = JobSubmitter(enqueuer: enqueuer, outbound: outbound) }
 
     public func run(_ request: PurgeAccountRequest) async throws -> EnqueuedJobResult {
         let payload = PurgeAccountPayload(userId: try storageID(request.userId, field: "userId"))

@@ -21,6 +21,9 @@ public struct DispatcherSettings: Sendable {
     public var maxConnections: Int
     /// Requests of one connection running at once; reading pauses beyond that.
     public var maxInFlight: Int
+    /// Whether single enqueues arriving together share one insert and one commit (group commit,
+    /// `docs/queue.md`); off: a commit per enqueue.
+    public var groupCommit: Switch
     /// TLS on the TCP listener (the server's side); nil: plain TCP.
     public var serverTLS: DispatcherTLS.Server?
     /// TLS for a client connecting over TCP (the CLI's side); nil: plain TCP.
@@ -44,8 +47,13 @@ public struct DispatcherSettings: Sendable {
             writeTimeout: try reader.duration("FLEET_DISPATCHER_WRITE_TIMEOUT_MS", unit: .milliseconds(1), default: 10_000, range: 100...600_000),
             maxConnections: try reader.integer("FLEET_DISPATCHER_MAX_CONNECTIONS", default: 1024, range: 1...100_000),
             maxInFlight: try reader.integer("FLEET_DISPATCHER_MAX_IN_FLIGHT", default: 64, range: 1...10_000),
+            groupCommit: try reader.choice("FLEET_DISPATCHER_GROUP_COMMIT", default: Switch.on),
             serverTLS: try DispatcherTLS.server(environment),
             clientTLS: try DispatcherTLS.client(environment))
+    }
+
+    public enum Switch: String, Sendable {
+        case on, off
     }
 
     /// What a server needs beyond `load`: a token strong enough to guard the TCP listener.

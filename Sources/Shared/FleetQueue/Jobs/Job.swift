@@ -35,6 +35,10 @@ public struct NewJob: Sendable, Hashable {
     /// Most jobs one job may run after.
     public static let maxDependencies = 100
 
+    /// The traceparent its worker's spans continue, for a job inserted away from the span that
+    /// asked for it (the dispatcher's group commit); nil: the inserting span's.
+    public var traceParent: String?
+
     /// The fields `enqueue` checks, named in `QueueError.invalidJob`.
     public enum Field: String, Sendable {
         case payload, queue, priority, delay, maxAttempts, idempotencyKey, limitKeys, after

@@ -23,6 +23,36 @@ public struct JobQueue: Sendable {
         try await insert(jobs) { try await driver.jobInsertMany($0) }
     }
 
+    /// Enqueues jobs that have nothing to do with one another (the dispatcher's group commit) in
+    /// one statement, each with its own result in input order: a job refused by validation is
+    /// refused alone before the insert; when the database refuses the statement for a reason other
+    /// than the connection (one job's payload it cannot store), each job is inserted again on its
+    /// own, so no job fails for another's. A lost connection fails them all alike: the statement
+    /// is one transaction, committed for all of them or for none.
+    public func enqueueEach(_ jobs: [NewJob]) async -> [Result<EnqueuedJob, any Error>] {
+        var results = [Result<EnqueuedJob, any Error>?](repeating: nil, count: jobs.count)
+        var valid: [Int] = []
+        for (index, job) in jobs.enumerated() {
+            do {
+                try validate(job)
+                valid.append(index)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        do {
+            let enqueued = try await enqueue(valid.map { jobs[$0] })
+            for (index, job) in zip(valid, enqueued) { results[index] = .success(job) }
+        } catch let error as PostgresError where error.isTransient {
+            for index in valid { results[index] = .failure(error) }
+        } catch {
+            for index in valid {
+                do { results[index] = .success(try await enqueue(jobs[index])) } catch { results[index] = .failure(error) }
+            }
+        }
+        return results.map { $0! }
+    }
+
     /// Enqueues within the caller's transaction (River's `InsertTx`): the jobs commit or roll
     /// back with the caller's own statements, validated as `enqueue` validates them, of kinds
     /// the caller names in code (no `knownKinds` to check). `announce: false` leaves waking the

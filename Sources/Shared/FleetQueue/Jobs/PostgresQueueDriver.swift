@@ -154,8 +154,13 @@ public struct PostgresQueueDriver: QueueDriver {
             extraValues += ", waiting_on, CASE WHEN waiting_on > 0 THEN 'waiting'::job_state ELSE 'available'::job_state END"
             extraInputs += ", $\(parameters.count)::integer[]"; extraNames += ", waiting_on"
         }
-        // And only traced batches (tracing on) name the trace's, one value for the whole batch.
-        if let traceParent {
+        // And only traced batches (tracing on) name the trace's: one value for the whole batch,
+        // or one per job when some jobs carry their own.
+        if unique.contains(where: { $0.traceParent != nil }) {
+            parameters.append(PostgresArray(unique.map { $0.traceParent ?? traceParent }))
+            extraColumns += ", trace_parent"; extraValues += ", trace_parent"
+            extraInputs += ", $\(parameters.count)::text[]"; extraNames += ", trace_parent"
+        } else if let traceParent {
             parameters.append(traceParent)
             extraColumns += ", trace_parent"; extraValues += ", $\(parameters.count)::text"
         }

@@ -4,18 +4,60 @@ import Tracing
 
 /// A claimed job's part of its trace, continuing the enqueueing span kept in the row: a
 /// `queue wait` span from the enqueue to the claim, then `job run` around the attempt.
+///
+/// Sampling comes before the spans: a job whose trace was not sampled (the sampled flag of its
+/// traceparent is off) runs as with tracing off, no span made, no context bound; a sampled one
+/// gets all of them. A job enqueued outside any trace starts its own: its `queue wait` is the
+/// root, the tracer's sampler decides on it, and `job run` follows that decision.
 enum JobSpans {
-    /// Runs `body` in the job's `job run` span, after recording its queue wait; `body` returns how
-    /// the attempt ended, kept as the span's outcome.
-    static func run(_ job: ClaimedJob, claimedAt: Date, _ body: () async -> JobOutcome.Kind?) async {
-        let parent = TracePropagation.context(continuing: job.traceParent)
-        let wait = startSpan("queue wait", at: WallInstant(job.createdAt), context: parent, ofKind: .consumer)
+    /// What a job's attempt does about spans, decided before any is made.
+    enum Decision: Equatable {
+        /// Its trace was not sampled: no spans.
+        case untraced
+        /// Continue this sampled traceparent.
+        case continuing(String)
+        /// No trace (or an unreadable one): a new one, if the sampler takes it.
+        case newTrace
+    }
+
+    /// From the traceparent alone (`00-<trace id>-<parent id>-<flags>`): no parsing into a
+    /// context, no span, for the jobs that will not be traced.
+    static func decision(traceParent: String?) -> Decision {
+        guard let traceParent else { return .newTrace }
+        let fields = traceParent.utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        guard fields.count == 4, fields[1].count == 32, fields[2].count == 16, fields[3].count == 2,
+              let flags = UInt8(String(decoding: fields[3], as: UTF8.self), radix: 16) else { return .newTrace }
+        return flags & 1 == 1 ? .continuing(traceParent) : .untraced
+    }
+
+    /// Runs `body` (the attempt, which returns how it ended) in the job's spans when its trace is
+    /// sampled, or bare.
+    static func run(_ job: ClaimedJob, claimedAt: Date, tracer: any Tracer, _ body: () async -> JobOutcome.Kind?) async {
+        let parent: ServiceContext
+        switch decision(traceParent: job.traceParent) {
+        case .untraced:
+            _ = await body()
+            return
+        case .continuing(let traceParent):
+            parent = TracePropagation.context(continuing: traceParent)
+        case .newTrace:
+            parent = .topLevel
+        }
+        let wait = tracer.startSpan("queue wait", context: parent, ofKind: .consumer, at: WallInstant(job.createdAt))
+        guard wait.isRecording else {
+            // A new trace the sampler dropped.
+            wait.end()
+            _ = await body()
+            return
+        }
         wait.attributes[TraceAttribute.kind] = job.kind.rawValue
         wait.attributes[TraceAttribute.jobID] = job.id
         wait.attributes[TraceAttribute.attempt] = job.attempt
         // Clocks differ between the database and this host: the wait never ends before it started.
         wait.end(at: WallInstant(max(claimedAt, job.createdAt)))
-        await withSpan("job run", context: parent, ofKind: .consumer) { span in
+        // A continued trace's run is the wait's sibling, under the enqueue; a new one's follows the wait.
+        let runParent = job.traceParent == nil ? wait.context : parent
+        await tracer.withSpan("job run", context: runParent, ofKind: .consumer) { span in
             span.attributes[TraceAttribute.kind] = job.kind.rawValue
             span.attributes[TraceAttribute.jobID] = job.id
             span.attributes[TraceAttribute.attempt] = job.attempt

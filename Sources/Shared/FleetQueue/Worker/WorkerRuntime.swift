@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// Runs registered handlers on jobs claimed from the queue: claims sized to free slots,
 /// leases renewed by heartbeat, outcomes written in batches, wake-ups by LISTEN/NOTIFY (a
@@ -22,8 +23,9 @@ public final class WorkerRuntime: Service, Sendable {
     private let executable: String
     private let recorder: OutcomeRecorder
     private let metrics: WorkerMetrics
-    /// Tracing bootstrapped: each job's queue wait and run are spans (`JobSpans`).
-    private let traced = TracePropagation.isTracing
+    /// The tracer when tracing is bootstrapped: each sampled job's queue wait and run are spans
+    /// (`JobSpans`); nil: none are made.
+    private let tracer: (any Tracer)? = TracePropagation.isTracing ? InstrumentationSystem.tracer : nil
     private let state: Mutex<State>
     private let wakeups: AsyncStream<Void>
     private let wakeContinuation: AsyncStream<Void>.Continuation
@@ -215,8 +217,8 @@ public final class WorkerRuntime: Service, Sendable {
             metrics.ran(job.kind, for: ContinuousClock.now - started)
             return await finish(job, result, logger: logger)
         }
-        if traced {
-            await JobSpans.run(job, claimedAt: Date(), attempt)
+        if let tracer {
+            await JobSpans.run(job, claimedAt: Date(), tracer: tracer, attempt)
         } else {
             _ = await attempt()
         }

@@ -1,0 +1,190 @@
+import DispatcherProtocol
+import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// What one window of single enqueues measured.
+struct SingleEnqueueWindow {
+    let rate: Double
+    /// Per request, from its write to its answer, in milliseconds.
+    let p50: Double
+    let p99: Double
+    /// CPU milliseconds per job: the load generator's (this process), the server's (nil: not measured).
+    let clientCPUPerJob: Double
+    let serverCPUPerJob: Double?
+}
+
+/// Drives single `enqueue` requests over the dispatcher's TCP socket from `connections`
+/// connections, one request in flight each (a backend's request handlers, each enqueueing one
+/// job and waiting for it), with NIO handlers on the event loops: no task or JSON coding per
+/// request, so the generator stays far from being the limit (its CPU is reported).
+struct EnqueueLoad {
+    let port: Int
+    let token: String
+    let connections: Int
+
+    func measure(warmUp: Duration, window: Duration, serverPID: pid_t) async throws -> SingleEnqueueWindow {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let drivers = (0..<connections).map { _ in EnqueueDriver(token: token) }
+        var channels: [any Channel] = []
+        defer { channels.forEach { $0.close(promise: nil) } }
+        for driver in drivers {
+            let channel = try await ClientBootstrap(group: group)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(FrameReader(maxFrameBytes: 1 << 20))
+                        try channel.pipeline.syncOperations.addHandler(driver)
+                    }
+                }
+                .connect(host: "127.0.0.1", port: port).get()
+            channels.append(channel)
+        }
+        for (driver, channel) in zip(drivers, channels) { try await driver.authenticated(on: channel).get() }
+        for (driver, channel) in zip(drivers, channels) { channel.eventLoop.execute { driver.start() } }
+        try await Task.sleep(for: warmUp)
+
+        let clientCPU = processCPUSeconds()
+        let serverCPU = CPUTime.ofProcess(serverPID)
+        let started = ContinuousClock.now
+        for (driver, channel) in zip(drivers, channels) { try await channel.eventLoop.submit { driver.startMeasuring() }.get() }
+        try await Task.sleep(for: window)
+        var latencies: [Double] = []
+        var failures = 0
+        for (driver, channel) in zip(drivers, channels) {
+            let (measured, failed) = try await channel.eventLoop.submit { driver.stop() }.get()
+            latencies += measured
+            failures += failed
+        }
+        let elapsed = (ContinuousClock.now - started) / .seconds(1)
+        let serverSeconds = CPUTime.ofProcess(serverPID).map { after in serverCPU.map { after - $0 } } ?? nil
+        let clientSeconds = processCPUSeconds() - clientCPU
+        // Let the last requests of the stopped drivers be answered before the connections close.
+        try await Task.sleep(for: .milliseconds(200))
+        guard failures == 0 else { throw BenchError("\(failures) enqueues failed") }
+        guard !latencies.isEmpty else { throw BenchError("no enqueue answered in \(window)") }
+        latencies.sort()
+        let jobs = Double(latencies.count)
+        return SingleEnqueueWindow(
+            rate: jobs / elapsed, p50: percentile(latencies, 0.50), p99: percentile(latencies, 0.99),
+            clientCPUPerJob: clientSeconds * 1000 / jobs, serverCPUPerJob: serverSeconds.map { $0 * 1000 / jobs })
+    }
+}
+
+/// One connection's closed loop: greeting, `auth`, then one `enqueue` after another, each sent
+/// when the previous one is answered. Used only on its channel's event loop.
+private final class EnqueueDriver: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum Phase { case greeting, authenticating, ready, running, stopped }
+
+    private let token: String
+    private var phase = Phase.greeting
+    private var context: ChannelHandlerContext?
+    private var authenticatedPromise: EventLoopPromise<Void>?
+    private var nextID = 1
+    private var sentAt = ContinuousClock.now
+    private var measuring = false
+    private var latencies: [Double] = []
+    private var failures = 0
+    private static let ok = Array(#""ok":true"#.utf8)
+
+    init(token: String) { self.token = token }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        authenticatedPromise = context.eventLoop.makePromise()
+    }
+
+    func authenticated(on channel: any Channel) -> EventLoopFuture<Void> {
+        channel.eventLoop.flatSubmit { self.authenticatedPromise!.futureResult }
+    }
+
+    func start() {
+        phase = .running
+        send()
+    }
+
+    func startMeasuring() {
+        measuring = true
+        latencies = []
+        latencies.reserveCapacity(1 << 14)
+    }
+
+    /// Stops sending; returns what was measured (milliseconds per request) and the failures.
+    func stop() -> ([Double], Int) {
+        phase = .stopped
+        measuring = false
+        return (latencies, failures)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch phase {
+        case .greeting:
+            phase = .authenticating
+            write(#"{"id":0,"op":"auth","args":{"token":"\#(token)"}}"#)
+        case .authenticating:
+            phase = .ready
+            if contains(frame, Self.ok) { authenticatedPromise?.succeed() } else {
+                authenticatedPromise?.fail(BenchError("auth refused: \(String(buffer: frame))"))
+            }
+        case .running:
+            if measuring {
+                latencies.append((ContinuousClock.now - sentAt) / .milliseconds(1))
+                if !contains(frame, Self.ok) { failures += 1 }
+            }
+            send()
+        case .ready, .stopped:
+            break
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        authenticatedPromise?.fail(error)
+        failures += 1
+        context.close(promise: nil)
+    }
+
+    private func send() {
+        sentAt = ContinuousClock.now
+        nextID += 1
+        write(#"{"id":\#(nextID),"op":"enqueue","args":{"kind":"drill.noop","payload":{"n":\#(nextID)}}}"#)
+    }
+
+    private func write(_ text: String) {
+        guard let context else { return }
+        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count + 1)
+        buffer.writeString(text)
+        buffer.writeInteger(UInt8(ascii: "\n"))
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+    }
+
+    private func contains(_ frame: ByteBuffer, _ needle: [UInt8]) -> Bool {
+        frame.readableBytesView.withContiguousStorageIfAvailable { bytes in
+            guard bytes.count >= needle.count else { return false }
+            return (0...(bytes.count - needle.count)).contains { start in needle.indices.allSatisfy { bytes[start + $0] == needle[$0] } }
+        } ?? String(buffer: frame).contains(String(decoding: needle, as: UTF8.self))
+    }
+}
+
+/// CPU seconds (user and system) this process has used.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+enum CPUTime {
+    /// CPU seconds (user and system) another process has used, from /proc; nil where unreadable.
+    static func ofProcess(_ pid: pid_t) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let end = stat.lastIndex(of: ")") else { return nil }
+        // Fields after the command name: state is the 3rd field; utime and stime the 14th and 15th.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
