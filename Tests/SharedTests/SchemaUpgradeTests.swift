@@ -76,10 +76,16 @@ import Testing
 @Suite struct SchemaNamesTests {
     @Test func triggersEnqueueTheCallbackKindAndWakeTheQueuesChannel() {
         #expect(RenderMigrations.callbackKind == JobKind.callbackDeliver)
-        let triggers = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") && $0.sql.contains("'\(JobKind.callbackDeliver.rawValue)'") }
+        let notifying = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") }
+        let triggers = notifying.filter { $0.sql.contains("_enqueue_callback()") }
         #expect(triggers.count == 4)  // the jobs' and the renders' callback functions, each twice (7, then 10 and 11)
         for migration in triggers {
             #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
         }
+        // The dependencies' trigger (15): released jobs' kinds, and the ends of failed dependents.
+        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [15])
+        let dependencies = notifying.first { $0.version == 15 }?.sql ?? ""
+        #expect(dependencies.contains("pg_notify('\(QueueChannel.jobs.name)', kind)"))
+        #expect(dependencies.contains("pg_notify('\(QueueChannel.finished.name)', ids)"))
     }
 }

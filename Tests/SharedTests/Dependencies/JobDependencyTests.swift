@@ -82,11 +82,17 @@ extension TestQueue {
         defer { for worker in workers { worker.signal(SIGKILL) } }
         var dependents: [Int64] = []
         for run in 0..<50 {
-            // Both end at the same wall-clock instant, each in its own process (its queue's).
+            // Both end at the same wall-clock instant, each in its own process (its queue's). The
+            // queues are paused until the dependent is enqueued: on a loaded machine the enqueues
+            // may take longer than the wait, and a dependent enqueued after its dependencies
+            // ended would test nothing.
+            for queue in ["left", "right"] { _ = try await q.driver.queuePause(.queue(queue), by: "test") }
             let instant = wallClockNanoseconds() + 150_000_000
             let left = try await q.enqueue(try q.script(DrillScript(sleepUntilNs: instant), queue: "left"))
             let right = try await q.enqueue(try q.script(DrillScript(sleepUntilNs: instant), queue: "right"))
             let dependent = try await q.enqueue(try q.script(after: [left, right], queue: run.isMultiple(of: 2) ? "left" : "right"))
+            #expect(try await q.record(dependent).state == .waiting)
+            for queue in ["left", "right"] { _ = try await q.driver.queueResume(.queue(queue)) }
             dependents.append(dependent)
             try await q.waitUntil(timeout: .seconds(20), "run \(run)'s dependent completed") { try await q.record(dependent).state == .completed }
         }
@@ -109,9 +115,13 @@ extension TestQueue {
             let queue = "victim\(offsetMs + 3)"
             let victim = try WorkerProcess(databaseURL: q.url, environment: ["FLEET_QUEUES": queue])
             try await q.waitUntilLocked([victim])
+            // Paused until the dependent waits (as above: a slow enqueue must not let the dependency end first).
+            _ = try await q.driver.queuePause(.queue(queue), by: "test")
             let instant = wallClockNanoseconds() + 400_000_000
             let dependency = try await q.enqueue(try q.script(DrillScript(sleepUntilNs: instant), queue: queue))
             let dependent = try await q.enqueue(try q.script(after: [dependency], queue: "survivor"))
+            #expect(try await q.record(dependent).state == .waiting)
+            _ = try await q.driver.queueResume(.queue(queue))
             try await q.waitUntil("the dependency running") { try await q.record(dependency).state == .running }
             let left = instant + Int64(offsetMs) * 1_000_000 - wallClockNanoseconds()
             if left > 0 { try await Task.sleep(for: .nanoseconds(left)) }

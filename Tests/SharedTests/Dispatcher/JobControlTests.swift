@@ -15,7 +15,7 @@ import Testing
         let submitters: Set<AccessRole> = [.submit, .operate], everyone: Set<AccessRole> = [.submit, .read, .operate]
         let readers: Set<AccessRole> = [.read, .operate], operators: Set<AccessRole> = [.operate]
         return [
-            "enqueue": submitters, "image.normalize": submitters, "garment.process": submitters, "account.purge": submitters,
+            "enqueue": submitters, "jobs.enqueueGraph": submitters, "image.normalize": submitters, "garment.process": submitters, "account.purge": submitters,
             "cancel": submitters, "render.request": submitters, "render.feedback": submitters, "token.issue": submitters,
             "account.link": submitters,
             "status": everyone, "wait": everyone, "render.status": everyone, "render.wait": everyone, "renders.list": everyone,

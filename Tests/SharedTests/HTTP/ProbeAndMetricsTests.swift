@@ -68,7 +68,10 @@ import Testing
         let gauges = QueueGauges(queue: q.queue, kinds: FleetKinds.all, interval: .milliseconds(100), logger: testLogger)
         try await DispatcherHTTPHarness.with(databaseURL: q.url, services: [gauges]) { http in
             try await q.waitUntil("gauges refreshed") {
-                Self.value(try await http.get("/metrics").text, #"fleet_queue_jobs{kind="image.normalize",state="scheduled"}"#) == 3
+                let text = try await http.get("/metrics").text
+                // The refresh sets the kinds' gauges, then the limits', then the dependencies'.
+                return Self.value(text, #"fleet_queue_jobs{kind="image.normalize",state="scheduled"}"#) == 3
+                    && Self.value(text, "fleet_queue_dependency_failures") != nil
             }
             let response = try await http.get("/metrics")
             #expect(response.status == 200)

