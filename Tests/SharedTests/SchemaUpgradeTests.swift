@@ -82,9 +82,9 @@ import Testing
         for migration in triggers {
             #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
         }
-        // The dependencies' trigger (15): released jobs' kinds, and the ends of failed dependents.
-        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [15])
-        let dependencies = notifying.first { $0.version == 15 }?.sql ?? ""
+        // The dependencies' trigger (17): released jobs' kinds, and the ends of failed dependents.
+        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [17])
+        let dependencies = notifying.first { $0.version == 17 }?.sql ?? ""
         #expect(dependencies.contains("pg_notify('\(QueueChannel.jobs.name)', kind)"))
         #expect(dependencies.contains("pg_notify('\(QueueChannel.finished.name)', ids)"))
     }
