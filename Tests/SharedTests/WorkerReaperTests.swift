@@ -91,8 +91,8 @@ import Testing
     }
 
     /// Jobs on their last attempt end `dead`, cancel requests `cancelled`, as the lease rescue
-    /// ends them; both announce it on `fleet_jobs_finished`, and the jobs to run again wake the
-    /// workers of their kind on `fleet_jobs`.
+    /// ends them; both, waited for, announce it on `fleet_jobs_finished`, and the jobs to run
+    /// again wake the workers of their kind on `fleet_jobs`.
     @Test func lastAttemptsEndAndTheRestWakeTheWorkers() async throws {
         let q = try await TestQueue.make()
         let listening = TestNotifier(url: q.url)
@@ -104,6 +104,7 @@ import Testing
         let last = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 1))
         let cancelled = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 5))
         let again = try await q.queue.enqueue(NewJob(kind: .drillScript, maxAttempts: 5))
+        for waitedFor in [last, cancelled] { try await q.queue.watchFinish(id: waitedFor.id) }
         _ = try await q.driver.jobClaim(ClaimRequest(owner: worker.id, lease: .seconds(30), slots: [.drillNoop: 2, .drillScript: 1]))
         #expect(try await q.queue.cancel(id: cancelled.id) == .requested(owner: worker.id))
         try await q.pool.query("SELECT pg_terminate_backend($1)", [pid])
