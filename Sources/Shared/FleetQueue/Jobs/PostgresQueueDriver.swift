@@ -375,9 +375,14 @@ public struct PostgresQueueDriver: QueueDriver {
     /// Marks the job as waited for. A write, so that it is race-free with the job's end: an ending
     /// statement that started before this commits updates the row this wrote (PostgreSQL
     /// re-reads it), so it sees the mark and notifies; one that committed first left a terminal
-    /// state for the waiter's next read.
+    /// state for the waiter's next read. A job already ended is not written: there is nothing
+    /// left to announce (an ending in flight is waited for, then its row re-checked, so it too
+    /// is left alone and the read sees it).
     public func jobWatchFinish(id: Int64) async throws {
-        try await executor.query("UPDATE jobs SET finish_watched = true WHERE id = $1 AND NOT finish_watched", [id])
+        try await executor.query("""
+            UPDATE jobs SET finish_watched = true
+            WHERE id = $1 AND NOT finish_watched AND state IN ('waiting', 'available', 'running')
+            """, [id])
     }
 
     public func jobCancel(id: Int64) async throws -> CancelResult {
