@@ -82,10 +82,13 @@ import Testing
         for migration in triggers {
             #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
         }
-        // The dependencies' trigger (17): released jobs' kinds, and the ends of failed dependents.
-        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [17])
-        let dependencies = notifying.first { $0.version == 17 }?.sql ?? ""
-        #expect(dependencies.contains("pg_notify('\(QueueChannel.jobs.name)', kind)"))
-        #expect(dependencies.contains("pg_notify('\(QueueChannel.finished.name)', ids)"))
+        // The dependencies' settlement (17, then set-based in 18): released jobs' kinds, and the
+        // ends of failed dependents.
+        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [17, 18])
+        for version in [17, 18] {
+            let dependencies = notifying.first { $0.version == version }?.sql ?? ""
+            #expect(dependencies.contains("pg_notify('\(QueueChannel.jobs.name)', kind)"), "\(version)")
+            #expect(dependencies.contains("pg_notify('\(QueueChannel.finished.name)', ids)"), "\(version)")
+        }
     }
 }

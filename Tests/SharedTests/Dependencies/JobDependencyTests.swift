@@ -138,6 +138,30 @@ extension TestQueue {
         #expect(try await q.dependentsStartedEarly() == 0)
     }
 
+    /// One statement ending more dependencies than the row trigger's noted list holds (about a
+    /// thousand ids): the list is settled in parts, and each dependent is settled once all the same.
+    @Test func oneStatementEndingFiveThousandDependenciesSettlesEachDependentOnce() async throws {
+        let q = try await TestQueue.make()
+        let completing = try await q.queue.enqueue(try (0..<5_000).map { _ in try q.script() }).map(\.id)
+        let released = try await q.queue.enqueue(try completing.map { try q.script(after: [$0]) }).map(\.id)
+        let failing = try await q.queue.enqueue(try (0..<3_000).map { _ in try q.script() }).map(\.id)
+        let doomed = try await q.queue.enqueue(try failing.map { try q.script(after: [$0]) }).map(\.id)
+        let doomedNext = try await q.queue.enqueue(try doomed.map { try q.script(after: [$0]) }).map(\.id)
+        let ids = { (ids: [Int64]) in "ARRAY[\(ids.map(String.init).joined(separator: ","))]::bigint[]" }
+        _ = try await q.sql.query("UPDATE jobs SET state = 'completed', finished_at = now() WHERE id = ANY (\(ids(completing)))")
+        _ = try await q.sql.query("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = ANY (\(ids(failing)))")
+        let states = try await q.sql.query("""
+            SELECT state::text AS state, count(*) AS n, count(*) FILTER (WHERE last_error_code = 'DEPENDENCY_FAILED') AS failed
+            FROM jobs WHERE id = ANY (\(ids(released + doomed + doomedNext))) GROUP BY state
+            """).rows.map { (try $0.string("state"), try $0.int("n"), try $0.int("failed")) }
+        #expect(states.count == 2)
+        #expect(states.contains { $0 == ("available", 5_000, 0) })
+        #expect(states.contains { $0 == ("cancelled", 6_000, 6_000) })
+        #expect(try await q.sql.query("SELECT count(*) AS n FROM job_dependencies").rows[0].int("n") == 0)
+        let totals = try await q.dependencyTotals()
+        #expect(totals.released == 5_000 && totals.failed == 6_000)
+    }
+
     @Test func aDeadDependencyCancelsItsDependentsTransitivelyWithOneCallbackEachAndARetryRunsThemAgain() async throws {
         let rig = try await OutboundRig()
         let q = rig.q
