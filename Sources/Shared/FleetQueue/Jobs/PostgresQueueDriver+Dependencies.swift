@@ -4,7 +4,7 @@ import Tracing
 
 /// Dependencies (`docs/queue.md`, "Dependencies"): enqueueing jobs that run after others, a
 /// graph of them, and reading what they ran after. Releasing and failing dependents is the
-/// trigger `jobs_dependents`' (migration 17), in the transaction that ends the dependency.
+/// triggers' (migration 18), in the statement that ends the dependency.
 extension PostgresQueueDriver {
     /// Locks the dependencies' rows in id order until the transaction ends (so none can end
     /// meanwhile: whoever ends one later finds the dependent inserted, and its trigger settles it)
