@@ -107,11 +107,19 @@ struct PipelineSuite: AsyncParsableCommand {
         return Double(drainJobs) / elapsed.seconds
     }
 
+    /// Polls the jobs not ended yet through the partial indexes of their states, every 25 ms:
+    /// counting the completed ones every 5 ms scanned the table, 4 ms each, and took half a core
+    /// from the database whose drain is measured (the poll still costs about 3 ms; a drain's
+    /// time is known to within 25 ms, about 1 %).
     private func waitForCompleted(_ database: BenchDatabase, _ count: Int, timeout: Duration) async throws {
         let deadline = ContinuousClock.now + timeout
-        while try await database.pool.query("SELECT count(*) AS n FROM jobs WHERE state = 'completed'").rows[0].int("n") < count {
+        let pending = """
+            SELECT (SELECT count(*) FROM jobs WHERE state = 'waiting') + (SELECT count(*) FROM jobs WHERE state = 'available')
+                 + (SELECT count(*) FROM jobs WHERE state = 'running') AS n
+            """
+        while try await database.pool.query(pending).rows[0].int("n") > 0 {
             guard ContinuousClock.now < deadline else { throw BenchError("\(count) jobs did not complete in time") }
-            try await Task.sleep(for: .milliseconds(5))
+            try await Task.sleep(for: .milliseconds(25))
         }
     }
 }
