@@ -69,16 +69,7 @@ extension QueueMigrations {
                     DELETE FROM job_dependencies WHERE depends_on = NEW.id
                 ),
                 cancelled AS (
-                    UPDATE jobs SET state = 'cancelled', waiting_on = 0, finished_at = now(),
-                        errors = jobs.errors || jsonb_build_array(jsonb_build_object(
-                            'attempt', jobs.attempt, 'at', now(), 'code', '\(JobErrorCode.dependencyFailed)',
-                            'error', CASE WHEN doomed.after = NEW.id
-                                THEN 'dependency failed: job ' || NEW.id || ' (' || NEW.kind || ') ended ' || NEW.state
-                                ELSE 'dependency failed: job ' || doomed.after || ' was cancelled because job ' || NEW.id
-                                     || ' (' || NEW.kind || ') ended ' || NEW.state END)),
-                        last_error_code = '\(JobErrorCode.dependencyFailed)'
-                    FROM doomed WHERE jobs.id = doomed.id AND jobs.state = 'waiting'
-                    RETURNING jobs.id, jobs.state, jobs.finish_watched, jobs.limit_keys
+                    \(DependencySettlementSQL.cancelWaiting(from: "doomed", after: "doomed.after", root: "NEW.id", rootKind: "NEW.kind", rootState: "NEW.state"))
                 ),
                 notified AS (\(PostgresQueueDriver.notifyFinished(from: "cancelled")))
                 SELECT (SELECT count(nextval('job_dependency_failures')) FROM cancelled) + (SELECT sent FROM notified) INTO settled;

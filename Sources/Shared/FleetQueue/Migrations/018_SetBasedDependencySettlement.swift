@@ -73,16 +73,8 @@ extension QueueMigrations {
                     DELETE FROM job_dependencies WHERE depends_on = ANY (failed_ids)
                 ),
                 cancelled AS (
-                    UPDATE jobs SET state = 'cancelled', waiting_on = 0, finished_at = now(),
-                        errors = jobs.errors || jsonb_build_array(jsonb_build_object(
-                            'attempt', jobs.attempt, 'at', now(), 'code', '\(JobErrorCode.dependencyFailed)',
-                            'error', CASE WHEN blamed.after = blamed.root
-                                THEN 'dependency failed: job ' || blamed.root || ' (' || blamed.root_kind || ') ended ' || blamed.root_state
-                                ELSE 'dependency failed: job ' || blamed.after || ' was cancelled because job ' || blamed.root
-                                     || ' (' || blamed.root_kind || ') ended ' || blamed.root_state END)),
-                        last_error_code = '\(JobErrorCode.dependencyFailed)'
-                    FROM blamed WHERE jobs.id = blamed.id AND jobs.state = 'waiting'
-                    RETURNING jobs.id, jobs.state, jobs.finish_watched, jobs.limit_keys
+                    \(DependencySettlementSQL.cancelWaiting(
+                        from: "blamed", after: "blamed.after", root: "blamed.root", rootKind: "blamed.root_kind", rootState: "blamed.root_state"))
                 ),
                 notified AS (\(PostgresQueueDriver.notifyFinished(from: "cancelled")))
                 SELECT (SELECT count(nextval('job_dependency_failures')) FROM cancelled) + (SELECT sent FROM notified) INTO settled;
