@@ -102,6 +102,57 @@ final class TaskLog: Sendable {
         #expect(try await q.pool.query("SELECT count(*) AS n FROM jobs WHERE kind = 'drill.noop'").rows[0].int("n") == 10)
     }
 
+    /// A graph entry: four dispatchers race for each slot; the winner enqueues the whole graph in
+    /// its claim's transaction, each job after the ones it names, once per slot.
+    @Test func aGraphEntryEnqueuesItsJobsInOrderOncePerSlot() async throws {
+        let q = try await TestQueue.make()
+        let log = TaskLog()
+        let nightly = try entry(#"* * * * * * => graph:nightly {"jobs": [{"name": "a", "kind": "drill.noop", "payload": {"step": 1}}, {"name": "b", "kind": "drill.noop", "after": ["a"]}, {"name": "c", "kind": "drill.noop", "after": ["a", "b"]}]}"#)
+        #expect(nightly.name == "graph:nightly")
+        let schedulers = (0..<4).map { scheduler(q, [nightly], owner: "dispatcher-\($0)", log: log) }
+        for second in 1...3 {
+            let now = base.addingTimeInterval(TimeInterval(second) + 0.3)
+            let outcomes = await withTaskGroup(of: Scheduler.Outcome.self) { group in
+                for scheduler in schedulers { group.addTask { await scheduler.fire(nightly, after: now.addingTimeInterval(-1), now: now) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 == .fired(base.addingTimeInterval(TimeInterval(second))) }.count == 1)
+        }
+        let jobs = try await q.pool.query("""
+            SELECT j.id, j.idempotency_key, j.state::text AS state, j.payload::text AS payload,
+                coalesce((SELECT array_agg(d.idempotency_key ORDER BY d.id) FROM jobs d WHERE d.id = ANY (j.depends_on))::text, '') AS after
+            FROM jobs j ORDER BY j.id
+            """).rows
+        #expect(jobs.count == 9)
+        let firsts = try await q.pool.query("SELECT job_id FROM schedule_slots WHERE entry = 'graph:nightly' ORDER BY slot_at").rows.map { $0["job_id"] }
+        for second in 1...3 {
+            let key = "schedule:graph:nightly:\(base.addingTimeInterval(TimeInterval(second)).ISO8601Format())"
+            let slotJobs = jobs.filter { $0["idempotency_key"]?.hasPrefix(key + "/") == true }
+            #expect(slotJobs.map { $0["idempotency_key"] } == ["a", "b", "c"].map { "\(key)/\($0)" })
+            #expect(slotJobs.map { $0["state"] } == ["available", "waiting", "waiting"])
+            #expect(slotJobs.map { $0["after"] } == ["", "{\(key)/a}", "{\(key)/a,\(key)/b}"])
+            #expect(slotJobs.first?["payload"] == #"{"step": 1}"#)
+            #expect(firsts[second - 1] == slotJobs.first?["id"])
+        }
+        let refused: [(String, String)] = [
+            (#"* * * * * => graph:x {"jobs": [{"name": "a", "kind": "drill.noop", "after": ["b"]}, {"name": "b", "kind": "drill.noop", "after": ["a"]}]}"#,
+             "graph:x: invalid job graph: the jobs 'a', 'b' run after one another in a cycle"),
+            (#"* * * * * => graph:x {"jobs": [{"name": "a", "kind": "nope"}]}"#, "graph:x: job 'a' names 'nope', which is not a job kind"),
+            (#"* * * * * => graph:x {"jobs": [{"name": "a", "kind": "drill.noop", "after": ["z"]}]}"#,
+             "graph:x: invalid job graph: job 'a' runs after 'z', which the graph does not name"),
+            (#"* * * * * => graph:x {"jobs": [{"name": "a", "kind": "drill.noop", "payload": [1]}]}"#, "the payload of graph:x is not"),
+            (#"* * * * * => graph: {"jobs": []}"#, "a graph entry is named graph:<name>"),
+        ]
+        for (line, message) in refused {
+            do {
+                _ = try ScheduleLine(line, vocabulary: MaintenanceTasks.vocabulary)
+                Issue.record("accepted: \(line)")
+            } catch {
+                #expect("\(error)".contains(message), "\(error)")
+            }
+        }
+    }
+
     @Test func aDispatcherBackFromDowntimeFiresOnlyTheMostRecentMissedSlot() async throws {
         let q = try await TestQueue.make()
         let log = TaskLog()
@@ -154,7 +205,7 @@ final class TaskLog: Sendable {
             VALUES ('jobs.prune', now() - interval '25 hours', 'x'), ('gone.entry', now() - interval '2 days', 'x'),
                    ('jobs.prune', now() - interval '23 hours', 'x')
             """)
-        let claim = try await ScheduleSlots(pool: q.pool).claim(entry: "jobs.prune", slot: Date(), owner: "me", job: nil)
+        let claim = try await ScheduleSlots(pool: q.pool).claim(entry: "jobs.prune", slot: Date(), owner: "me", enqueue: nil)
         #expect(claim == ScheduleSlots.Claim(jobID: nil))
         #expect(try await q.pool.query("SELECT count(*) AS n FROM schedule_slots").rows[0].int("n") == 2)
     }
@@ -181,7 +232,7 @@ final class TaskLog: Sendable {
         #expect(settings.lateness == .seconds(5))
 
         let refused: [([String: String], String)] = [
-            (["FLEET_SCHEDULE": "* * * * * => nope"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => nope': 'nope' is neither a built-in (jobs.prune, kinds.sweep, leases.rescue, renders.timeout, tokens.expire) nor a job kind"),
+            (["FLEET_SCHEDULE": "* * * * * => nope"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => nope': 'nope' is neither a built-in (jobs.prune, kinds.sweep, leases.rescue, renders.timeout, tokens.expire), a job kind nor a graph:<name>"),
             (["FLEET_SCHEDULE": "off => kinds.sweep; 61 * * * * => jobs.prune"], "configuration error: FLEET_SCHEDULE: entry 2 '61 * * * * => jobs.prune': minute field '61': 61 is outside 0...59"),
             (["FLEET_SCHEDULE": "* * * * * jobs.prune"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * jobs.prune': '* * * * * jobs.prune' is not 'expression => target'"),
             (["FLEET_SCHEDULE": "* * * * * => jobs.prune {}"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => jobs.prune {}': the built-in jobs.prune takes no payload"),

@@ -68,6 +68,12 @@ public struct JobQueue: Sendable {
         try await insert(graph.nodes.map(\.job)) { _ in try await driver.jobInsertGraph(graph, announce: true) }
     }
 
+    /// Enqueues a graph's jobs within the caller's transaction, as `enqueue(_:in:)` does jobs.
+    public static func enqueue(_ graph: JobGraph, in transaction: PostgresConnection) async throws -> [EnqueuedJob] {
+        let driver = PostgresQueueDriver(executor: transaction)
+        return try await JobQueue(driver: driver, knownKinds: nil).enqueue(graph)
+    }
+
     /// The jobs `id` runs after, with their results: what a dependent's handler reads.
     public func dependencies(of id: Int64) async throws -> [JobDependency] { try await driver.jobDependencies(of: id) }
 

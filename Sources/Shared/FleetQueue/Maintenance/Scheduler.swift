@@ -91,7 +91,7 @@ public struct Scheduler: Service {
         }
         let claim: ScheduleSlots.Claim?
         do {
-            claim = try await slots.claim(entry: entry.name, slot: slot, owner: owner, job: job(for: entry, slot: slot))
+            claim = try await slots.claim(entry: entry.name, slot: slot, owner: owner, enqueue: try enqueue(for: entry, slot: slot))
         } catch {
             count(entry, "failed")
             logger.error("schedule slot claim failed", metadata: metadata.merging(["error": "\(error)"]) { $1 })
@@ -105,6 +105,8 @@ public struct Scheduler: Service {
         switch entry.target {
         case .job(let kind, _):
             logger.info("schedule slot enqueued its job", metadata: metadata.merging(["kind": "\(kind)", "job_id": "\(claim.jobID ?? 0)"]) { $1 })
+        case .graph:
+            logger.info("schedule slot enqueued its graph", metadata: metadata.merging(["first_job_id": "\(claim.jobID ?? 0)"]) { $1 })
         case .task(let task):
             await run(task, entry: entry, slot: slot, metadata: metadata)
         }
@@ -131,9 +133,13 @@ public struct Scheduler: Service {
         }
     }
 
-    private func job(for entry: ScheduleEntry, slot: Date) -> NewJob? {
-        guard case .job(let kind, let payload) = entry.target else { return nil }
-        return NewJob(kind: kind, payload: payload, idempotencyKey: "schedule:\(entry.name):\(slot.ISO8601Format())")
+    private func enqueue(for entry: ScheduleEntry, slot: Date) throws -> ScheduleSlots.Enqueue? {
+        let key = "schedule:\(entry.name):\(slot.ISO8601Format())"
+        return switch entry.target {
+        case .task: nil
+        case .job(let kind, let payload): .job(NewJob(kind: kind, payload: payload, idempotencyKey: key))
+        case .graph(let graph): .graph(try graph.graph(idempotencyKey: key))
+        }
     }
 
     private func count(_ entry: ScheduleEntry, _ outcome: String, by amount: Int = 1) {

@@ -33,11 +33,15 @@ public enum ScheduleTarget: Sendable, Hashable {
     case task(MaintenanceTask)
     /// Enqueued through the queue (retried and visible like any job) in the slot's transaction.
     case job(kind: JobKind, payload: String)
+    /// Jobs that run after one another (`ScheduledGraph`), enqueued together in the slot's
+    /// transaction; named `graph:<name>`.
+    case graph(ScheduledGraph)
 
     public var name: String {
         switch self {
         case .task(let task): task.rawValue
         case .job(let kind, _): kind.rawValue
+        case .graph(let graph): graph.entryName
         }
     }
 }
@@ -80,6 +84,9 @@ public enum ScheduleLine: Sendable, Equatable {
     }
 
     private static func target(_ name: String, payload: String, vocabulary: ScheduleVocabulary) throws(ScheduleLineError) -> ScheduleTarget {
+        if name.hasPrefix(ScheduledGraph.prefix) {
+            return .graph(try ScheduledGraph(entryName: name, json: payload, kinds: vocabulary.kinds))
+        }
         let task = MaintenanceTask(rawValue: name)
         if vocabulary.tasks.contains(task) {
             guard payload.isEmpty else { throw .payload("the built-in \(name) takes no payload") }
@@ -88,7 +95,7 @@ public enum ScheduleLine: Sendable, Equatable {
         let kind = JobKind(rawValue: name)
         guard vocabulary.kinds.contains(kind) else {
             let tasks = vocabulary.tasks.sorted().map(\.rawValue).joined(separator: ", ")
-            throw .unknownTarget("'\(name)' is neither a built-in (\(tasks)) nor a job kind")
+            throw .unknownTarget("'\(name)' is neither a built-in (\(tasks)), a job kind nor a graph:<name>")
         }
         let json = payload.isEmpty ? "{}" : payload
         guard (try? JSONSerialization.jsonObject(with: Data(json.utf8))) is [String: Any] else {

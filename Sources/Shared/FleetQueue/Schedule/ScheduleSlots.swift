@@ -13,13 +13,19 @@ public struct ScheduleSlots: Sendable {
     public init(pool: PostgresPool) { self.pool = pool }
 
     public struct Claim: Sendable, Equatable {
-        /// The job a job-kind entry enqueued with its slot.
+        /// The job a job entry enqueued with its slot; a graph entry's first job.
         public let jobID: Int64?
     }
 
-    /// Claims `slot` of `entry` for `owner`, enqueueing `job` in the same transaction; nil when
+    /// What a won slot enqueues in its claim's transaction.
+    public enum Enqueue: Sendable {
+        case job(NewJob)
+        case graph(JobGraph)
+    }
+
+    /// Claims `slot` of `entry` for `owner`, enqueueing `jobs` in the same transaction; nil when
     /// another dispatcher has it. Also deletes a batch of slot rows past their retention.
-    public func claim(entry: String, slot: Date, owner: String, job: NewJob?) async throws -> Claim? {
+    public func claim(entry: String, slot: Date, owner: String, enqueue jobs: Enqueue?) async throws -> Claim? {
         try await pool.withConnection { connection in
             try await connection.transaction { connection in
                 let won = try await connection.query("""
@@ -32,12 +38,16 @@ public struct ScheduleSlots: Sendable {
                     ON CONFLICT DO NOTHING RETURNING entry
                     """, [entry, Int64(slot.timeIntervalSince1970), owner, Self.retention.seconds]).rows.count == 1
                 guard won else { return nil }
-                guard let job else { return Claim(jobID: nil) }
-                let jobID = try await JobQueue.enqueue([job], in: connection)[0].id
+                let enqueued: [EnqueuedJob]
+                switch jobs {
+                case nil: return Claim(jobID: nil)
+                case .job(let job): enqueued = try await JobQueue.enqueue([job], in: connection)
+                case .graph(let graph): enqueued = try await JobQueue.enqueue(graph, in: connection)
+                }
                 try await connection.query(
                     "UPDATE schedule_slots SET job_id = $3, finished_at = now() WHERE entry = $1 AND slot_at = to_timestamp($2)",
-                    [entry, Int64(slot.timeIntervalSince1970), jobID])
-                return Claim(jobID: jobID)
+                    [entry, Int64(slot.timeIntervalSince1970), enqueued[0].id])
+                return Claim(jobID: enqueued[0].id)
             }
         }
     }
