@@ -124,21 +124,24 @@ import Testing
         let render = try await fleet.waitForRender()
         #expect(render.status == .complete && render.garmentCutout == true, "\(fleet.logs)")
 
-        let jobs = try await fleet.inputJobs(of: render)
-        // The render ran once, after every input was made: no attempt spent on a missing photo.
-        #expect(jobs.run.state == .completed && jobs.run.attempt == 1 && jobs.run.errors.isEmpty, "\(jobs.run)")
-        for input in [jobs.body, jobs.garment, jobs.cutout] {
-            #expect(input.state == .completed && input.attempt == 1)
-            #expect(try #require(jobs.run.startedAt) >= (try #require(input.finishedAt)))
-        }
-        #expect(try #require(jobs.cutout.startedAt) >= (try #require(jobs.garment.finishedAt)))
-        #expect(fleet.rembg.requests.count == 1)
-
         // fal was sent the cut-out the slow backend made, once.
         #expect(fleet.submits.count == 1)
         let sent = try Self.garmentImage(of: try #require(fleet.submits.first))
         let stored = try Data(contentsOf: URL(fileURLWithPath: "\(fleet.root)/u1/garments/g1_cutout.png"))
         #expect(sent.mimeType == "image/png" && sent.bytes == stored)
+
+        // The render ran once, after every input was made: no attempt spent on a missing photo.
+        let runID = try #require(render.jobId)
+        try await fleet.q.waitUntil("the render's job ended") { try await fleet.job(runID).state.isTerminal }
+        let run = try await fleet.job(runID)
+        #expect(run.state == .completed && run.attempt == 1 && run.errors.isEmpty, "\(run)")
+        let jobs = try await fleet.inputJobs(of: render)
+        for input in [jobs.body, jobs.garment, jobs.cutout] {
+            #expect(input.state == .completed && input.attempt == 1)
+            #expect(try #require(run.startedAt) >= (try #require(input.finishedAt)))
+        }
+        #expect(try #require(jobs.cutout.startedAt) >= (try #require(jobs.garment.finishedAt)))
+        #expect(fleet.rembg.requests.count == 1)
 
         let credits = try await fleet.credits()
         #expect(credits.consumed == 1 && credits.ledger == ["reserve", "consume"])
