@@ -490,6 +490,8 @@ export interface RenderFinishedEvent {
   status: 'complete' | 'failed';
   errorCode: string | null;
   resultPath: string | null;
+  /** The garment image sent to the provider: its cut-out (true), its normalised photo (false), or null when none was read. */
+  garmentCutout: boolean | null;
   createdAt: string;
   finishedAt: string;
 }
