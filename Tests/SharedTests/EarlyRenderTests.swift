@@ -135,12 +135,14 @@ import Testing
         try await fleet.q.waitUntil("the render's job ended") { try await fleet.job(runID).state.isTerminal }
         let run = try await fleet.job(runID)
         #expect(run.state == .completed && run.attempt == 1 && run.errors.isEmpty, "\(run)")
+        // (Its `started_at` is not compared with the inputs' `finished_at`: with limits set, a
+        // claim's is the start of its transaction, which may have begun, waiting for the limits'
+        // lock, before the commit that released the job. The one attempt and the bytes at fal say
+        // it ran after its inputs.)
         let jobs = try await fleet.inputJobs(of: render)
         for input in [jobs.body, jobs.garment, jobs.cutout] {
             #expect(input.state == .completed && input.attempt == 1)
-            #expect(try #require(run.startedAt) >= (try #require(input.finishedAt)))
         }
-        #expect(try #require(jobs.cutout.startedAt) >= (try #require(jobs.garment.finishedAt)))
         #expect(fleet.rembg.requests.count == 1)
 
         let credits = try await fleet.credits()
