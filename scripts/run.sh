@@ -56,7 +56,7 @@ done
 
 # The dispatcher opens its socket once started (migrations checked): wait for it to answer.
 "$bin/dispatcher" ping --wait 60 >/dev/null || { echo "the dispatcher did not answer within 60 s; its log:"; tail -20 "$logs/dispatcher.log"; exit 1; }
-echo "the demo: a body photo and a garment photo through normalise, background removal and render..."
+echo "the demo: a body photo and a garment photo uploaded, the render requested at once (normalise, background removal, then render, as the fleet runs them)..."
 "$bin/fleet-demo" "${demo_args[@]}"
 echo "sending 2,000 drill jobs through the queue..."
 "$bin/fleet-bench" smoke --jobs 2000

@@ -19,6 +19,8 @@ struct RequestRender: AsyncParsableCommand {
     @Option(help: "An onboarding token instead of a user (read from the environment variable named here).") var tokenVariable: String?
     @Option(help: "The garment id.") var garment: String
     @Option(help: "The body photo id.") var body: String
+    @Option(help: "The upload the body photo is still to be normalised from (the render runs after it).") var bodyUpload: String?
+    @Option(help: "The upload the garment is still to be normalised and cut out from (the render runs after both).") var garmentUpload: String?
     @Option(help: "tops, bottoms, dresses, shoes or outerwear.") var category: String
     @Option(help: "Where the fleet POSTs the render's signed end (a host in FLEET_OUTBOUND_HOSTS).") var callbackUrl: String?
 
@@ -29,7 +31,7 @@ struct RequestRender: AsyncParsableCommand {
         }
         try printJSON(try await connection.send(RequestRenderRequest(
             renderId: renderId, userId: user, ephemeralToken: token, garmentId: garment, bodyPhotoId: body, category: category,
-            callbackUrl: callbackUrl)))
+            callbackUrl: callbackUrl, bodyUploadId: bodyUpload, garmentUploadId: garmentUpload)))
     }
 }
 

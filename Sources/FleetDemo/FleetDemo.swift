@@ -8,8 +8,8 @@ import Foundation
 import Renders
 
 /// The demo behind `scripts/run.sh`: a body photo and a garment photo go through the running
-/// fleet — normalise, background removal, render — as the backend would send them, with
-/// progress as it goes and a summary of the jobs at the end.
+/// fleet — normalise, background removal, render — in one `render.request` sent right after the
+/// uploads, as a backend would, with progress as it goes and the jobs as the fleet ran them at the end.
 @main
 struct FleetDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,14 +28,6 @@ struct FleetDemo: AsyncParsableCommand {
     var garment = "scripts/demo/garment-on-plain-background.jpg"
     @Option(help: "Seconds to wait for each step.") var timeout = 120.0
 
-    struct Step {
-        let name: String
-        let id: String
-        let state: String
-        let seconds: Double
-        let output: String
-    }
-
     func run() async throws {
         let settings = try FleetProcess.bootstrap()
         let dispatcher = try DispatcherSettings.load(from: ProcessInfo.processInfo.environment)
@@ -48,33 +40,27 @@ struct FleetDemo: AsyncParsableCommand {
         let user = try StorageID("demo-\(run)")
         progress("demo user \(user), storage \(settings.storageRoot), dispatcher \(address)")
 
-        // What the backend does on upload: store the file, ask the dispatcher to normalise it.
-        try await storage.write(try Data(contentsOf: URL(fileURLWithPath: body)), to: .upload(user: user, upload: StorageID("body")))
-        try await storage.write(try Data(contentsOf: URL(fileURLWithPath: garment)), to: .upload(user: user, upload: StorageID("garment")))
-        let bodyJob = try await client.send(NormalizeImageRequest(userId: user.value, uploadId: "body", target: .body, imageId: "b1"))
-        let garmentJob = try await client.send(ProcessGarmentRequest(userId: user.value, uploadId: "garment", garmentId: "g1"))
-        var steps: [Step] = []
-        steps.append(try await waitForJob("normalise body photo", bodyJob.jobId, client: client))
-        let garmentStep = try await waitForJob("normalise garment photo", garmentJob.jobId, client: client)
-        steps.append(garmentStep)
-        guard let cutoutID = try await client.status(jobId: garmentJob.jobId).result?["cutoutJobId"]?.doubleValue else {
-            throw ValidationError("the garment's normalisation did not chain a cut-out: \(garmentStep.state)")
-        }
-        steps.append(try await waitForJob("remove garment background", Int64(cutoutID), client: client))
-
         // The backend owns the credits table: a new account starts with a few.
         try await pool.query("""
             INSERT INTO credits (user_id, total_granted) VALUES ($1, 3)
             ON CONFLICT (user_id) DO UPDATE SET total_granted = credits.total_granted + 3
             """, [user.value])
-        // What the backend does when the person taps "Try on".
+        // What the backend does on upload: store the files. Then, at once, "Try on": one request
+        // names the uploads, and the fleet normalises both photos, cuts the garment out and
+        // renders, each step when the steps before it have completed.
+        try await storage.write(try Data(contentsOf: URL(fileURLWithPath: body)), to: .upload(user: user, upload: StorageID("body")))
+        try await storage.write(try Data(contentsOf: URL(fileURLWithPath: garment)), to: .upload(user: user, upload: StorageID("garment")))
         let render = try await client.send(RequestRenderRequest(
-            renderId: "render-\(run)", userId: user.value, garmentId: "g1", bodyPhotoId: "b1", category: GarmentCategory.tops.rawValue))
-        progress("render \(render.id) requested (provider \(render.provider), one credit reserved: \(render.charged))")
-        steps.append(try await waitForRender(render.id, client: client))
+            renderId: "render-\(run)", userId: user.value, garmentId: "g1", bodyPhotoId: "b1", category: GarmentCategory.tops.rawValue,
+            bodyUploadId: "body", garmentUploadId: "garment"))
+        progress("render \(render.id) requested right after the uploads (provider \(render.provider), one credit reserved: \(render.charged))")
+        let ended = try await waitForRender(render.id, client: client)
 
         print("")
-        printSummary(steps)
+        let steps = try await self.steps(of: ended, client: client)
+        printSummary(steps, since: render.createdAt)
+        print("render \(ended.id): \(ended.status.rawValue)\(ended.errorCode.map { " \($0)" } ?? ""), garment sent as its "
+            + (ended.garmentCutout == false ? "normalised photo (no cut-out)" : "cut-out"))
         print("")
         print("results under \(settings.storageRoot)/\(user)/:")
         for path in ["body/b1.jpg", "garments/g1.jpg", "garments/g1_cutout.png", "garments/g1_preview.jpg", "renders/\(render.id).jpg"] {
@@ -82,48 +68,55 @@ struct FleetDemo: AsyncParsableCommand {
             let size = (try? FileManager.default.attributesOfItem(atPath: full)[.size] as? Int).flatMap { $0 }
             print("  \(full)\(size.map { "  (\($0) bytes)" } ?? "  (missing)")")
         }
-        if steps.contains(where: { !["completed", "complete"].contains($0.state) }) { throw ExitCode.failure }
+        if ended.status != .complete || steps.contains(where: { $0.state != .completed }) { throw ExitCode.failure }
     }
 
-    /// Waits a second at a time (the dispatcher wakes the wait the moment the job ends), so each
-    /// change of state is shown as it happens.
-    private func waitForJob(_ name: String, _ id: Int64, client: DispatcherClient) async throws -> Step {
+    /// Waits a second at a time (the dispatcher wakes the wait the moment the render ends), so
+    /// each change of state is shown as it happens.
+    private func waitForRender(_ id: String, client: DispatcherClient) async throws -> RenderView {
         let started = ContinuousClock.now
         var last = ""
-        while ContinuousClock.now - started < .seconds(timeout) {
-            let job = try await client.wait(jobId: id, timeoutMs: 1000).job
-            if job.state.rawValue != last {
-                last = job.state.rawValue
-                progress("\(name): job \(id) \(last)")
-            }
-            if job.isTerminal {
-                let output = job.result.flatMap(Self.outputPath) ?? job.errors.last.map { "\($0.code ?? "error"): \($0.error)" } ?? ""
-                return Step(name: name, id: "job \(id)", state: last, seconds: (ContinuousClock.now - started).seconds, output: output)
-            }
-        }
-        return Step(name: name, id: "job \(id)", state: "timed out (\(last))", seconds: timeout, output: "is a worker running?")
-    }
-
-    private func waitForRender(_ id: String, client: DispatcherClient) async throws -> Step {
-        let started = ContinuousClock.now
-        var last = ""
-        while ContinuousClock.now - started < .seconds(timeout) {
+        while true {
             let render = try await client.send(WaitRenderRequest(renderId: id, timeoutMs: 1000)).render
             if render.status.rawValue != last {
                 last = render.status.rawValue
                 progress("render: \(id) \(last)")
             }
-            if render.isTerminal {
-                return Step(name: "render (\(render.provider))", id: id, state: last, seconds: (ContinuousClock.now - started).seconds,
-                            output: render.resultPath ?? render.errorCode ?? "")
+            if render.isTerminal { return render }
+            guard ContinuousClock.now - started < .seconds(timeout) else {
+                throw ValidationError("render \(id) still \(last) after \(Int(timeout)) s: are an image worker and a render worker running?")
             }
         }
-        return Step(name: "render", id: id, state: "timed out (\(last))", seconds: timeout, output: "is a render worker running?")
     }
 
-    private func printSummary(_ steps: [Step]) {
-        let rows = [["step", "id", "state", "seconds", "output"]]
-            + steps.map { [$0.name, $0.id, $0.state, String(format: "%.2f", $0.seconds), $0.output] }
+    /// The jobs as the fleet ran them: the render's inputs (the jobs its job ran after), then its job.
+    private func steps(of render: RenderView, client: DispatcherClient) async throws -> [JobStatus] {
+        guard let jobID = render.jobId else { return [] }
+        let renderJob = try await client.status(jobId: jobID)
+        var steps: [JobStatus] = []
+        for id in renderJob.after { steps.append(try await client.status(jobId: id)) }
+        return steps + [renderJob]
+    }
+
+    private static func name(of job: JobStatus) -> String {
+        switch (job.kind, job.payload["target"]) {
+        case ("image.normalize", .string("body")?): "normalise body photo"
+        case ("image.normalize", _): "normalise garment photo"
+        case ("garment.cutout", _): "remove garment background"
+        case ("render.run", _): "render"
+        default: job.kind
+        }
+    }
+
+    /// One line per job: when it was queued, started and ended, in seconds after the render was
+    /// requested (the database's clock), and what it made.
+    private func printSummary(_ steps: [JobStatus], since requested: Date) {
+        func offset(_ date: Date?) -> String { date.map { String(format: "%+.2f", $0.timeIntervalSince(requested)) } ?? "-" }
+        let rows = [["step", "job", "state", "attempts", "queued s", "started s", "ended s", "after", "output"]] + steps.map { job in
+            [Self.name(of: job), "\(job.id)", job.state.rawValue, "\(job.attempt)", offset(job.createdAt), offset(job.startedAt),
+             offset(job.finishedAt), job.after.map(String.init).joined(separator: ","),
+             job.result.flatMap(Self.outputPath) ?? job.errors.last.map { "\($0.code ?? "error"): \($0.error)" } ?? ""]
+        }
         let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
         for (index, row) in rows.enumerated() {
             print(row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  "))
@@ -133,6 +126,8 @@ struct FleetDemo: AsyncParsableCommand {
 
     private static func outputPath(_ result: JSONValue) -> String? {
         if case .string(let path)? = result["cutoutPath"], case .string(let backend)? = result["backend"] { return "\(path) (backend \(backend))" }
+        if case .bool(false)? = result["cutout"] { return "no cut-out: every backend failed" }
+        if case .string(let outcome)? = result["outcome"] { return outcome }
         if case .string(let path)? = result["path"] { return path }
         return nil
     }

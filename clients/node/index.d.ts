@@ -313,6 +313,12 @@ export interface Render {
   /** `RENDER_FAILED` or `RENDER_TIMEOUT` once failed. */
   errorCode: string | null;
   charged: boolean;
+  /**
+   * The garment image sent to the provider: its cut-out (true) or its normalised photo (false:
+   * background removal ended without a cut-out, or none was stored); null until the render has
+   * read its inputs.
+   */
+  garmentCutout: boolean | null;
   feedback: 'up' | 'down' | null;
   deadlineAt: string;
   createdAt: string;
@@ -329,6 +335,10 @@ export interface RenderRequest {
   ownerId?: string;
   garmentId: string;
   bodyPhotoId: string;
+  /** The upload bodyPhotoId is still to be normalised from: the render runs after that job. */
+  bodyUploadId?: string;
+  /** The upload garmentId is still to be normalised and cut out from: the render runs after both jobs. */
+  garmentUploadId?: string;
   category: GarmentCategory;
   /** Where the fleet POSTs the render's signed end (a `RenderFinishedEvent`); host in FLEET_OUTBOUND_HOSTS. */
   callbackUrl?: string;
@@ -480,6 +490,8 @@ export interface RenderFinishedEvent {
   status: 'complete' | 'failed';
   errorCode: string | null;
   resultPath: string | null;
+  /** The garment image sent to the provider: its cut-out (true), its normalised photo (false), or null when none was read. */
+  garmentCutout: boolean | null;
   createdAt: string;
   finishedAt: string;
 }

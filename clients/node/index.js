@@ -307,8 +307,10 @@ class DispatcherClient extends EventEmitter {
   wait(jobId, { timeoutMs } = {}) { return this.call('wait', { jobId, timeoutMs }); }
   cancel(jobId) { return this.call('cancel', { jobId }); }
   stats({ windowSeconds } = {}) { return this.call('stats', { windowSeconds }); }
-  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl }, { traceparent } = {}) {
-    return this.call('render.request', { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, category, callbackUrl },
+  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl },
+    { traceparent } = {}) {
+    return this.call('render.request',
+      { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl },
       { traceparent });
   }
   renderStatus(renderId) { return this.call('render.status', { renderId }); }

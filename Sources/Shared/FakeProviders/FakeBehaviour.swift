@@ -6,6 +6,8 @@ import Synchronization
 public enum FakeBehaviour: Sendable, Equatable {
     /// Answers with a real cut-out (computed with libvips).
     case succeed
+    /// Answers with a real cut-out once this long has passed (a slow model), on the one request.
+    case succeedAfter(Duration)
     /// Replicate: the created prediction is still `processing` for this many polls.
     case succeedAfterPolls(Int)
     /// Replicate: `output` is a one-element array instead of a string.

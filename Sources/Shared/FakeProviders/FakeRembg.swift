@@ -31,8 +31,10 @@ public final class FakeRembg: Sendable {
             guard let file = parts["file"]?.data else {
                 return .json(status: 422, #"{"detail":[{"loc":["body","file"],"msg":"field required","type":"value_error.missing"}]}"#)
             }
-            switch script.next() {
-            case .succeed, .succeedAfterPolls, .succeedWithOutputArray:
+            let behaviour = script.next()
+            if case .succeedAfter(let delay) = behaviour { try await FakeServer.pause(for: delay) }
+            switch behaviour {
+            case .succeed, .succeedAfter, .succeedAfterPolls, .succeedWithOutputArray:
                 return Response(status: .ok, headers: [.contentType: "image/png"],
                                 body: .init(byteBuffer: ByteBuffer(bytes: try await realCutout(of: file))))
             case .fail(let status) where status == 422:

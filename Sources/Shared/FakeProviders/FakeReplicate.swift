@@ -88,6 +88,9 @@ public final class FakeReplicate: Sendable {
             switch script.next() {
             case .succeed:
                 prediction.output = try await realCutout(of: photo)
+            case .succeedAfter(let delay):
+                try await FakeServer.pause(for: delay)
+                prediction.output = try await realCutout(of: photo)
             case .succeedWithOutputArray:
                 prediction.output = try await realCutout(of: photo)
                 prediction.outputAsArray = true

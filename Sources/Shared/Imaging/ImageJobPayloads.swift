@@ -39,16 +39,22 @@ public struct NormalizeImagePayload: JobPayload, Equatable {
     }
 }
 
-/// `garment.cutout`'s payload: enqueued by the image worker once a garment is normalised.
+/// `garment.cutout`'s payload: enqueued by the image worker once a garment is normalised, or by
+/// a render request that carries the garment's upload (after the garment's normalisation).
 public struct GarmentCutoutPayload: JobPayload, Equatable {
     public static let kind: JobKind = "garment.cutout"
     public static let summary = "image worker: remove a garment photo's background (cut-out PNG, preview, foreground fraction)"
     public let userId: StorageID
     public let garmentId: StorageID
+    /// When every backend fails: complete with a result saying there is no cut-out
+    /// (`CutoutResult.noCutout`) instead of retrying with backoff. Set for a render's input: the
+    /// render's 30 s leave no time for backoff, and it proceeds with the normalised photo.
+    public let completeWithoutCutout: Bool?
 
-    public init(userId: StorageID, garmentId: StorageID) {
+    public init(userId: StorageID, garmentId: StorageID, completeWithoutCutout: Bool? = nil) {
         self.userId = userId
         self.garmentId = garmentId
+        self.completeWithoutCutout = completeWithoutCutout
     }
 }
 

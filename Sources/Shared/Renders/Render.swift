@@ -33,6 +33,9 @@ public struct RenderRecord: Sendable, Codable, Equatable {
     public let resultPath: String?
     public let errorCode: String?
     public let charged: Bool
+    /// Whether the garment image sent to the provider was its cut-out (false: its normalised
+    /// photo); nil until the render has read its inputs.
+    public var garmentCutout: Bool? = nil
     public let deadlineAt: Date
     public let feedback: String?
     public let createdAt: Date

@@ -64,30 +64,37 @@ public struct RenderCapacity: Sendable {
     /// each counts the renders admitted before it (concurrent requests would otherwise all see
     /// the same queue and all be admitted).
     /// `latency`: the provider's recent run time as the request read it (nil: none on record yet).
+    /// `inputWait`: how long the render's photos are expected to take to be made
+    /// (`RenderInputs.expectedWait`; zero when they exist).
     /// Returns whether a rule limits the provider: with none, the locked look is not needed (nor
     /// its lock, which would put every request's commit in one line for nothing).
     @discardableResult
-    func admit(provider: String, latency: Duration?, deadline: Duration, on executor: any PostgresExecutor, locked: Bool) async throws -> Bool {
+    func admit(
+        provider: String, latency: Duration?, inputWait: Duration = .zero, deadline: Duration, on executor: any PostgresExecutor, locked: Bool
+    ) async throws -> Bool {
         if locked { try await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"]) }
         let load = try await ConcurrencyLimits(executor: executor).load(key: Self.providerKey(provider), kind: .renderRun)
-        guard load.rule != nil else { return false }
+        guard load.rule != nil || inputWait > .zero else { return false }
         let latency = latency ?? Self.assumedLatency(provider)
-        if let retryAfter = Self.retryAfter(load: load, latency: latency, deadline: deadline, queued: locked) {
+        // Its own job is among the available ones only once queued without inputs to wait for.
+        let queued = locked && inputWait == .zero
+        if let retryAfter = Self.retryAfter(load: load, latency: latency, inputWait: inputWait, deadline: deadline, queued: queued) {
             Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
             throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
         }
-        return true
+        return load.rule != nil
     }
 
     /// nil when a new render would start in time; otherwise in how many seconds to ask again.
     /// The renders ahead of it (`waiting`) start as slots free, `maxRunning` every `latency`,
-    /// and within the rate's window; it must start by `deadline − deadline/6 − latency`.
+    /// and within the rate's window; its inputs are made meanwhile (`inputWait`), so it starts
+    /// at the later of the two, and must start by `deadline − deadline/6 − latency`.
     /// `queued`: the render's own job is among `waiting` already.
-    static func retryAfter(load: LimitLoad, latency: Duration, deadline: Duration, queued: Bool = false) -> Int? {
-        guard let rule = load.rule else { return nil }
+    static func retryAfter(load: LimitLoad, latency: Duration, inputWait: Duration = .zero, deadline: Duration, queued: Bool = false) -> Int? {
+        guard load.rule != nil || inputWait > .zero else { return nil }
         let position = load.waiting + (queued ? 0 : 1)
-        var wait = Duration.zero
-        if let maxRunning = rule.maxRunning {
+        var wait = inputWait
+        if let maxRunning = load.rule?.maxRunning {
             guard maxRunning > 0 else { return Int(deadline.seconds.rounded(.up)) }
             let free = max(0, maxRunning - load.running)
             if position > free {
@@ -95,7 +102,7 @@ public struct RenderCapacity: Sendable {
                 wait = max(wait, latency * rounds)
             }
         }
-        if let rate = rule.effectiveRate {
+        if let rule = load.rule, let rate = rule.effectiveRate {
             guard rate > 0 else { return Int(rule.rateWindow.seconds.rounded(.up)) }
             let left = max(0, rate - load.startedInWindow)
             if position > left {

@@ -3,6 +3,7 @@ import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation
+import Imaging
 
 /// Who asks for a render: an account, or an app at first launch with its onboarding token.
 public enum Requester: Sendable, Equatable {
@@ -23,6 +24,8 @@ public struct RenderRequest: Sendable {
     /// Where the fleet POSTs the render's signed end (`callback.deliver`, enqueued by the
     /// database when the render completes or fails); the caller checked it against the allow-list.
     public var callbackURL: String?
+    /// Photos still to be made from uploads: the render runs after their jobs (`RenderInputs`).
+    public var uploads = RenderUploads()
 
     public init(renderId: StorageID, requester: Requester, ownerId: StorageID, garmentId: StorageID, bodyPhotoId: StorageID, category: GarmentCategory) {
         self.renderId = renderId
@@ -77,6 +80,8 @@ public struct RenderRequests: Sendable {
     public let supportedCategories: @Sendable (String) -> Set<GarmentCategory>
 
     let capacity: RenderCapacity
+    /// Where the input jobs' recent run times are read.
+    let queue: JobQueue
 
     public init(
         pool: PostgresPool, deadline: Duration = .seconds(30), billingGrace: Duration = .seconds(16 * 86_400),
@@ -84,6 +89,7 @@ public struct RenderRequests: Sendable {
     ) {
         self.pool = pool
         self.capacity = RenderCapacity(pool: pool)
+        self.queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: nil)
         self.deadline = deadline
         self.billingGrace = billingGrace
         self.supportedCategories = supportedCategories
@@ -109,20 +115,26 @@ public struct RenderRequests: Sendable {
         let isNew = row?["known"] != "t"
         // Whether a rule limits the provider: without one, the locked look is skipped. A rule set
         // after this read holds from the next request on.
+        // Its inputs, made first, take their recent run times out of its deadline.
+        let inputWait = isNew && !request.uploads.isEmpty
+            ? RenderInputs.expectedWait(for: request.uploads, runTimes: try await queue.recentRunTimes(of: RenderInputs.kinds)) : .zero
         let limited = isNew
-            ? try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: pool, locked: false) : false
+            ? try await capacity.admit(provider: settings.provider, latency: latency, inputWait: inputWait, deadline: deadline, on: pool, locked: false)
+            : false
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
                     let render = try await insert(request, provider: settings.provider, on: connection)
                     // Last, so the lock it takes is held only for its count and the commit; a
                     // refusal rolls the render, its job and its reservation back.
-                    if limited { try await capacity.admit(provider: settings.provider, latency: latency, deadline: deadline, on: connection, locked: true) }
+                    if limited {
+                        try await capacity.admit(provider: settings.provider, latency: latency, inputWait: inputWait, deadline: deadline, on: connection, locked: true)
+                    }
                     return render
                 }
             }
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
-            try? await pool.notify(QueueChannel.jobs, .renderRun)
+            try? await pool.notify(QueueChannel.jobs, request.uploads.isEmpty ? .renderRun : .imageNormalize)
             return render
         } catch {
             // The same render id again, found by its unique violation (or asked again after the
@@ -153,8 +165,8 @@ public struct RenderRequests: Sendable {
         }
     }
 
-    /// The render, its job, the job's id on the render, then for a charged render the lock and
-    /// the reservation: the user's `credits` row is locked only for the last statement and the
+    /// The render, its inputs' jobs, its job (after them), the job's id on the render, then for a
+    /// charged render the lock and the reservation: the user's `credits` row is locked only for the last statement and the
     /// commit, since concurrent requests of one user queue on that lock.
     private func insert(_ request: RenderRequest, provider: String, on connection: PostgresConnection) async throws -> RenderRecord {
         var userID: String?
@@ -179,11 +191,12 @@ public struct RenderRequests: Sendable {
             """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
                   request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
         ).rows[0].bool("charged")
-        let job = try await JobQueue.enqueue([
-            try NewJob(RenderRunPayload(renderId: request.renderId), priority: 1, maxAttempts: 10,
-                       idempotencyKey: "render:\(request.renderId.value)",
-                       limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? "")),
-        ], announce: false, in: connection)[0]
+        let inputs = try await RenderInputs.enqueue(for: request, on: connection)
+        var run = try NewJob(RenderRunPayload(renderId: request.renderId, cutoutJobId: inputs.cutoutJobId), priority: 1, maxAttempts: 10,
+                             idempotencyKey: "render:\(request.renderId.value)",
+                             limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? ""))
+        run.after = inputs.jobIds
+        let job = try await JobQueue.enqueue([run], announce: false, in: connection)[0]
         let render = try RenderStore.record(try await connection.query(
             "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderId.value, job.id]).rows[0])
         if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }

@@ -10,6 +10,13 @@ public struct RenderRunPayload: JobPayload, Equatable {
     public static let kind: JobKind = "render.run"
     public static let summary = "render worker: run one render at its provider, store the result, settle its credit"
     public let renderId: StorageID
+    /// The `garment.cutout` job the render runs after, when the request carried the garment's
+    /// upload (`RenderInputs`): its result says whether there is a cut-out to use. nil: the
+    /// render uses the garment's cut-out if one is stored, else its photo.
+    public let cutoutJobId: Int64?
 
-    public init(renderId: StorageID) { self.renderId = renderId }
+    public init(renderId: StorageID, cutoutJobId: Int64? = nil) {
+        self.renderId = renderId
+        self.cutoutJobId = cutoutJobId
+    }
 }

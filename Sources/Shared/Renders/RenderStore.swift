@@ -15,7 +15,7 @@ public struct RenderStore: Sendable {
 
     static let columns = """
         id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, status::text AS status,
-        job_id, provider_job_id, result_path, error_code, charged, extract(epoch FROM deadline_at) AS deadline_at,
+        job_id, provider_job_id, result_path, error_code, charged, garment_cutout, extract(epoch FROM deadline_at) AS deadline_at,
         feedback, extract(epoch FROM created_at) AS created_at, extract(epoch FROM updated_at) AS updated_at
         """
 
@@ -74,6 +74,12 @@ public struct RenderStore: Sendable {
             """, [id, submission.jobID, json])
     }
 
+    /// Records which garment image the render sends its provider (`garment_cutout`), before it
+    /// is sent.
+    public func recordGarmentInput(id: String, cutout: Bool) async throws {
+        try await pool.query("UPDATE renders SET garment_cutout = $2 WHERE id = $1 AND status = 'processing'", [id, cutout])
+    }
+
     /// processing → complete with its result, consuming the reserved credit in the same
     /// statement (`CreditLedger.completeRender`). False when the render had already ended or its
     /// deadline passed: then the result is not used (a late result never revives a render).
@@ -86,9 +92,15 @@ public struct RenderStore: Sendable {
     /// → failed with `code`, releasing the reserved credit (`CreditLedger.failRenders`). False
     /// when it had already ended.
     public func fail(id: String, code: RenderErrorCode) async throws -> Bool {
-        let ended = try await pool.query(CreditLedger.failRenders, [PostgresArray([id]), code.rawValue, true]).rows.count == 1
-        if ended { await announceFinished([id]) }
-        return ended
+        try await failRender(id: id, code: code) != nil
+    }
+
+    /// As `fail`, answering what ended (its provider and whether it was charged, for the
+    /// metrics), or nil.
+    public func failRender(id: String, code: RenderErrorCode) async throws -> Ended? {
+        guard let row = try await pool.query(CreditLedger.failRenders, [PostgresArray([id]), code.rawValue, true]).rows.first else { return nil }
+        await announceFinished([id])
+        return Ended(id: id, provider: try row.string("provider"), charged: try row.bool("charged"), submission: nil)
     }
 
     public struct Ended: Sendable, Equatable {
@@ -97,25 +109,48 @@ public struct RenderStore: Sendable {
         public let charged: Bool
         /// The provider job a worker submitted for it, if one did: still running there.
         public let submission: ProviderSubmission?
+        /// Its `render.run` job when no worker had started the render (still `pending`: the job
+        /// waits for the render's inputs, or for a worker); to be cancelled, so nothing runs it.
+        public var unstartedJobId: Int64? = nil
     }
 
     /// Up to `limit` renders past their deadline and still open (their worker died, or never
     /// started) fail with `RENDER_TIMEOUT`, credits released. Two sweepers finding the same
     /// render: the second's compare-and-set waits for the first's commit and ends nothing.
     public func failExpired(limit: Int) async throws -> [Ended] {
-        let expired = try await pool.query("""
-            SELECT id FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
+        let rows = try await pool.query("""
+            SELECT id, CASE WHEN status = 'pending' THEN job_id END AS unstarted_job_id
+            FROM renders WHERE status IN ('pending', 'processing') AND deadline_at <= now()
             ORDER BY deadline_at LIMIT $1
-            """, [limit]).rows.map { try $0.string("id") }
-        guard !expired.isEmpty else { return [] }
+            """, [limit]).rows
+        guard !rows.isEmpty else { return [] }
+        let expired = try rows.map { try $0.string("id") }
+        var unstartedJobs: [String: Int64] = [:]
+        for row in rows {
+            if let job = row["unstarted_job_id"].flatMap(Int64.init) { unstartedJobs[try row.string("id")] = job }
+        }
         let ended = try await pool.query(CreditLedger.failRenders, [PostgresArray(expired), RenderErrorCode.renderTimeout.rawValue, false]).rows.map {
-            Ended(id: try $0.string("id"), provider: try $0.string("provider"), charged: try $0.bool("charged"),
-                  // Unreadable (written by another version): the render is ended all the same,
-                  // its provider job left to run out rather than the batch's bookkeeping lost.
-                  submission: $0["submission"].flatMap { try? JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) })
+            let id = try $0.string("id")
+            return Ended(id: id, provider: try $0.string("provider"), charged: try $0.bool("charged"),
+                         // Unreadable (written by another version): the render is ended all the same,
+                         // its provider job left to run out rather than the batch's bookkeeping lost.
+                         submission: $0["submission"].flatMap { try? JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) },
+                         unstartedJobId: unstartedJobs[id])
         }
         await announceFinished(ended.map(\.id))
         return ended
+    }
+
+    /// Up to `limit` renders no worker has started (`pending`), soonest deadline first, with their
+    /// `render.run` job: render id → job id.
+    public func unstartedRenderJobs(limit: Int) async throws -> [String: Int64] {
+        var jobs: [String: Int64] = [:]
+        for row in try await pool.query("""
+            SELECT id, job_id FROM renders WHERE status = 'pending' AND job_id IS NOT NULL ORDER BY deadline_at LIMIT $1
+            """, [limit]).rows {
+            jobs[try row.string("id")] = try row.int64("job_id")
+        }
+        return jobs
     }
 
     /// Wakes `render.wait`s on `fleet_renders_finished`, after the ending commit and without a
@@ -172,6 +207,7 @@ public struct RenderStore: Sendable {
             provider: try row.string("provider"), status: RenderStatus(rawValue: try row.string("status")) ?? .failed,
             jobId: row["job_id"].flatMap(Int64.init), providerJobId: row["provider_job_id"],
             resultPath: row["result_path"], errorCode: row["error_code"], charged: try row.bool("charged"),
+            garmentCutout: row["garment_cutout"].map { $0 == "t" },
             deadlineAt: try row.date("deadline_at"), feedback: row["feedback"],
             createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at"))
     }

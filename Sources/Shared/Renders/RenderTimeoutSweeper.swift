@@ -5,7 +5,9 @@ import Metrics
 /// Fails renders still open past their deadline (their worker died, or none started them)
 /// with `RENDER_TIMEOUT`, releasing their credits, then asks the provider to drop the job a
 /// dead worker left running there (billed otherwise), as the worker does on its own timeout.
-/// A worker that comes back later finds the render ended and leaves it so.
+/// A worker that comes back later finds the render ended and leaves it so. The job of a render
+/// no worker started (still waiting for its inputs) is cancelled, so it never runs: nothing is
+/// sent to a provider after the deadline.
 public struct RenderTimeoutSweeper: Sendable {
     /// Open renders past their deadline fail with `RENDER_TIMEOUT`, credit released.
     public static let task = MaintenanceTask(rawValue: "renders.timeout")
@@ -19,9 +21,15 @@ public struct RenderTimeoutSweeper: Sendable {
         self.logger = logger
     }
 
-    /// Returns the ids of the renders it ended.
+    /// Returns the ids of the renders it ended: timed out, then abandoned (`failAbandoned`).
     @discardableResult
     public func runOnce(limit: Int = 1000) async throws -> [String] {
+        let queue = JobQueue(driver: PostgresQueueDriver(executor: store.pool), knownKinds: nil)
+        let timedOut = try await failExpired(limit: limit, queue: queue)
+        return timedOut + (try await failAbandoned(limit: limit, queue: queue))
+    }
+
+    private func failExpired(limit: Int, queue: JobQueue) async throws -> [String] {
         let ended = try await store.failExpired(limit: limit)
         for render in ended {
             Counter(label: "fleet_renders_finished_total", dimensions: [("provider", render.provider), ("outcome", RenderErrorCode.renderTimeout.rawValue)]).increment()
@@ -30,10 +38,37 @@ public struct RenderTimeoutSweeper: Sendable {
         if !ended.isEmpty {
             logger.warning("renders timed out", metadata: ["count": "\(ended.count)", "render_ids": "\(ended.prefix(20).map(\.id))"])
         }
+        for job in ended.compactMap(\.unstartedJobId) {
+            // Best effort: a job left waiting finds its render ended when it runs, and ends too.
+            do { _ = try await queue.cancel(id: job) } catch {
+                logger.warning("job of a timed-out render not cancelled", metadata: ["job_id": "\(job)", "error": "\(error)"])
+            }
+        }
         // Not awaited: a provider slow to answer (up to the cancel's own timeout) must not hold
         // up the next sweep of this schedule entry.
         if ended.contains(where: { $0.submission != nil }) { Task { await cancelAtProviders(ended) } }
         return ended.map(\.id)
+    }
+
+    /// Renders no worker started whose job ended without running them fail `RENDER_FAILED` at
+    /// once, credit released, rather than at their deadline: an input that failed for good (an
+    /// upload that is not an image) cancelled the job with `DEPENDENCY_FAILED`, or an operator
+    /// cancelled it. Nothing would run them again.
+    private func failAbandoned(limit: Int, queue: JobQueue) async throws -> [String] {
+        let unstarted = try await store.unstartedRenderJobs(limit: limit)
+        guard !unstarted.isEmpty else { return [] }
+        let states = try await queue.states(of: Array(unstarted.values))
+        var failed: [String] = []
+        for (render, job) in unstarted.sorted(by: { $0.key < $1.key }) where states[job] == .cancelled || states[job] == .dead {
+            guard let ended = try await store.failRender(id: render, code: .renderFailed) else { continue }
+            failed.append(render)
+            Counter(label: "fleet_renders_finished_total", dimensions: [("provider", ended.provider), ("outcome", RenderErrorCode.renderFailed.rawValue)]).increment()
+            if ended.charged { RenderMetrics.creditSettled("release") }
+        }
+        if !failed.isEmpty {
+            logger.warning("renders whose job ended without running them failed", metadata: ["render_ids": "\(failed.prefix(20))"])
+        }
+        return failed
     }
 
     /// After the sweep's commit, best effort: a provider that cannot be reached or made (no key

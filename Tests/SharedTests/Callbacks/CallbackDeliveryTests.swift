@@ -133,6 +133,7 @@ struct ResultHandler: JobHandler {
             "UPDATE jobs SET trace_parent = $1 WHERE id = (SELECT job_id FROM renders WHERE id = 'r-done')", [traceParent])
         // One completed by its worker, one timed out by the dispatcher's sweep.
         _ = try await f.store.start(id: "r-done")
+        try await f.store.recordGarmentInput(id: "r-done", cutout: false)
         #expect(try await f.store.complete(id: "r-done", resultPath: "u1/renders/r-done.jpg"))
         // r-late's deadline aged in the table rather than slept through (a loaded machine).
         try await f.q.pool.query("UPDATE renders SET deadline_at = now() - interval '1 second' WHERE id = 'r-late'")
@@ -151,6 +152,8 @@ struct ResultHandler: JobHandler {
         #expect(done["status"] == .string("complete") && done["resultPath"] == .string("u1/renders/r-done.jpg") && done["userId"] == .string("u1"))
         let late = try #require(events["msg_cb_render_r-late"])
         #expect(late["status"] == .string("failed") && late["errorCode"] == .string("RENDER_TIMEOUT") && late["type"] == .string("render.finished"))
+        // Which garment image was sent: r-done's normalised photo; r-late read no input.
+        #expect(done["garmentCutout"] == .bool(false) && late["garmentCutout"] == .null)
         let traces = try await f.q.pool.query(
             "SELECT trace_parent FROM jobs WHERE kind = 'callback.deliver' ORDER BY idempotency_key").rows.map { $0["trace_parent"] }
         #expect(traces == [traceParent, nil], "r-done's callback in its trace, r-late's (requested untraced) in none")

@@ -232,6 +232,27 @@ test('render ops: an onboarding token, its one render, linking, credits and busi
   client.close();
 });
 
+test('a render requested with its uploads runs after the jobs that make its photos', async () => {
+  const client = await tcp();
+  const user = `early-${port}`;
+  const { token: onboarding } = await client.issueToken();
+  assert.deepEqual((await client.linkAccount({ ephemeralToken: onboarding, userId: user })).creditsGranted, 3);
+  const render = await client.requestRender({
+    renderId: `early-${port}`, userId: user, garmentId: 'g9', bodyPhotoId: 'b9', bodyUploadId: 'up-b', garmentUploadId: 'up-g', category: 'tops',
+  });
+  assert.equal(render.status, 'pending');
+  assert.equal(render.garmentCutout, null);
+  // No image worker runs here: the render's job waits for the three input jobs.
+  const job = await client.status(render.jobId);
+  assert.equal(job.state, 'waiting');
+  assert.equal(job.after.length, 3);
+  const kinds = await Promise.all(job.after.map(async (id) => (await client.status(id)).kind));
+  assert.deepEqual(kinds.sort(), ['garment.cutout', 'image.normalize', 'image.normalize']);
+  await assert.rejects(client.requestRender({ renderId: 'x4', userId: user, garmentId: 'g9', bodyPhotoId: 'b9', garmentUploadId: '../up', category: 'tops' }),
+    { code: 'BAD_ARGUMENT' });
+  client.close();
+});
+
 test('job control with scoped tokens: a read token made by the CLI looks but may not act; the operator pauses, lists and is audited', async () => {
   const { execFileSync } = require('node:child_process');
   const readToken = execFileSync(path.join(binDir, 'dispatcher'), ['access-token', 'create', '--name', `node-reader-${port}`, '--role', 'read'],

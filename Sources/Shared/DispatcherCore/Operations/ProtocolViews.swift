@@ -91,7 +91,8 @@ extension RenderView {
         self.init(
             id: record.id, userId: record.userId, garmentId: record.garmentId, bodyPhotoId: record.bodyPhotoId,
             category: record.category.rawValue, provider: record.provider, status: Status(record.status), jobId: record.jobId,
-            resultPath: record.resultPath, errorCode: record.errorCode, charged: record.charged, feedback: record.feedback,
+            resultPath: record.resultPath, errorCode: record.errorCode, charged: record.charged, garmentCutout: record.garmentCutout,
+            feedback: record.feedback,
             deadlineAt: record.deadlineAt, createdAt: record.createdAt, updatedAt: record.updatedAt)
     }
 }

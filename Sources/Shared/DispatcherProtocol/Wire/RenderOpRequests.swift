@@ -26,6 +26,10 @@ public struct RenderView: Codable, Sendable, Equatable {
     @ExplicitNull public private(set) var errorCode: String?
     /// Whether a credit pays for it (false for subscribers and onboarding tokens).
     public let charged: Bool
+    /// The garment image sent to the provider: its cut-out (true), or its normalised photo
+    /// (false: background removal ended without a cut-out, or none was stored); null until the
+    /// render has read its inputs.
+    @ExplicitNull public private(set) var garmentCutout: Bool?
     /// `up` or `down` once the person has rated it.
     @ExplicitNull public private(set) var feedback: String?
     public let deadlineAt: Date
@@ -34,9 +38,10 @@ public struct RenderView: Codable, Sendable, Equatable {
 
     public init(
         id: String, userId: String?, garmentId: String, bodyPhotoId: String, category: String, provider: String, status: Status,
-        jobId: Int64?, resultPath: String?, errorCode: String?, charged: Bool, feedback: String?,
+        jobId: Int64?, resultPath: String?, errorCode: String?, charged: Bool, garmentCutout: Bool? = nil, feedback: String?,
         deadlineAt: Date, createdAt: Date, updatedAt: Date
     ) {
+        self.garmentCutout = garmentCutout
         self.id = id
         self.userId = userId
         self.garmentId = garmentId
@@ -72,6 +77,13 @@ public struct RequestRenderRequest: DispatcherRequest {
     public let ownerId: String?
     public let garmentId: String
     public let bodyPhotoId: String
+    /// The upload the body photo `bodyPhotoId` is still to be normalised from: the request
+    /// enqueues that normalisation and the render runs after it. Omitted: the photo exists.
+    public let bodyUploadId: String?
+    /// The upload the garment `garmentId` is still to be made from: the request enqueues its
+    /// normalisation and then its cut-out, and the render runs after both (with the normalised
+    /// photo when the cut-out ends without one). Omitted: the garment exists.
+    public let garmentUploadId: String?
     /// `tops`, `bottoms`, `dresses`, `shoes` or `outerwear`.
     public let category: String
     /// Where the fleet POSTs the render's signed end once it is complete or failed
@@ -80,9 +92,12 @@ public struct RequestRenderRequest: DispatcherRequest {
 
     public init(
         renderId: String, userId: String? = nil, ephemeralToken: String? = nil, ownerId: String? = nil,
-        garmentId: String, bodyPhotoId: String, category: String, callbackUrl: String? = nil
+        garmentId: String, bodyPhotoId: String, category: String, callbackUrl: String? = nil,
+        bodyUploadId: String? = nil, garmentUploadId: String? = nil
     ) {
         self.callbackUrl = callbackUrl
+        self.bodyUploadId = bodyUploadId
+        self.garmentUploadId = garmentUploadId
         self.renderId = renderId
         self.userId = userId
         self.ephemeralToken = ephemeralToken

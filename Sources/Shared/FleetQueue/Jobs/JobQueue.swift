@@ -89,6 +89,9 @@ public struct JobQueue: Sendable {
 
     public func job(id: Int64) async throws -> JobRecord? { try await driver.jobGet(id: id) }
 
+    /// The states of those of `ids` that exist (one statement, by primary key).
+    public func states(of ids: [Int64]) async throws -> [Int64: JobState] { try await driver.jobStates(ids: ids) }
+
     public func cancel(id: Int64) async throws -> CancelResult { try await driver.jobCancel(id: id) }
 
     /// Asks for `QueueChannel.finished` when the job ends; call it before reading the job's state
@@ -96,6 +99,12 @@ public struct JobQueue: Sendable {
     public func watchFinish(id: Int64) async throws { try await driver.jobWatchFinish(id: id) }
 
     public func stats(window: Duration) async throws -> [KindStats] { try await driver.jobStats(window: window) }
+
+    /// How long jobs of `kinds` have been taking to run lately (mean over the newest 20 completed
+    /// in the last 10 minutes), for estimates such as render admission's wait for its inputs.
+    public func recentRunTimes(of kinds: [JobKind]) async throws -> [JobKind: Duration] {
+        try await driver.jobRecentRunTimes(kinds: kinds, window: .seconds(600), samples: 20)
+    }
 
     public func liveWorkers(heartbeatWithin: Duration) async throws -> [LiveWorker] {
         try await driver.workerListLive(heartbeatWithin: heartbeatWithin)

@@ -136,6 +136,27 @@ extension PostgresQueueDriver {
             """, [id, limit]).rows.map(JobDependency.init(row:))
     }
 
+    /// Through `jobs_finished_idx` (finished_at, kind, state), newest first, reading the heap
+    /// only for the rows of the kind.
+    public func jobRecentRunTimes(kinds: [JobKind], window: Duration, samples: Int) async throws -> [JobKind: Duration] {
+        let rows = try await executor.query("""
+            SELECT k.kind, avg(extract(epoch FROM recent.finished_at - recent.started_at))::float8 AS seconds
+            FROM unnest($1::text[]) AS k(kind)
+            CROSS JOIN LATERAL (
+                SELECT finished_at, started_at FROM jobs
+                WHERE jobs.kind = k.kind AND state = 'completed' AND finished_at > now() - make_interval(secs => $2)
+                ORDER BY finished_at DESC LIMIT $3
+            ) AS recent
+            GROUP BY k.kind
+            """, [PostgresArray(kinds.map(\.rawValue)), window.seconds, samples]).rows
+        var runTimes: [JobKind: Duration] = [:]
+        for row in rows {
+            guard let seconds = row["seconds"].flatMap(Double.init) else { continue }
+            runTimes[JobKind(rawValue: try row.string("kind"))] = .seconds(max(0, seconds))
+        }
+        return runTimes
+    }
+
     public func jobDependencyTotals() async throws -> DependencyTotals {
         let row = try await executor.query("""
             SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_dependency_releases) AS released,

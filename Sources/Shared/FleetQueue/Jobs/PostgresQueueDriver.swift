@@ -415,6 +415,15 @@ public struct PostgresQueueDriver: QueueDriver {
         }
     }
 
+    public func jobStates(ids: [Int64]) async throws -> [Int64: JobState] {
+        var states: [Int64: JobState] = [:]
+        for row in try await executor.query("SELECT id, state::text AS state FROM jobs WHERE id = ANY ($1::bigint[])", [PostgresArray(ids)]).rows {
+            guard let state = JobState(rawValue: try row.string("state")) else { throw QueueError.internalMismatch("unknown job state") }
+            states[try row.int64("id")] = state
+        }
+        return states
+    }
+
     public func jobGet(id: Int64) async throws -> JobRecord? {
         guard let row = try await executor.query("""
             SELECT id, kind, queue, state, priority, attempt, max_attempts, payload, result, errors, idempotency_key,

@@ -23,6 +23,8 @@ public protocol QueueDriver: Sendable {
     /// Cancels a queued job, or asks the worker running it to stop.
     func jobCancel(id: Int64) async throws -> CancelResult
     func jobGet(id: Int64) async throws -> JobRecord?
+    /// The states of those of `ids` that exist.
+    func jobStates(ids: [Int64]) async throws -> [Int64: JobState]
     /// Puts back running jobs whose lease expired, counting the attempt.
     func jobRescueExpired(limit: Int) async throws -> [RescuedJob]
     /// Deletes finished jobs older than their retention.
@@ -31,6 +33,9 @@ public protocol QueueDriver: Sendable {
     func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64]
     /// Per kind: jobs due, scheduled, running, waiting for a retry, finished within `window`, and the oldest due job's age.
     func jobStats(window: Duration) async throws -> [KindStats]
+    /// Per kind of `kinds`: the mean run time (start of the last attempt to completion) of its
+    /// newest `samples` jobs completed within `window`; a kind with none is absent.
+    func jobRecentRunTimes(kinds: [JobKind], window: Duration, samples: Int) async throws -> [JobKind: Duration]
 
     // Dependencies (`docs/queue.md`, "Dependencies").
     /// Inserts a graph's jobs, each after the jobs it names, in one transaction; in node order.

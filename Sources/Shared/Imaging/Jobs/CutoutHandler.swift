@@ -5,7 +5,9 @@ import Foundation
 
 /// `garment.cutout`: removes the background of a normalised garment photo through the
 /// backend chain, and stores `garments/{id}_cutout.png` and its preview on white. The result
-/// names the backend that produced it and the foreground fraction ("Retake" hint).
+/// says whether there is a cut-out (`cutout`), names the backend that produced it and the
+/// foreground fraction ("Retake" hint). With `completeWithoutCutout` (a render's input), a chain
+/// whose every backend failed completes the job with `cutout: false` instead of retrying it.
 public struct CutoutHandler: JobHandler {
     public let kind = JobKind.garmentCutout
     let storage: any ImageStorage
@@ -30,6 +32,13 @@ public struct CutoutHandler: JobHandler {
             result = try await chain.cutout(of: photo, logger: context.logger)
         } catch let error as BackgroundRemovalError {
             if case .rejected = error { throw JobError.permanent(code: error.code, message: "\(error)") }
+            if case .unavailable(let reasons) = error, payload.completeWithoutCutout == true {
+                context.logger.warning("no cut-out: every backend failed", metadata: ["reasons": "\(reasons)"])
+                return .object([
+                    CutoutResult.cutoutField: .bool(false), "code": .string(error.code.rawValue),
+                    "failedBackends": .array(reasons.map { .string($0) }),
+                ])
+            }
             throw error  // every backend failed for now: retried with backoff
         } catch let error as ImageError {
             throw JobError.permanent(code: error.code, message: "\(error)")
@@ -43,10 +52,25 @@ public struct CutoutHandler: JobHandler {
             "foreground_fraction": "\(result.cutout.foregroundFraction)",
         ])
         return .object([
-            "cutoutPath": .string(cutoutKey.relativePath), "previewPath": .string(previewKey.relativePath),
+            CutoutResult.cutoutField: .bool(true), "cutoutPath": .string(cutoutKey.relativePath), "previewPath": .string(previewKey.relativePath),
             "backend": .string(result.backend), "foregroundFraction": .number(result.cutout.foregroundFraction),
             "width": .number(Double(result.cutout.width)), "height": .number(Double(result.cutout.height)),
             "skippedBackends": .array(result.skipped.map { .string($0) }),
         ])
+    }
+}
+
+/// What a `garment.cutout` job's result says to a job that runs after it (the render).
+public enum CutoutResult {
+    /// The result's field: true when the cut-out was stored, false when every backend failed
+    /// (`completeWithoutCutout`).
+    public static let cutoutField = "cutout"
+
+    /// Whether the job's result (JSON text) says a cut-out was stored; nil when it does not say
+    /// (a result of a version that did not write the field: it stored a cut-out whenever it completed).
+    public static func madeCutout(_ result: String?) -> Bool? {
+        guard let result, case .object(let fields)? = try? JSONDecoder().decode(JSONValue.self, from: Data(result.utf8)) else { return nil }
+        guard case .bool(let made)? = fields[cutoutField] else { return nil }
+        return made
     }
 }

@@ -4,20 +4,29 @@ import FleetQueue
 
 /// The renders' and credits' migrations (`docs/schema.md`).
 public enum RenderMigrations {
-    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces]
+    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput]
 
     /// FleetCallbacks' kind, which this module cannot import: `SchemaTests` checks they agree.
     static let callbackKind: JobKind = "callback.deliver"
 
-    /// The trigger function of version 7 and, carrying the trace of the render's job, of version 11.
-    static func renderCallbackFunction(replacing: Bool, carryingTrace: Bool) -> String {
+    /// The trigger function of version 7, carrying the trace of the render's job from version 11,
+    /// and from version 19 the event saying which garment image was sent (`withGarmentInput`).
+    static func renderCallbackFunction(replacing: Bool, carryingTrace: Bool, withGarmentInput: Bool = false) -> String {
         JobTriggers.enqueueFunction(
-            "renders_enqueue_callback", replacing: replacing, kind: callbackKind, payload: renderFinishedEvent, priority: 1, maxAttempts: 12,
+            "renders_enqueue_callback", replacing: replacing, kind: callbackKind, payload: renderFinishedEvent(withGarmentInput: withGarmentInput),
+            priority: 1, maxAttempts: 12,
             idempotencyKey: "'callback:render:' || NEW.id", traceParent: carryingTrace ? JobTriggers.traceParent(ofJob: "NEW.job_id") : nil)
     }
 
     /// The callback job's payload: where to post, the Standard Webhooks id, and the event.
-    private static let renderFinishedEvent = """
+    private static func renderFinishedEvent(withGarmentInput: Bool) -> String {
+        withGarmentInput
+            ? renderFinishedEventBefore19.replacingOccurrences(
+                of: "'resultPath', NEW.result_path,", with: "'resultPath', NEW.result_path, 'garmentCutout', NEW.garment_cutout,")
+            : renderFinishedEventBefore19
+    }
+
+    private static let renderFinishedEventBefore19 = """
         jsonb_build_object(
                 'url', NEW.callback_url,
                 'webhookId', 'msg_cb_render_' || NEW.id,

@@ -15,9 +15,21 @@ struct RenderAttempt: Sendable {
         case failed(String)
     }
 
+    /// Which garment image the render sends.
+    enum GarmentSource: Sendable, Equatable {
+        /// Its cut-out when one is stored, else its photo (a render requested after the
+        /// garment was processed: nothing of the cut-out is pending by then).
+        case cutoutIfStored
+        /// Its cut-out: the cut-out job the render ran after stored one.
+        case cutout
+        /// Its normalised photo: the cut-out job the render ran after ended without a cut-out.
+        case photo
+    }
+
     let render: RenderRecord
     /// The provider job an earlier attempt submitted, to resume instead of paying again.
     let earlier: ProviderSubmission?
+    let garmentSource: GarmentSource
     let provider: any TryOnProvider
     let handler: RenderHandler
     let spans: RenderSpans
@@ -25,11 +37,12 @@ struct RenderAttempt: Sendable {
     private let submitted = SubmissionBox()
 
     init(
-        render: RenderRecord, earlier: ProviderSubmission?, provider: any TryOnProvider, handler: RenderHandler, spans: RenderSpans,
-        logger: Logger
+        render: RenderRecord, earlier: ProviderSubmission?, garmentSource: GarmentSource, provider: any TryOnProvider, handler: RenderHandler,
+        spans: RenderSpans, logger: Logger
     ) {
         self.render = render
         self.earlier = earlier
+        self.garmentSource = garmentSource
         self.provider = provider
         self.handler = handler
         self.spans = spans
@@ -243,14 +256,19 @@ struct RenderAttempt: Sendable {
     private func tryOnRequest() async throws -> TryOnRequest {
         let owner = try StorageID(render.ownerId)
         let person = try await read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoId)))
-        // The cut-out when background removal has run, else the garment photo itself.
         let garmentID = try StorageID(render.garmentId)
-        let garment: TryOnImage
-        if let cutout = try? await read(.garmentCutout(user: owner, garment: garmentID)) {
-            garment = TryOnImage(bytes: cutout, mimeType: "image/png")
-        } else {
-            garment = TryOnImage(bytes: try await read(.garment(user: owner, garment: garmentID)))
+        let cutout: Data? = switch garmentSource {
+        case .cutout: try await read(.garmentCutout(user: owner, garment: garmentID))
+        case .cutoutIfStored: try? await read(.garmentCutout(user: owner, garment: garmentID))
+        case .photo: nil
         }
+        let garment = if let cutout {
+            TryOnImage(bytes: cutout, mimeType: "image/png")
+        } else {
+            TryOnImage(bytes: try await read(.garment(user: owner, garment: garmentID)))
+        }
+        // On the row before anything is sent, so the render's status says what it was made from.
+        try await handler.store.recordGarmentInput(id: render.id, cutout: cutout != nil)
         let remaining = max(1, render.deadlineAt.timeIntervalSinceNow)
         return TryOnRequest(
             person: TryOnImage(bytes: person), garment: garment, category: render.category,

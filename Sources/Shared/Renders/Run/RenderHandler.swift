@@ -80,9 +80,11 @@ public struct RenderHandler: JobHandler {
             _ = try await store.fail(id: render.id, code: .renderFailed)
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
         }
+        let garmentSource = try await garmentSource(payload, job, context)
         let remaining = render.deadlineAt.timeIntervalSinceNow
         let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)
-        let attempt = RenderAttempt(render: render, earlier: earlier, provider: provider, handler: self, spans: spans, logger: logger)
+        let attempt = RenderAttempt(
+            render: render, earlier: earlier, garmentSource: garmentSource, provider: provider, handler: self, spans: spans, logger: logger)
         let outcome: RenderAttempt.Outcome
         let attemptStarted = ContinuousClock.now
         do {
@@ -115,6 +117,15 @@ public struct RenderHandler: JobHandler {
             logger.warning("render failed", metadata: ["reason": "\(reason)"])
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
         }
+    }
+
+    /// What the garment's cut-out job, when the render ran after one, said: a cut-out to use, or
+    /// none (every backend failed: the normalised photo is sent instead). The job runs only once
+    /// every job it runs after has completed, so the cut-out is never read while pending.
+    private func garmentSource(_ payload: RenderRunPayload, _ job: ClaimedJob, _ context: JobContext) async throws -> RenderAttempt.GarmentSource {
+        guard let cutoutJob = payload.cutoutJobId else { return .cutoutIfStored }
+        let result = try await context.dependencies(of: job).first { $0.id == cutoutJob }?.result
+        return CutoutResult.madeCutout(result) == false ? .photo : .cutout
     }
 
     /// Ends the render as `outcome` in a `settle` span; `end` says whether it ended here (false:

@@ -5,7 +5,9 @@ import Renders
 /// `render.request`: checks the arguments, then `RenderRequests` gates the category, reserves
 /// the credit (non-subscribers) and creates the render and its `render.run` job in one
 /// transaction; a refusal (`INVALID_CATEGORY`, `INSUFFICIENT_CREDITS`, `SUBSCRIPTION_EXPIRED`,
-/// `INVALID_TOKEN`, `TOKEN_ALREADY_USED`) costs nothing and calls no provider.
+/// `INVALID_TOKEN`, `TOKEN_ALREADY_USED`) costs nothing and calls no provider. With
+/// `bodyUploadId`/`garmentUploadId` the same transaction enqueues the jobs that make the photos
+/// from the uploads, and the render runs after them (`RenderInputs`).
 public struct RequestRenderOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let requests: RenderRequests
@@ -39,6 +41,9 @@ public struct RequestRenderOperation: DispatcherOperation {
             renderId: try storageID(request.renderId, field: "renderId"), requester: requester,
             ownerId: try storageID(owner, field: "ownerId"), garmentId: try storageID(request.garmentId, field: "garmentId"),
             bodyPhotoId: try storageID(request.bodyPhotoId, field: "bodyPhotoId"), category: category)
+        renderRequest.uploads = RenderUploads(
+            bodyUploadId: try request.bodyUploadId.map { try storageID($0, field: "bodyUploadId") },
+            garmentUploadId: try request.garmentUploadId.map { try storageID($0, field: "garmentUploadId") })
         if let url = request.callbackUrl {
             do { _ = try outbound.destination(of: url) } catch { throw DispatcherError(.badArgument, "args.callbackUrl: \(error)") }
             renderRequest.callbackURL = url

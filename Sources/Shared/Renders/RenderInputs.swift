@@ -1,0 +1,85 @@
+import FleetPostgres
+import FleetQueue
+import FleetStorage
+import Imaging
+
+/// The uploads a render's photos are still to be made from. A render request that carries them
+/// is valid as soon as the uploads exist: the request enqueues the body photo's normalisation,
+/// the garment's normalisation and then its cut-out, in the transaction that creates the render,
+/// and the render's job runs after them (`docs/renders.md`, "Inputs").
+public struct RenderUploads: Sendable, Equatable {
+    /// The upload the body photo (`bodyPhotoId`) is normalised from; nil: the photo exists.
+    public var bodyUploadId: StorageID?
+    /// The upload the garment (`garmentId`) is normalised and cut out from; nil: the garment exists.
+    public var garmentUploadId: StorageID?
+
+    public init(bodyUploadId: StorageID? = nil, garmentUploadId: StorageID? = nil) {
+        self.bodyUploadId = bodyUploadId
+        self.garmentUploadId = garmentUploadId
+    }
+
+    public var isEmpty: Bool { bodyUploadId == nil && garmentUploadId == nil }
+}
+
+/// The jobs that make a render's photos from its uploads, and how long they are expected to take.
+struct RenderInputs: Sendable {
+    /// What the render job runs after.
+    struct Enqueued: Sendable, Equatable {
+        var jobIds: [Int64] = []
+        /// The garment's cut-out, whose result says whether there is one to use.
+        var cutoutJobId: Int64?
+    }
+
+    /// The kinds whose run times the wait is estimated from.
+    static let kinds: [JobKind] = [.imageNormalize, .garmentCutout]
+
+    /// A run time before any is on record: a normalisation is libvips on one photo; a cut-out
+    /// goes to a remote model (Replicate answers in a few seconds) before the local fallback.
+    static func assumedRunTime(_ kind: JobKind) -> Duration {
+        kind == .garmentCutout ? .seconds(3) : .seconds(1)
+    }
+
+    /// How long after the request the render's inputs should be ready: the body photo and the
+    /// garment are made side by side, the garment's cut-out after its normalisation. `runTimes`:
+    /// the kinds' recent run times (`JobQueue.recentRunTimes`).
+    static func expectedWait(for uploads: RenderUploads, runTimes: [JobKind: Duration]) -> Duration {
+        func runTime(_ kind: JobKind) -> Duration { runTimes[kind] ?? assumedRunTime(kind) }
+        let body = uploads.bodyUploadId == nil ? Duration.zero : runTime(.imageNormalize)
+        let garment = uploads.garmentUploadId == nil ? Duration.zero : runTime(.imageNormalize) + runTime(.garmentCutout)
+        return max(body, garment)
+    }
+
+    /// Enqueues the input jobs of `request` in the caller's transaction (no wake-up: the caller
+    /// sends it after its commit). Keyed by the render, like its own job. The cut-out completes
+    /// without a cut-out when every backend fails (`completeWithoutCutout`): the render then
+    /// uses the normalised photo and says so, rather than being cancelled with it.
+    static func enqueue(for request: RenderRequest, on connection: PostgresConnection) async throws -> Enqueued {
+        var enqueued = Enqueued()
+        let owner = request.ownerId
+        let key = "render:\(request.renderId.value)"
+        var photos: [NewJob] = []
+        if let upload = request.uploads.bodyUploadId {
+            photos.append(try NewJob(
+                NormalizeImagePayload(userId: owner, uploadId: upload, target: .body, imageId: request.bodyPhotoId),
+                priority: 1, idempotencyKey: "\(key):body"))
+        }
+        if let upload = request.uploads.garmentUploadId {
+            photos.append(try NewJob(
+                NormalizeImagePayload(userId: owner, uploadId: upload, target: .garment, imageId: request.garmentId),
+                priority: 1, idempotencyKey: "\(key):garment"))
+        }
+        guard !photos.isEmpty else { return enqueued }
+        let made = try await JobQueue.enqueue(photos, announce: false, in: connection)
+        enqueued.jobIds = made.map(\.id)
+        if request.uploads.garmentUploadId != nil, let garment = made.last {
+            var cutout = try NewJob(
+                GarmentCutoutPayload(userId: owner, garmentId: request.garmentId, completeWithoutCutout: true),
+                priority: 1, idempotencyKey: "\(key):cutout")
+            cutout.after = [garment.id]
+            let id = try await JobQueue.enqueue([cutout], announce: false, in: connection)[0].id
+            enqueued.jobIds.append(id)
+            enqueued.cutoutJobId = id
+        }
+        return enqueued
+    }
+}

@@ -1,0 +1,265 @@
+@testable import DispatcherProtocol
+import FakeProviders
+import FleetHTTPClient
+import FleetPostgres
+import FleetQueue
+import FleetStorage
+import FleetSupport
+import Foundation
+@testable import Imaging
+@testable import Renders
+import Testing
+
+/// A render requested as soon as its uploads exist (`render.request` with `bodyUploadId` and
+/// `garmentUploadId`): the dispatcher enqueues the photos' normalisation and the garment's
+/// cut-out in the render's transaction, and the render runs after them. Every piece real: the
+/// `dispatcher`, `image-worker` and `render-worker` processes over one PostgreSQL database, a
+/// fake rembg (the cut-out backend) and a fake fal on loopback.
+@Suite(.serialized) struct EarlyRenderTests {
+    struct Fleet {
+        let q: TestQueue
+        let root: String
+        let fal: FakeFal
+        let rembg: FakeRembg
+        let processes: [WorkerProcess]
+        let client: DispatcherClient
+
+        /// Uploads `upB` (a body photo) and `upG` (a garment on a plain background) of `u1`, who
+        /// has 2 credits; fal FASHN active; the cut-out backend answers as `cutout` says.
+        static func start(cutout: [FakeBehaviour], bodyUpload: Data = RenderFixture.bodyPhoto) async throws -> Fleet {
+            let q = try await TestQueue.make()
+            let root = temporaryPath("images")
+            try AtomicFile.write(bodyUpload, to: "\(root)/u1/uploads/upB")
+            try AtomicFile.write(plainBackgroundGarment, to: "\(root)/u1/uploads/upG")
+            try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
+            try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
+            let fal = try await FakeFal.start(webhookClient: CurlHTTPClient())
+            fal.update { $0.latency = .milliseconds(200) }
+            let rembg = try await FakeRembg.start(script: FakeScript(cutout))
+            let socket = temporaryPath("dispatcher") + ".sock"
+            let dispatcher = try WorkerProcess(databaseURL: q.url, executable: "dispatcher", environment: [
+                "FLEET_DISPATCHER_TCP": "off", "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(try freePort())",
+                "FLEET_STORAGE_ROOT": root,
+            ])
+            // One backend, given more time than the slowest answer a test scripts: what ends the
+            // wait is the render's deadline, not the backend's budget.
+            let images = try WorkerProcess(databaseURL: q.url, executable: "image-worker", environment: [
+                "FLEET_STORAGE_ROOT": root, "FLEET_CUTOUT_BACKENDS": "rembg", "FLEET_REMBG_URL": rembg.baseURL,
+                "FLEET_CUTOUT_TIMEOUT_MS": "60000",
+            ])
+            let renders = try WorkerProcess(databaseURL: q.url, executable: "render-worker", environment: [
+                "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL, "FLEET_RENDER_POLL_MS": "200", "FLEET_STORAGE_ROOT": root,
+            ])
+            let ping = try await ChildProcess.run(builtExecutable("dispatcher"), ["ping", "--dispatcher", socket, "--wait", "60"])
+            #expect(ping == 0, "dispatcher log: \(dispatcher.log)")
+            let client = try await DispatcherClient.connect(to: .unix(path: socket))
+            return Fleet(q: q, root: root, fal: fal, rembg: rembg, processes: [dispatcher, images, renders], client: client)
+        }
+
+        /// `r1`, asked the moment the uploads exist.
+        func requestRender() async throws -> RenderView {
+            try await client.send(RequestRenderRequest(
+                renderId: "r1", userId: "u1", garmentId: "g1", bodyPhotoId: "b1", category: "tops",
+                bodyUploadId: "upB", garmentUploadId: "upG"))
+        }
+
+        func waitForRender() async throws -> RenderView {
+            let waited = try await client.send(WaitRenderRequest(renderId: "r1", timeoutMs: 45_000))
+            #expect(!waited.timedOut, "\(logs)")
+            return waited.render
+        }
+
+        var logs: String { processes.map(\.log).joined(separator: "\n---\n") }
+        var submits: [RecordedRequest] { fal.requests.filter { $0.method == "POST" } }
+
+        func job(_ id: Int64) async throws -> JobRecord { try #require(try await q.queue.job(id: id)) }
+
+        /// The render's job once ended (its outcome is recorded just after the render's), and the
+        /// jobs it ran after, by kind (`garment` for the garment's normalisation).
+        func inputJobs(of render: RenderView) async throws -> (run: JobRecord, body: JobRecord, garment: JobRecord, cutout: JobRecord) {
+            let runID = try #require(render.jobId)
+            try await q.waitUntil("the render's job ended") { try await job(runID).state.isTerminal }
+            let run = try await job(runID)
+            #expect(run.dependsOn.count == 3)
+            var inputs: [JobRecord] = []
+            for id in run.dependsOn { inputs.append(try await job(id)) }
+            func target(_ job: JobRecord) -> ImageTarget? {
+                guard job.kind == .imageNormalize else { return nil }
+                return try? JSONDecoder().decode(NormalizeImagePayload.self, from: Data(job.payload.utf8)).target
+            }
+            let body = try #require(inputs.first { target($0) == .body })
+            let garment = try #require(inputs.first { target($0) == .garment })
+            let cutout = try #require(inputs.first { $0.kind == .garmentCutout })
+            return (run, body, garment, cutout)
+        }
+
+        func credits() async throws -> (consumed: Int, ledger: [String]) {
+            let consumed = try await q.pool.query("SELECT total_consumed FROM credits WHERE user_id = 'u1'").rows[0].int("total_consumed")
+            let ledger = try await q.pool.query("SELECT entry FROM credit_ledger WHERE render_id = 'r1' ORDER BY id").rows.map { try $0.string("entry") }
+            return (consumed, ledger)
+        }
+
+        func stop() async {
+            await client.close()
+            for process in processes { process.signal(SIGKILL) }
+            for process in processes { _ = await process.wait() }
+            await fal.stop()
+            await rembg.stop()
+            try? FileManager.default.removeItem(atPath: root)
+        }
+    }
+
+    /// The garment image fal was sent, decoded from its data URI.
+    static func garmentImage(of submit: RecordedRequest) throws -> (mimeType: String, bytes: Data) {
+        let uri = try #require(submit.json?["garment_image"] as? String)
+        let comma = try #require(uri.firstIndex(of: ","))
+        let mimeType = String(uri.dropFirst("data:".count).prefix { $0 != ";" })
+        return (mimeType, try #require(Data(base64Encoded: String(uri[uri.index(after: comma)...]))))
+    }
+
+    @Test func theEarlyRenderWaitsForTheCutoutAndUsesIt() async throws {
+        let fleet = try await Fleet.start(cutout: [.succeedAfter(.seconds(3))])
+        let requested = try await fleet.requestRender()
+        #expect(requested.status == .pending && requested.charged && requested.garmentCutout == nil)
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .complete && render.garmentCutout == true, "\(fleet.logs)")
+
+        // fal was sent the cut-out the slow backend made, once.
+        #expect(fleet.submits.count == 1)
+        let sent = try Self.garmentImage(of: try #require(fleet.submits.first))
+        let stored = try Data(contentsOf: URL(fileURLWithPath: "\(fleet.root)/u1/garments/g1_cutout.png"))
+        #expect(sent.mimeType == "image/png" && sent.bytes == stored)
+
+        // The render ran once, after every input was made: no attempt spent on a missing photo.
+        let runID = try #require(render.jobId)
+        try await fleet.q.waitUntil("the render's job ended") { try await fleet.job(runID).state.isTerminal }
+        let run = try await fleet.job(runID)
+        #expect(run.state == .completed && run.attempt == 1 && run.errors.isEmpty, "\(run)")
+        // (Its `started_at` is not compared with the inputs' `finished_at`: with limits set, a
+        // claim's is the start of its transaction, which may have begun, waiting for the limits'
+        // lock, before the commit that released the job. The one attempt and the bytes at fal say
+        // it ran after its inputs.)
+        let jobs = try await fleet.inputJobs(of: render)
+        for input in [jobs.body, jobs.garment, jobs.cutout] {
+            #expect(input.state == .completed && input.attempt == 1)
+        }
+        #expect(fleet.rembg.requests.count == 1)
+
+        let credits = try await fleet.credits()
+        #expect(credits.consumed == 1 && credits.ledger == ["reserve", "consume"])
+        await fleet.stop()
+    }
+
+    @Test func aCutoutSlowerThanTheDeadlineTimesTheRenderOutBeforeAnythingIsSubmitted() async throws {
+        let fleet = try await Fleet.start(cutout: [.succeedAfter(.seconds(35))])
+        let requested = try await fleet.requestRender()
+        #expect(requested.status == .pending)
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .failed && render.errorCode == "RENDER_TIMEOUT", "\(fleet.logs)")
+        let credits = try await fleet.credits()
+        #expect(credits.consumed == 0 && credits.ledger == ["reserve", "release"])
+
+        // The sweep cancelled the render's job while it waited; once the cut-out is made at
+        // last, nothing runs the render and fal has still been sent nothing.
+        let jobs = try await fleet.inputJobs(of: render)
+        #expect(jobs.run.state == .cancelled && jobs.run.attempt == 0, "\(jobs.run)")
+        try await fleet.q.waitUntil(timeout: .seconds(30), "the slow cut-out ended") { try await fleet.job(jobs.cutout.id).state.isTerminal }
+        #expect(try await fleet.job(jobs.cutout.id).state == .completed)
+        try await Task.sleep(for: .seconds(1))
+        #expect(try await fleet.job(jobs.run.id).state == .cancelled)
+        #expect(fleet.fal.requests.isEmpty)
+        #expect(try await fleet.credits().ledger == ["reserve", "release"])
+        await fleet.stop()
+    }
+
+    @Test func aCutoutWhoseBackendsAllFailLeavesTheRenderToTheNormalisedPhotoAndSaysSo() async throws {
+        let fleet = try await Fleet.start(cutout: [.fail(status: 502)])
+        _ = try await fleet.requestRender()
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .complete && render.garmentCutout == false, "\(fleet.logs)")
+
+        let jobs = try await fleet.inputJobs(of: render)
+        #expect(jobs.cutout.state == .completed && jobs.cutout.attempt == 1)
+        #expect(CutoutResult.madeCutout(jobs.cutout.result) == false, "\(jobs.cutout.result ?? "no result")")
+        #expect(jobs.run.state == .completed && jobs.run.attempt == 1)
+        #expect(!FileManager.default.fileExists(atPath: "\(fleet.root)/u1/garments/g1_cutout.png"))
+
+        #expect(fleet.submits.count == 1)
+        let sent = try Self.garmentImage(of: try #require(fleet.submits.first))
+        let photo = try Data(contentsOf: URL(fileURLWithPath: "\(fleet.root)/u1/garments/g1.jpg"))
+        #expect(sent.mimeType == "image/jpeg" && sent.bytes == photo)
+        #expect(try await fleet.credits().consumed == 1)
+        await fleet.stop()
+    }
+
+    @Test func anUploadThatIsNotAnImageFailsTheRenderAtOnceWithItsCreditReleased() async throws {
+        let fleet = try await Fleet.start(cutout: [], bodyUpload: Data("not an image".utf8))
+        _ = try await fleet.requestRender()
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .failed && render.errorCode == "RENDER_FAILED", "\(fleet.logs)")
+        // Well before its deadline: the sweep after the input died, not the deadline's.
+        #expect(render.updatedAt < render.deadlineAt.addingTimeInterval(-10))
+        let jobs = try await fleet.inputJobs(of: render)
+        #expect(jobs.body.state == .dead && jobs.body.errors.first?.code == "IMAGE_INVALID")
+        #expect(jobs.run.state == .cancelled && jobs.run.attempt == 0)
+        #expect(jobs.run.errors.first?.code == "DEPENDENCY_FAILED")
+        let credits = try await fleet.credits()
+        #expect(credits.consumed == 0 && credits.ledger == ["reserve", "release"])
+        #expect(fleet.fal.requests.isEmpty)
+        await fleet.stop()
+    }
+
+    /// Admission counts the inputs' wait from the cut-outs' recent run times: when they leave no
+    /// time for the render, the request is refused at once, nothing reserved or queued.
+    @Test func aRenderWhoseInputsCannotBeReadyInTimeIsRefusedAtOnce() async throws {
+        let q = try await TestQueue.make()
+        try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
+        let requests = RenderRequests(pool: q.pool)
+        func request(_ id: String, garmentUpload: String?) async throws -> RenderRecord {
+            var request = RenderRequest(
+                renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g-\(id)"),
+                bodyPhotoId: try StorageID("b1"), category: .tops)
+            request.uploads = RenderUploads(garmentUploadId: try garmentUpload.map(StorageID.init))
+            return try await requests.request(request)
+        }
+        // Cut-outs are quick lately: admitted, with its three input jobs before it.
+        try await q.pool.query("""
+            INSERT INTO jobs (kind, payload, state, attempt, started_at, finished_at)
+            SELECT 'garment.cutout', '{}', 'completed', 1, now() - interval '3 s', now() FROM generate_series(1, 20)
+            """)
+        let quick = try await request("r-quick", garmentUpload: "up1")
+        #expect(try await q.queue.job(id: try #require(quick.jobId))?.dependsOn.count == 2)
+        // Then 24 s each (the local provider takes 1 s; 30 s − 5 s of margin leave 24 s for inputs).
+        try await q.pool.query("""
+            INSERT INTO jobs (kind, payload, state, attempt, started_at, finished_at)
+            SELECT 'garment.cutout', '{}', 'completed', 1, now() - interval '26 s', now() FROM generate_series(1, 20)
+            """)
+        let jobsBefore = try await q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n")
+        // 1 s of normalisation + 26 s of cut-out against the latest start, 24 s: 3 s too late.
+        do {
+            _ = try await request("r-slow", garmentUpload: "up2")
+            Issue.record("a render whose cut-out takes 26 s was admitted")
+        } catch let RenderRequestError.busy(retryAfter) {
+            #expect(retryAfter == 3)
+        }
+        #expect(try await q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == jobsBefore)
+        #expect(try await RenderStore(pool: q.pool).render(id: "r-slow") == nil)
+        #expect(try await q.pool.query("SELECT count(*) AS n FROM credit_reservations").rows[0].int("n") == 1)
+        // Photos that exist already wait for nothing: admitted whatever the cut-outs take.
+        #expect(try await request("r-ready", garmentUpload: nil).status == .pending)
+    }
+
+    @Test func theInputsWaitIsTheLongerOfTheBodyPhotoAndTheGarmentsTwoSteps() {
+        let runTimes: [JobKind: Duration] = [.imageNormalize: .seconds(2), .garmentCutout: .seconds(5)]
+        #expect(RenderInputs.expectedWait(for: RenderUploads(), runTimes: runTimes) == .zero)
+        #expect(RenderInputs.expectedWait(for: RenderUploads(bodyUploadId: try! StorageID("b")), runTimes: runTimes) == .seconds(2))
+        #expect(RenderInputs.expectedWait(for: RenderUploads(bodyUploadId: try! StorageID("b"), garmentUploadId: try! StorageID("g")),
+                                          runTimes: runTimes) == .seconds(7))
+        // Nothing on record: the assumed run times (1 s and 3 s).
+        #expect(RenderInputs.expectedWait(for: RenderUploads(garmentUploadId: try! StorageID("g")), runTimes: [:]) == .seconds(4))
+        // With no provider rule, only the inputs count: 30 − 5 − 1 s leaves 24 s for them.
+        let idle = LimitLoad(rule: nil, running: 0, waiting: 0, startedInWindow: 0)
+        #expect(RenderCapacity.retryAfter(load: idle, latency: .seconds(1), inputWait: .seconds(24), deadline: .seconds(30)) == nil)
+        #expect(RenderCapacity.retryAfter(load: idle, latency: .seconds(1), inputWait: .seconds(26), deadline: .seconds(30)) == 2)
+    }
+}
