@@ -5,10 +5,8 @@ import FleetHTTPClient
 @testable import FleetQueue
 import FleetPostgres
 import FleetSchema
-import FleetStorage
 import Foundation
-@testable import Imaging
-@testable import Renders
+import Renders
 import Testing
 
 /// The fleet behind a real PgBouncer in transaction mode (`scripts/pgbouncer.sh`, pool size 8):
@@ -209,19 +207,14 @@ import Testing
     /// webhook and consumes its credit once; every page loads, each read through the pooler
     /// (its transactions counted by PgBouncer's `SHOW STATS`).
     @Test func aRenderWithCreditsAndTheConsoleThroughPgBouncer() async throws {
-        let q = try await TestQueue.make(executor: .pgbouncer)
-        let pooled = PgBouncer.shared.url(through: q.url)
-        let database = String(q.url.split(separator: "/").last!)
-        let root = temporaryPath("images")
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let storage = FileImageStorage(root: root)
-        let user = try StorageID("u1")
-        try await storage.write(RenderFixture.bodyPhoto, to: .bodyPhoto(user: user, photo: StorageID("b1")))
-        try await storage.write(try await LocalBackgroundRemover().cutout(of: plainBackgroundGarment), to: .garmentCutout(user: user, garment: StorageID("g1")))
-        try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
-        try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
         let fal = try await FakeFal.start(webhookClient: CurlHTTPClient())
         fal.update { $0.latency = .milliseconds(300) }
+        let f = try await RenderFixture.make(provider: FashnProvider.name, fal: fal, executor: .pgbouncer)
+        try await f.grant("u1", credits: 2)
+        let q = f.q, root = f.root
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let pooled = PgBouncer.shared.url(through: q.url)
+        let database = String(q.url.split(separator: "/").last!)
 
         let pooler = [
             "FLEET_DATABASE_STATEMENTS": "unnamed", "FLEET_LISTEN_DATABASE_URL": q.url, "FLEET_STORAGE_ROOT": root,
