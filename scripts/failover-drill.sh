@@ -3,13 +3,15 @@
 # standby: pg_basebackup -R), the dispatcher and workers on one DATABASE_URL naming both hosts
 # with target_session_attrs=read-write, a mixed load from clients over the dispatcher's socket
 # (single and batched enqueues, renders with credits, waits); then the primary is stopped with
-# pg_ctl -m immediate and the standby promoted while the fleet runs on. It prints what clients
+# pg_ctl -m immediate (its WAL sender stopped for a second before, so that the standby is behind
+# as over a real link) and the standby promoted while the fleet runs on. It prints what clients
 # were told that did not survive, what was done twice, how soon the fleet claimed and enqueued
 # again after the promotion, and whether the pending waits were answered (fleet-bench failover).
 #
-# usage: scripts/failover-drill.sh [--short] [--async] [--json] [--keep]
+# usage: scripts/failover-drill.sh [--short] [--async] [--stall SECONDS] [--json] [--keep]
 #   --short   the test's version: 6 s of load before the stop and after the promotion (default 20 s)
 #   --async   asynchronous replication (no synchronous_standby_names): what is lost is measured
+#   --stall   seconds the primary's WAL sender is stopped before the primary is (default 1; 0: none)
 #   --json    also print one JSON object per figure
 #   --keep    leave both clusters running (the promoted standby is the primary)
 # Clusters live under .data/failover-primary and .data/failover-standby (FLEET_FAILOVER_DIR
@@ -26,9 +28,10 @@ while [ $# -gt 0 ]; do
   case $1 in
     --short) seconds=6; shift ;;
     --async) sync=(); replication=async; shift ;;
+    --stall) extra+=(--standby-stall-seconds "$2"); shift 2 ;;
     --json) extra+=(--json); shift ;;
     --keep) keep=1; shift ;;
-    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 base=${FLEET_FAILOVER_DIR:-.data/failover}

@@ -31,6 +31,8 @@ struct FailoverDrill: AsyncParsableCommand {
     @Option(help: "Seconds of load before the primary is stopped.") var loadSeconds = 8.0
     @Option(help: "Seconds between the stop and the promotion (the time to notice and decide).") var outageSeconds = 2.0
     @Option(help: "Seconds of load after the promotion.") var afterSeconds = 8.0
+    @Option(help: "Seconds the primary's WAL sender is stopped (SIGSTOP) before the primary is: the standby falls behind as over a slow link, which on loopback it never is. 0: not stopped.")
+    var standbyStallSeconds = 1.0
     @Flag(help: "Print one JSON object per line ({\"metric\",\"value\",\"unit\"}) after the table.") var json = false
 
     /// The fleet stays on this URL throughout: libpq finds whichever host is read-write.
@@ -68,6 +70,16 @@ struct FailoverDrill: AsyncParsableCommand {
         let waits = Task { await load.waitAcrossTheFailover(jobs: 6, on: clients.last!) }
         try await Task.sleep(for: .seconds(1.5))
 
+        // Stopped, the primary's WAL sender sends nothing more (what it sent before is in the
+        // standby's socket) and confirms nothing: commits since are on the primary alone. It dies
+        // with the primary, killed: continued, it would send them on its way out.
+        let sender = try await pool.query("SELECT pid FROM pg_stat_replication").rows.first.map { try $0.int("pid") }
+        if standbyStallSeconds > 0, let sender {
+            progress("failover: the primary's WAL sender stopped for \(standbyStallSeconds) s")
+            kill(pid_t(sender), SIGSTOP)
+            try await Task.sleep(for: .seconds(standbyStallSeconds))
+            kill(pid_t(sender), SIGKILL)
+        }
         progress("failover: stopping the primary (pg_ctl -m immediate)")
         try await pgScript(["stop", "--mode", "immediate", "--dir", primaryDir, "--port", "\(primaryPort)"])
         try await Task.sleep(for: .seconds(outageSeconds))
@@ -197,6 +209,7 @@ struct FailoverDrill: AsyncParsableCommand {
             ("failover.\(replication).acknowledged_jobs", Double(record.jobs.count), "jobs"),
             ("failover.\(replication).acknowledged_renders", Double(record.renders.count), "renders"),
             ("failover.\(replication).lost", Double(lost), "acknowledged"),
+            ("failover.\(replication).lost_renders", Double(lostRenders), "renders"),
             ("failover.\(replication).duplicated", Double(duplicated), "charges"),
             ("failover.\(replication).not_ended", Double(notCompleted.count + unfinishedRenders), "jobs"),
             ("failover.\(replication).executed_again", Double(executedAgain), "jobs"),
@@ -209,7 +222,8 @@ struct FailoverDrill: AsyncParsableCommand {
         ]
         func format(_ value: Double) -> String { value.rounded() == value ? String(Int(value)) : String(format: "%.2f", value) }
         var lines = [
-            "failover drill (\(replication) replication): primary stopped -m immediate, standby promoted after \(format(outageSeconds)) s",
+            "failover drill (\(replication) replication): the primary's WAL sender stopped \(format(standbyStallSeconds)) s, then the primary "
+                + "stopped -m immediate, the standby promoted after \(format(outageSeconds)) s",
             "measure                          value  unit",
         ]
         for (metric, value, unit) in figures {

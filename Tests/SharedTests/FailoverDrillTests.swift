@@ -4,11 +4,12 @@ import Testing
 
 /// `scripts/failover-drill.sh --short`: a primary and its streaming standby on loopback, the
 /// fleet on a URL naming both (`target_session_attrs=read-write`), a mixed load over the
-/// dispatcher's socket, the primary stopped with `-m immediate` and the standby promoted. With a
+/// dispatcher's socket, the primary's WAL sender stopped for a second (the standby behind, as over
+/// a real link), the primary stopped with `-m immediate` and the standby promoted. With a
 /// synchronous standby nothing a client was given an id for is lost, nothing is charged twice,
 /// the fleet (not restarted) claims and enqueues again within 10 s of the promotion, and the
-/// waits pending across it are answered. With an asynchronous one, what was lost is reported
-/// (loopback replication is rarely behind) and still nothing is charged twice.
+/// waits pending across it are answered. With an asynchronous one the same second loses what the
+/// primary acknowledged meanwhile (reported), and still nothing is charged twice.
 @Suite(.serialized) struct FailoverDrillTests {
     @Test func synchronousStandbyLosesNothingAcknowledgedAndTheFleetResumes() async throws {
         let figures = try await drill(["--short"])
@@ -23,8 +24,9 @@ import Testing
         #expect(figures["failover.sync.waits_answered"] == 6)
     }
 
-    @Test func asynchronousStandbyChargesNothingTwice() async throws {
+    @Test func asynchronousStandbyLosesWhatItHadNotReceivedAndChargesNothingTwice() async throws {
         let figures = try await drill(["--short", "--async"])
+        #expect(figures["failover.async.lost"]! > 0, "nothing lost: the standby was not behind, and the synchronous run proves nothing")
         #expect(figures["failover.async.duplicated"] == 0)
         #expect(figures["failover.async.not_ended"] == 0)
         print("async failover: lost \(Int(figures["failover.async.lost"]!)) acknowledged, resumed in "
