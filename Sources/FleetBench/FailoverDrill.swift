@@ -62,9 +62,9 @@ struct FailoverDrill: AsyncParsableCommand {
             ]) { $1 })
         }
         _ = try fleet.start("render-worker", index: 0, environment: environment)
-        let clients = try await connectClients(socket: socket, count: Load.clientCount)
+        let clients = try await connectClients(socket: socket, count: FailoverLoad.clientCount)
 
-        let load = Load(clients: clients)
+        let load = FailoverLoad(clients: clients)
         let running = Task { await load.run() }
         try await Task.sleep(for: .seconds(loadSeconds - 1.5))
         let waits = Task { await load.waitAcrossTheFailover(jobs: 6, on: clients.last!) }
@@ -105,13 +105,13 @@ struct FailoverDrill: AsyncParsableCommand {
 
     private func prepareRenders(pool: PostgresPool, root: String) async throws {
         let storage = FileImageStorage(root: root)
-        let user = try StorageID(Load.user)
+        let user = try StorageID(FailoverLoad.user)
         let photo = try ImageNormalizer(profile: NormalizeProfile(maxWidth: 400))
             .normalize(path: packageRoot.appendingPathComponent("scripts/demo/garment-on-plain-background.jpg").path).jpeg
         try await storage.write(photo, to: .bodyPhoto(user: user, photo: StorageID("b1")))
         try await storage.write(photo, to: .garment(user: user, garment: StorageID("g1")))
         try await RenderSettings(provider: LocalTryOnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: pool)
-        try await pool.query("INSERT INTO credits (user_id, total_granted) VALUES ($1, 100000)", [Load.user])
+        try await pool.query("INSERT INTO credits (user_id, total_granted) VALUES ($1, 100000)", [FailoverLoad.user])
     }
 
     /// Connects once the dispatcher has migrated and opened its socket.
@@ -135,7 +135,7 @@ struct FailoverDrill: AsyncParsableCommand {
     }
 
     /// Until every acknowledged job that exists has ended (those lost with the primary never will).
-    private func waitUntilDrained(_ record: Load.Record, pool: PostgresPool, timeout: Duration) async throws {
+    private func waitUntilDrained(_ record: FailoverLoad.Record, pool: PostgresPool, timeout: Duration) async throws {
         let ids = record.jobs.map(\.id) + record.renders.compactMap(\.jobId)
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -156,7 +156,7 @@ struct FailoverDrill: AsyncParsableCommand {
     }
 
     private func check(
-        _ record: Load.Record, waits: [Load.WaitOutcome], executions: [Int64: Int], pool: PostgresPool,
+        _ record: FailoverLoad.Record, waits: [FailoverLoad.WaitOutcome], executions: [Int64: Int], pool: PostgresPool,
         promotedAt: Date, promotionSeconds: Double
     ) async throws -> Outcome {
         // A job is the one acknowledged only if its row carries the client's mark: after an
@@ -188,7 +188,7 @@ struct FailoverDrill: AsyncParsableCommand {
                    (SELECT count(*) FROM credit_ledger WHERE user_id = $1 AND entry = 'consume')
                    - (SELECT count(*) FROM credit_ledger WHERE user_id = $1 AND entry = 'refund') AS ledger
             FROM credits c WHERE c.user_id = $1
-            """, [Load.user]).rows[0]
+            """, [FailoverLoad.user]).rows[0]
         let creditsBalance = try balance.int("consumed") == balance.int("ledger")
 
         let firstClaim = try await pool.query("""
@@ -241,7 +241,7 @@ struct FailoverDrill: AsyncParsableCommand {
 }
 
 /// The clients' side of the drill: what they sent and what they were told.
-actor Load {
+actor FailoverLoad {
     static let user = "failover"
     /// Three single enqueuers, one batch enqueuer, one render requester, one for the waits.
     static let clientCount = 6
