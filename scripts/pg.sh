@@ -3,8 +3,14 @@
 # embedded default, the tests and the benchmarks. initdb refuses root, so as root the
 # server runs as the `postgres` user.
 #
-# usage: scripts/pg.sh start|stop|restart|status|url|dir|pick-port [--dir DIR] [--port PORT] [--fast] [--mode MODE]
+# usage: scripts/pg.sh start|stop|restart|status|url|dir|pick-port|standby|promote [--dir DIR] [--port PORT] [--fast] [--mode MODE]
 #   start      create the cluster if needed, start it, create database `wearbloom`
+#   standby    a streaming standby of the running cluster on --primary-port, copied with
+#              `pg_basebackup -R` into --dir (replaced) and started on --port; its
+#              application_name is `standby_<port>`. --sync also makes it the primary's
+#              synchronous standby (synchronous_standby_names, synchronous_commit = on):
+#              a commit is acknowledged only once the standby has it
+#   promote    turn the standby in --dir into a primary (pg_ctl promote, waits)
 #   stop       stop it (fast shutdown)
 #   restart    stop and start again (used by the restart tests); --mode fast|immediate
 #              (stop takes --mode too)
@@ -24,12 +30,16 @@ dir="$root/.data/postgres"
 port=15329
 fast=0
 mode=fast
+primary_port=
+sync=0
 while [ $# -gt 0 ]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
     --fast) fast=1; shift ;;
     --mode) mode=$2; shift 2 ;;
+    --primary-port) primary_port=$2; shift 2 ;;
+    --sync) sync=1; shift ;;
     *) echo "pg.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -98,6 +108,45 @@ start() {
     || as_owner "$bin/createdb" -h "$dir" -p "$port" -U postgres wearbloom
 }
 
+# A copy of the primary on $primary_port, streaming from it. The copy brings the primary's
+# postgresql.conf: the lines appended here (the last value wins) give it its own port and
+# socket folder. synchronous_standby_names is set on the primary only after the copy, so a
+# promoted standby does not wait for a standby of its own.
+standby() {
+  [ -n "$primary_port" ] || { echo "pg.sh: standby needs --primary-port" >&2; exit 2; }
+  local primary="postgresql://postgres@127.0.0.1:$primary_port/postgres" name="standby_$port"
+  if running; then as_owner "$bin/pg_ctl" -D "$dir" -m immediate -w stop >/dev/null; fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  chmod 700 "$dir"
+  as_owner "$bin/pg_basebackup" -d "$primary" -D "$dir" -R -X stream --checkpoint=fast >"$dir.basebackup.log" 2>&1 \
+    || { cat "$dir.basebackup.log" >&2; exit 1; }
+  {
+    echo "port = $port"
+    echo "unix_socket_directories = '$dir'"
+    echo "cluster_name = '$name'"
+    echo "hot_standby_feedback = on"
+  } | as_owner tee -a "$dir/postgresql.conf" >/dev/null
+  as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -o "-p $port" -w -t 60 start >/dev/null \
+    || { tail -20 "$dir/server.log" >&2; exit 1; }
+  if [ "$sync" -eq 1 ]; then
+    as_owner "$bin/psql" "$primary" -qAt -c "ALTER SYSTEM SET synchronous_standby_names = '$name'" \
+      -c "ALTER SYSTEM SET synchronous_commit = 'on'" -c "SELECT pg_reload_conf()" >/dev/null
+  else
+    as_owner "$bin/psql" "$primary" -qAt -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
+  fi
+  # Streaming before the first commit that must wait for it.
+  for _ in $(seq 1 100); do
+    if as_owner "$bin/psql" "$primary" -qAt -c "SELECT 1 FROM pg_stat_replication WHERE application_name = '$name' AND state = 'streaming'" | grep -q 1; then
+      return
+    fi
+    sleep 0.1
+  done
+  echo "pg.sh: the standby on port $port is not streaming after 10 s" >&2
+  exit 1
+}
+
 # The first port from $port that no socket of this host uses.
 pick_port() {
   if running; then sed -n 4p "$dir/postmaster.pid"; return; fi
@@ -112,10 +161,12 @@ pick_port() {
 case $command in
   pick-port) pick_port ;;
   start) start; echo "$url" ;;
+  standby) standby; echo "$url" ;;
+  promote) as_owner "$bin/pg_ctl" -D "$dir" -w -t 60 promote >/dev/null ;;
   stop) if running; then as_owner "$bin/pg_ctl" -D "$dir" -m "$mode" -w stop >/dev/null; fi ;;
   restart) as_owner "$bin/pg_ctl" -D "$dir" -m "$mode" -w -t 60 -o "-p $port" restart -l "$dir/server.log" >/dev/null ;;
   status) if running; then echo "running: $url"; else echo "stopped"; exit 3; fi ;;
   url) echo "$url" ;;
   dir) echo "$dir" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -6,7 +6,8 @@
 # (node --test) against the built dispatcher, the console's browser test, the short multi-host chaos run
 # (scripts/chaos.sh --short), and stops the database. Before the build: deploy/ (check-deploy.sh),
 # the alert rules and dashboard (check-signals.sh), a standalone clone, the architecture graph,
-# the tables' owners.
+# the tables' owners. The failover drill and the replica-read test make primaries and standbys
+# of their own (ports from FLEET_FAILOVER_PG_PORT, 15400, and FLEET_TEST_STANDBY_PG_PORT, 15410).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -39,11 +40,14 @@ limits_suites='ProviderCapacityTests|ConcurrencyLimitTests'
 alone='ResourceExhaustionTests'
 # 40 worker processes draining through PgBouncer: on their own as well.
 pooler_suites='PgBouncerTests'
-swift test --skip-build --disable-xctest --skip "$dispatcher_suites|$limits_suites|$alone|$pooler_suites"
+# A primary stopped and its standby promoted under load, with resume times measured: alone too.
+replica_suites='FailoverDrillTests|ReplicaReadTests'
+swift test --skip-build --disable-xctest --skip "$dispatcher_suites|$limits_suites|$alone|$pooler_suites|$replica_suites"
 swift test --skip-build --disable-xctest --filter "$dispatcher_suites"
 swift test --skip-build --disable-xctest --filter "$limits_suites"
 swift test --skip-build --disable-xctest --filter "$alone"
 swift test --skip-build --disable-xctest --filter "$pooler_suites"
+swift test --skip-build --disable-xctest --filter "$replica_suites"
 
 command -v node >/dev/null || { echo "test.sh: node (18 or later) is needed for the Node client's tests" >&2; exit 1; }
 PGOPTIONS=--client-min-messages=warning psql "postgresql://postgres@127.0.0.1:$port/postgres" -q \

@@ -73,10 +73,11 @@ struct Run: AsyncParsableCommand {
         let http = CurlHTTPClient()
         let logger = Logger(label: "dispatcher")
         let pool = settings.makePool(applicationName: "dispatcher")
+        let readPool = settings.makeReadPool(applicationName: "dispatcher-read")
         // One set of access tokens for the socket and the console's logins.
         let tokens = AccessTokens(environmentToken: socketSettings.token, store: AccessTokenStore(pool: pool), logger: logger)
         let console = ConsoleRoutes(
-            settings: try ConsoleSettings.load(from: ProcessInfo.processInfo.environment), pool: pool, tokens: tokens, schedule: schedule,
+            settings: try ConsoleSettings.load(from: ProcessInfo.processInfo.environment), pool: pool, readPool: readPool, tokens: tokens, schedule: schedule,
             liveWorkerWithin: settings.worker.lease * 3, logger: logger)
         let listener = FleetProcess.http(
             settings, pool: pool,
@@ -86,7 +87,7 @@ struct Run: AsyncParsableCommand {
             try await RenderCapacity(pool: pool).seedDefaults(perRequester: renderSettings.perUserConcurrency)
             let notifier = settings.makeNotifier(logger: logger)
             let stack = try await DispatcherStack.bind(
-                pool: pool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
+                pool: pool, readPool: readPool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
                 liveWorkerWithin: settings.worker.lease * 3, outbound: outbound, tokens: tokens, logger: logger)
             logger.info("dispatcher started")
             let tasks = MaintenanceTasks(pool: pool, providers: ProviderCatalog(settings: providerSettings, http: http), logger: logger)

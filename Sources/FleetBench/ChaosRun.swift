@@ -219,16 +219,16 @@ struct ChaosRun: AsyncParsableCommand {
         }
         throw BenchError("jobs still open after \(timeout)")
     }
+}
 
-    /// How many times each drill job ran, from the workers' shared execution log.
-    private func executionCounts(_ path: String) -> [Int64: Int] {
-        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        var counts: [Int64: Int] = [:]
-        for line in text.split(separator: "\n") {
-            if let id = line.split(separator: " ").first.flatMap({ Int64($0) }) { counts[id, default: 0] += 1 }
-        }
-        return counts
+/// How many times each drill job ran, from the workers' shared execution log.
+func executionCounts(_ path: String) -> [Int64: Int] {
+    let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    var counts: [Int64: Int] = [:]
+    for line in text.split(separator: "\n") {
+        if let id = line.split(separator: " ").first.flatMap({ Int64($0) }) { counts[id, default: 0] += 1 }
     }
+    return counts
 }
 
 /// Starts worker processes on the hosts, round-robin by index.

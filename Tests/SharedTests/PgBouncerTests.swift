@@ -1,9 +1,12 @@
 import DispatcherProtocol
 import DrillKinds
+import FakeProviders
+import FleetHTTPClient
 @testable import FleetQueue
 import FleetPostgres
 import FleetSchema
 import Foundation
+import Renders
 import Testing
 
 /// The fleet behind a real PgBouncer in transaction mode (`scripts/pgbouncer.sh`, pool size 8):
@@ -198,4 +201,73 @@ import Testing
         worker.signal(SIGTERM)
         #expect(await worker.wait() == 0, "\(worker.log)")
     }
+
+    /// A render with credits and the console's pages, the dispatcher and the render worker both
+    /// through PgBouncer (unnamed statements, LISTEN direct): the render completes by fal's signed
+    /// webhook and consumes its credit once; every page loads, each read through the pooler
+    /// (its transactions counted by PgBouncer's `SHOW STATS`).
+    @Test func aRenderWithCreditsAndTheConsoleThroughPgBouncer() async throws {
+        let fal = try await FakeFal.start(webhookClient: CurlHTTPClient())
+        fal.update { $0.latency = .milliseconds(300) }
+        let f = try await RenderFixture.make(provider: FashnProvider.name, fal: fal, executor: .pgbouncer)
+        try await f.grant("u1", credits: 2)
+        let q = f.q, root = f.root
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let pooled = PgBouncer.shared.url(through: q.url)
+        let database = String(q.url.split(separator: "/").last!)
+
+        let pooler = [
+            "FLEET_DATABASE_STATEMENTS": "unnamed", "FLEET_LISTEN_DATABASE_URL": q.url, "FLEET_STORAGE_ROOT": root,
+        ]
+        let dispatcher = try DispatcherProcess(databaseURL: pooled, environment: pooler.merging([
+            "FLEET_CONSOLE": "on", "FLEET_FAL_JWKS_URL": fal.jwksURL,
+        ]) { $1 })
+        try await dispatcher.start()
+        defer { dispatcher.signal(SIGKILL) }
+        let worker = try WorkerProcess(databaseURL: pooled, executable: "render-worker", environment: pooler.merging([
+            "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL, "FLEET_RENDER_WEBHOOK_URL": "http://127.0.0.1:\(dispatcher.httpPort)/webhooks/fal",
+            "FLEET_RENDER_WEBHOOK_GRACE_MS": "60000",
+        ]) { $1 })
+        defer { worker.signal(SIGKILL) }
+
+        let client = try await dispatcher.client()
+        let requested = try await client.send(RequestRenderRequest(renderId: "r-pooled", userId: "u1", garmentId: "g1", bodyPhotoId: "b1", category: "tops"))
+        #expect(requested.charged)
+        let waited = try await client.send(WaitRenderRequest(renderId: "r-pooled", timeoutMs: 30_000))
+        #expect(!waited.timedOut && waited.render.status == .complete, "dispatcher: \(dispatcher.log.suffix(1500))\nworker: \(worker.log.suffix(1500))")
+        let credits = try await q.sql.query("SELECT total_granted, total_consumed FROM credits WHERE user_id = 'u1'").rows[0]
+        #expect(try [credits.int("total_granted"), credits.int("total_consumed")] == [2, 1])
+        let ledger = try await q.sql.query("SELECT entry FROM credit_ledger WHERE render_id = 'r-pooled' ORDER BY id").rows.map { try $0.string("entry") }
+        #expect(ledger == ["reserve", "consume"])
+        await client.close()
+
+        let admin = try await PostgresConnection.connect(PgBouncer.shared.adminURL)
+        let console = PooledConsole(port: dispatcher.httpPort)
+        let (session, _) = try await console.login(DispatcherProcess.token)
+        for path in ["/console", "/console/live/overview", "/console/jobs", "/console/jobs/\(try #require(requested.jobId))", "/console/dead",
+                     "/console/queues", "/console/workers", "/console/schedule", "/console/renders", "/console/audit"] {
+            let before = try await transactions(of: database, admin: admin)
+            let page = try await console.get(path, session: session)
+            #expect(page.status == 200, "\(path): \(page.status) \(page.body.prefix(300))")
+            let after = try await transactions(of: database, admin: admin)
+            #expect(after > before, "\(path) read nothing through PgBouncer")
+        }
+        let renders = try await console.get("/console/renders", session: session).body
+        #expect(renders.contains("r-pooled"))
+
+        worker.signal(SIGTERM)
+        dispatcher.signal(SIGTERM)
+        #expect(await worker.wait() == 0, "\(worker.log.suffix(1500))")
+        #expect(await dispatcher.wait(timeout: .seconds(30)) == 0, "\(dispatcher.log.suffix(1500))")
+        await fal.stop()
+    }
+
+    /// The transactions PgBouncer has carried for `database` (`SHOW STATS`).
+    private func transactions(of database: String, admin: PostgresConnection) async throws -> Int {
+        try await admin.query("SHOW STATS").rows.filter { $0["database"] == database }.reduce(0) { try $0 + $1.int("total_xact_count") }
+    }
+}
+
+private struct PooledConsole: ConsoleClient {
+    let port: Int
 }

@@ -23,12 +23,14 @@ struct RenderFixture {
     static let bodyPhoto: Data = try! ImageNormalizer().normalize(path: corpus.appendingPathComponent("honeywave-1080x1920.jpg").path).jpeg
 
     /// `falQueueURL` points fal's queue API at another server than `fal` (a dropping one, say);
-    /// `environment` adds provider settings (Google's); `registered`: the providers there are.
+    /// `environment` adds provider settings (Google's); `registered`: the providers there are;
+    /// `executor`: how the fixture's queue reaches its database (through PgBouncer, say).
     static func make(
         provider: String = LocalTryOnProvider.name, deadline: Duration = .seconds(30), fal: FakeFal? = nil, falQueueURL: String? = nil,
-        environment: [String: String] = [:], registered: [TryOnProviderRegistration] = TryOnProviders.registered
+        environment: [String: String] = [:], registered: [TryOnProviderRegistration] = TryOnProviders.registered,
+        executor: DriverExecutor = .pool
     ) async throws -> RenderFixture {
-        let q = try await TestQueue.make()
+        let q = try await TestQueue.make(executor: executor)
         let root = temporaryPath("images")
         let storage = FileImageStorage(root: root)
         for owner in ["u1", "u2", "onboarding"] {

@@ -19,21 +19,23 @@ public struct DispatcherStack: Sendable {
     /// `stats` to count it live. `renderRecheck`: how often `render.wait`s look again in case a
     /// notification was lost. `outbound`: what `callbackUrl`s and `http.request` jobs must pass.
     /// `tokens`: the access tokens, when the caller shares them (the console's logins); made from
-    /// `settings` otherwise.
+    /// `settings` otherwise. `readPool`: a streaming replica for `stats`, `jobs.list` and
+    /// `audit.list` (`FLEET_READ_DATABASE_URL`); every other op reads and writes on `pool`.
     public static func bind(
-        pool: PostgresPool, notifier: Notifier, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
+        pool: PostgresPool, readPool: PostgresPool? = nil, notifier: Notifier, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
         liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, outbound: OutboundSettings = .off,
         tokens: AccessTokens? = nil,
         logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
+        let reads = readPool.map { JobQueue(driver: PostgresQueueDriver(executor: $0), knownKinds: FleetKinds.all) }
         let batcher = settings.groupCommit == .on ? EnqueueBatcher(queue: queue) : nil
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck, logger: logger)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(
-                queue: queue, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
+                queue: queue, reads: reads, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
                 outbound: outbound, logger: logger)
-                + OperationRegistry.jobControlOperations(queue: queue, logger: logger)
+                + OperationRegistry.jobControlOperations(queue: queue, reads: reads, logger: logger)
                 + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()

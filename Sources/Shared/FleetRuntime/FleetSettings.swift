@@ -15,6 +15,9 @@ public struct FleetSettings: Sendable {
     public var databaseStatements: StatementMode
     /// `FLEET_LISTEN_DATABASE_URL`: where the process's one LISTEN session goes.
     public var listenDatabase: ListenDatabase
+    /// `FLEET_READ_DATABASE_URL`: a streaming replica for the dispatcher's reads that decide
+    /// nothing (the console's pages, `stats`, `jobs.list`, `audit.list`); nil: the primary.
+    public var readDatabaseURL: String?
     public var storageRoot: String
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
@@ -42,6 +45,12 @@ public struct FleetSettings: Sendable {
         PostgresPool(conninfo: databaseURL, maxConnections: maxConnections ?? poolSize, applicationName: applicationName, statements: databaseStatements)
     }
 
+    /// A small pool on `readDatabaseURL`, nil without one: these reads are few (an operator's
+    /// pages, a dashboard's `stats`) and each is answered by one statement.
+    public func makeReadPool(applicationName: String) -> PostgresPool? {
+        readDatabaseURL.map { PostgresPool(conninfo: $0, maxConnections: 2, applicationName: applicationName, statements: databaseStatements) }
+    }
+
     /// The process's notifier: on the LISTEN database, or poll-only.
     public func makeNotifier(logger: Logger) -> Notifier {
         switch listenDatabase {
@@ -67,6 +76,8 @@ public struct FleetSettings: Sendable {
             try validate(url, variable: "FLEET_LISTEN_DATABASE_URL")
             listenDatabase = .url(url)
         }
+        let readDatabaseURL = environment["FLEET_READ_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        if let readDatabaseURL { try validate(readDatabaseURL, variable: "FLEET_READ_DATABASE_URL") }
         // `defaultConcurrency` names the kinds this process runs; one that runs none (the
         // dispatcher) ignores FLEET_CONCURRENCY, so one environment file can serve every process.
         var concurrency = defaultConcurrency
@@ -94,6 +105,7 @@ public struct FleetSettings: Sendable {
             databaseURL: databaseURL,
             databaseStatements: databaseStatements,
             listenDatabase: listenDatabase,
+            readDatabaseURL: readDatabaseURL,
             storageRoot: environment["FLEET_STORAGE_ROOT"] ?? ".data/images",
             logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
             logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),

@@ -11,11 +11,19 @@ import Renders
 /// caller set for the audit trail: the console adds no second way to change the queue. The
 /// reads no op answers (the overview, which refreshes every 2 s and must not count the whole
 /// table as `stats` does; dead-job groups; the schedule's slots; renders across users) are asked
-/// of the modules that own those tables: the console writes no SQL.
+/// of the modules that own those tables: the console writes no SQL. With a read replica
+/// (`FLEET_READ_DATABASE_URL`) the pages' reads go there; the job page, which decides the
+/// actions offered, and every action stay on the primary.
 struct ConsoleFleet: Sendable {
     let pool: PostgresPool
     let queue: JobQueue
     let control: JobControl
+    /// The replica's pool, nil without one.
+    let replica: PostgresPool?
+    /// Where the pages read: the replica's pool, or `pool`.
+    let readPool: PostgresPool
+    let readQueue: JobQueue
+    let readControl: JobControl
     let schedule: ScheduleSettings
     /// A worker whose heartbeat is older than this is silent (as `stats` counts live workers).
     let liveWorkerWithin: Duration
@@ -31,15 +39,22 @@ struct ConsoleFleet: Sendable {
     let resume: QueueResumeOperation
     let audit: AuditListOperation
 
-    init(pool: PostgresPool, schedule: ScheduleSettings, liveWorkerWithin: Duration, logger: Logger) {
+    init(pool: PostgresPool, readPool replica: PostgresPool? = nil, schedule: ScheduleSettings, liveWorkerWithin: Duration, logger: Logger) {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
         let control = JobControl(driver: queue.driver, logger: logger)
+        let readPool = replica ?? pool
+        let readQueue = replica.map { JobQueue(driver: PostgresQueueDriver(executor: $0), knownKinds: FleetKinds.all) } ?? queue
+        let readControl = replica.map { _ in JobControl(driver: readQueue.driver, logger: logger) } ?? control
         self.pool = pool
         self.queue = queue
         self.control = control
+        self.replica = replica
+        self.readPool = readPool
+        self.readQueue = readQueue
+        self.readControl = readControl
         self.schedule = schedule
         self.liveWorkerWithin = liveWorkerWithin
-        jobsList = JobsListOperation(control: control)
+        jobsList = JobsListOperation(control: readControl)
         jobGet = JobGetOperation(queue: queue)
         jobRetry = JobRetryOperation(queue: queue, control: control)
         jobsRetry = JobsRetryOperation(control: control)
@@ -48,7 +63,7 @@ struct ConsoleFleet: Sendable {
         cancel = CancelOperation(queue: queue)
         pause = QueuePauseOperation(control: control, knownKinds: queue.knownKinds)
         resume = QueueResumeOperation(control: control)
-        audit = AuditListOperation(control: control)
+        audit = AuditListOperation(control: readControl)
     }
 
     /// Runs an op as `caller`: refused (`FORBIDDEN`) outside the op's roles, exactly as on the socket.
@@ -81,23 +96,29 @@ struct ConsoleFleet: Sendable {
     /// How many of the newest jobs (by id) the overview reads for what finished in the last hour.
     static let recentJobsWindow = 30_000
 
-    func deadGroups() async throws -> [DeadJobGroup] { try await control.deadGroups() }
+    func deadGroups() async throws -> [DeadJobGroup] { try await readControl.deadGroups() }
 
-    func overview() async throws -> QueueOverview { try await control.overview(recentJobs: Self.recentJobsWindow) }
+    func overview() async throws -> QueueOverview { try await readControl.overview(recentJobs: Self.recentJobsWindow) }
+
+    /// The replica's replay lag; nil without a replica.
+    func replicaLag() async throws -> ReplicaLag? {
+        guard let replica else { return nil }
+        return try await ReplicaLag.measure(on: replica)
+    }
 
     /// Every live-or-silent worker not stopped within the last day: the ones whose heartbeat is
     /// older than `liveWorkerWithin` are silent (died, or hung).
     func workers() async throws -> [(worker: LiveWorker, silent: Bool)] {
         let now = Date()
-        return try await queue.liveWorkers(heartbeatWithin: .seconds(86_400)).map { worker in
+        return try await readQueue.liveWorkers(heartbeatWithin: .seconds(86_400)).map { worker in
             (worker, now.timeIntervalSince(worker.lastHeartbeatAt) > Double(liveWorkerWithin.components.seconds))
         }
     }
 
     /// Each schedule entry's latest slot run.
-    func lastSlots() async throws -> [String: ScheduleSlots.Run] { try await ScheduleSlots(pool: pool).lastRuns() }
+    func lastSlots() async throws -> [String: ScheduleSlots.Run] { try await ScheduleSlots(pool: readPool).lastRuns() }
 
-    func renders(_ filter: RenderStore.Filter) async throws -> [RenderStore.Line] { try await RenderStore(pool: pool).recent(filter) }
+    func renders(_ filter: RenderStore.Filter) async throws -> [RenderStore.Line] { try await RenderStore(pool: readPool).recent(filter) }
 
     func renderSettings() async throws -> RenderSettings { try await RenderSettings.load(from: pool) }
 }

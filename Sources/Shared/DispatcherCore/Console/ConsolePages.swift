@@ -23,11 +23,15 @@ struct ConsolePages: Sendable {
     /// chart (`ConsoleFleet.overview`), and the live workers as `stats` reads them.
     func overviewLive(_ session: Session) async throws -> String {
         async let overview = fleet.overview()
-        async let workers = fleet.queue.liveWorkers(heartbeatWithin: fleet.liveWorkerWithin)
+        async let workers = fleet.readQueue.liveWorkers(heartbeatWithin: fleet.liveWorkerWithin)
+        async let lag = fleet.replicaLag()
         let numbers = try await overview
         let chart = ThroughputChart(minutes: numbers.minutes)
         return ConsoleTemplates.render("overview-live", [
             "serverTime": Show.date(Date()), "window": ConsoleFleet.recentJobsWindow,
+            "replica": try await lag.map { lag in
+                [["lag": lag.isReplica ? lag.seconds.map(Show.seconds) ?? "unknown" : "none: the read database is not in recovery (promoted?)"]]
+            } ?? [],
             "kinds": numbers.kinds.map { kind in
                 [
                     "kind": kind.kind, "due": kind.due, "running": kind.running, "retrying": kind.retrying, "scheduled": kind.scheduled,

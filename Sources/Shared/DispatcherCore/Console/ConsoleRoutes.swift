@@ -30,14 +30,14 @@ public struct ConsoleRoutes: HTTPRoutes {
     let logger: Logger
 
     public init(
-        settings: ConsoleSettings, pool: PostgresPool, tokens: AccessTokens, schedule: ScheduleSettings, liveWorkerWithin: Duration,
+        settings: ConsoleSettings, pool: PostgresPool, readPool: PostgresPool? = nil, tokens: AccessTokens, schedule: ScheduleSettings, liveWorkerWithin: Duration,
         logger: Logger
     ) {
         self.settings = settings
         self.tokens = tokens
         self.sessions = ConsoleSessions(pool: pool, lifetime: settings.sessionLifetime)
         self.loginForms = ConsoleLoginForms(pool: pool)
-        self.fleet = ConsoleFleet(pool: pool, schedule: schedule, liveWorkerWithin: liveWorkerWithin, logger: logger)
+        self.fleet = ConsoleFleet(pool: pool, readPool: readPool, schedule: schedule, liveWorkerWithin: liveWorkerWithin, logger: logger)
         self.logger = logger
     }
 

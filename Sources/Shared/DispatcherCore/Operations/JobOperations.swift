@@ -7,9 +7,10 @@ extension OperationRegistry {
     /// Every job op: `ping`, `enqueue`, `jobs.enqueueGraph`, the image conveniences, `status`, `wait`, `cancel`, `stats`.
     /// (`auth` belongs to the connection, not the registry.) `profiles`: what `image.normalize`
     /// checks its `profile` against; `enqueuer`: where their one job goes (the queue, or the
-    /// group commit's `EnqueueBatcher`); `outbound`: what `callbackUrl`s and `http.request` jobs are.
+    /// group commit's `EnqueueBatcher`); `outbound`: what `callbackUrl`s and `http.request` jobs are;
+    /// `reads`: where `stats` reads (a replica's queue, or `queue`).
     public static func jobOperations(
-        queue: JobQueue, enqueuer: any JobEnqueuer, watcher: FinishWatcher, liveWorkerWithin: Duration, profiles: any NormalizeProfileSource,
+        queue: JobQueue, reads: JobQueue? = nil, enqueuer: any JobEnqueuer, watcher: FinishWatcher, liveWorkerWithin: Duration, profiles: any NormalizeProfileSource,
         outbound: OutboundSettings = .off, logger: Logger
     ) -> [any DispatcherOperation] {
         let enqueue = EnqueueOperation(enqueuer: enqueuer, outbound: outbound)
@@ -23,7 +24,7 @@ extension OperationRegistry {
             StatusOperation(queue: queue),
             WaitOperation(queue: queue, watcher: watcher),
             CancelOperation(queue: queue),
-            StatsOperation(queue: queue, liveWithin: liveWorkerWithin),
+            StatsOperation(queue: reads ?? queue, liveWithin: liveWorkerWithin),
         ]
     }
 }

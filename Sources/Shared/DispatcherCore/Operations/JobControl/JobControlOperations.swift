@@ -10,18 +10,20 @@ import Logging
 // under the caller's token name.
 
 extension OperationRegistry {
-    public static func jobControlOperations(queue: JobQueue, logger: Logger) -> [any DispatcherOperation] {
+    /// `reads`: where `jobs.list` and `audit.list` read (a replica's queue, or `queue`).
+    public static func jobControlOperations(queue: JobQueue, reads: JobQueue? = nil, logger: Logger) -> [any DispatcherOperation] {
         let control = JobControl(driver: queue.driver, logger: logger)
+        let readControl = reads.map { JobControl(driver: $0.driver, logger: logger) } ?? control
         return [
             JobGetOperation(queue: queue),
-            JobsListOperation(control: control),
+            JobsListOperation(control: readControl),
             JobRetryOperation(queue: queue, control: control),
             JobsRetryOperation(control: control),
             JobDiscardOperation(control: control),
             JobsDiscardOperation(control: control),
             QueuePauseOperation(control: control, knownKinds: queue.knownKinds),
             QueueResumeOperation(control: control),
-            AuditListOperation(control: control),
+            AuditListOperation(control: readControl),
             LimitsListOperation(control: control),
             LimitSetOperation(control: control),
             LimitRemoveOperation(control: control),
