@@ -78,12 +78,9 @@ struct ConsoleFleet: Sendable {
 
     // MARK: Reads no op answers, each from the module that owns its table
 
-    /// How many of the newest jobs (by id) the overview reads for what finished in the last hour.
-    static let recentJobsWindow = 30_000
-
     func deadGroups() async throws -> [DeadJobGroup] { try await control.deadGroups() }
 
-    func overview() async throws -> QueueOverview { try await control.overview(recentJobs: Self.recentJobsWindow) }
+    func overview() async throws -> QueueOverview { try await control.overview() }
 
     /// Every live-or-silent worker not stopped within the last day: the ones whose heartbeat is
     /// older than `liveWorkerWithin` are silent (died, or hung).

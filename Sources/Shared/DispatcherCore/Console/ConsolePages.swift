@@ -27,7 +27,7 @@ struct ConsolePages: Sendable {
         let numbers = try await overview
         let chart = ThroughputChart(minutes: numbers.minutes)
         return ConsoleTemplates.render("overview-live", [
-            "serverTime": Show.date(Date()), "window": ConsoleFleet.recentJobsWindow,
+            "serverTime": Show.date(Date()),
             "kinds": numbers.kinds.map { kind in
                 [
                     "kind": kind.kind, "due": kind.due, "running": kind.running, "retrying": kind.retrying, "scheduled": kind.scheduled,
