@@ -123,8 +123,10 @@ struct OpsSuite: AsyncParsableCommand {
                 LATERAL (SELECT CASE WHEN i % 100 < 6 THEN 'dead' WHEN i % 100 < 8 THEN 'cancelled'
                                      WHEN i % 100 < 10 THEN 'available' ELSE 'completed' END AS state) AS s
             """, [tableJobs])
-        // As the dispatcher's `counts.fold` task does every few seconds.
+        // As the dispatcher's `counts.fold` task does every few seconds; then the changes' table
+        // vacuumed, as autovacuum would within a minute (`LargeTableSuite.fill`).
         _ = try await PostgresQueueDriver(executor: database.pool).jobFoldCounts()
+        try await database.pool.query("VACUUM job_count_changes")
     }
 
     /// `retryJobs` dead image.normalize jobs that died of PROVIDER_DOWN, ready to be retried
@@ -138,8 +140,10 @@ struct OpsSuite: AsyncParsableCommand {
             FROM generate_series(1, $1)
             """, [retryJobs])
         try await database.pool.query("VACUUM ANALYZE jobs")
-        // As the dispatcher's `counts.fold` task does every few seconds.
+        // As the dispatcher's `counts.fold` task does every few seconds; then the changes' table
+        // vacuumed, as autovacuum would within a minute (`LargeTableSuite.fill`).
         _ = try await PostgresQueueDriver(executor: database.pool).jobFoldCounts()
+        try await database.pool.query("VACUUM job_count_changes")
     }
 
     /// drill.noop jobs per second drained by one worker process, with `beside` running from the
