@@ -25,7 +25,22 @@ struct OpsSuite: AsyncParsableCommand {
         ("kind", JobFilter(kinds: ["render.run"])),
         ("dead_last_hour", JobFilter(states: [.dead], finishedAfter: Date().addingTimeInterval(-3600))),
         ("completed_of_kind", JobFilter(states: [.completed], kinds: ["image.normalize"])),
+        ("completed", JobFilter(states: [.completed])),
     ]
+
+    /// Milliseconds per `jobs.list` call of `filter`, `samples` calls: every fifth from the top,
+    /// the others following the cursor of the page before, as a person paging does.
+    static func listLatencies(_ control: JobControl, _ filter: JobFilter, samples: Int) async throws -> [Double] {
+        var latencies: [Double] = []
+        var cursor: Int64?
+        for sample in 0..<samples {
+            let started = ContinuousClock.now
+            let page = try await control.list(filter, before: sample % 5 == 0 ? nil : cursor, limit: 50)
+            latencies.append((ContinuousClock.now - started).seconds * 1000)
+            cursor = page.last?.id
+        }
+        return latencies
+    }
 
     func run() async throws {
         let database = try await BenchDatabase.prepare()
@@ -43,15 +58,7 @@ struct OpsSuite: AsyncParsableCommand {
             progress("round \(round)/\(options.repeats): jobs.list")
             var latencies: [Double] = []
             for (name, filter) in Self.filters {
-                var mine: [Double] = []
-                var cursor: Int64?
-                for sample in 0..<listSamples {
-                    let started = ContinuousClock.now
-                    // Every fifth call follows the cursor, as a person paging does.
-                    let page = try await control.list(filter, before: sample % 5 == 0 ? nil : cursor, limit: 50)
-                    mine.append((ContinuousClock.now - started).seconds * 1000)
-                    cursor = page.last?.id
-                }
+                let mine = try await Self.listLatencies(control, filter, samples: listSamples)
                 report.add("ops.list_p99.\(name)", percentile(mine.sorted(), 0.99), unit: "ms")
                 latencies += mine
             }
@@ -90,7 +97,7 @@ struct OpsSuite: AsyncParsableCommand {
                 Comparison(name: "list_p99 \(name)", unit: "ms", fleet: report.median("ops.list_p99.\(name)"), peer: nil,
                            lowerIsBetter: true, target: "-", met: nil)
             }, notes: [
-                "jobs.list: a page of 50 through JobControl (one statement, planned per call), \(listSamples) calls per filter, every fifth from the top",
+                "jobs.list: a page of 50 through JobControl (one statement, planned per call), \(listSamples) calls per filter, every fifth from the top, the others the next page",
                 "drain: \(drainJobs) drill.noop jobs, 1 worker process; beside: while \(retryJobs) dead image.normalize jobs are retried in batches",
                 "server: \(try await database.settings())",
             ])
@@ -98,7 +105,8 @@ struct OpsSuite: AsyncParsableCommand {
     }
 
     /// A table as an operator meets it after a week: mostly completed, some dead with a few
-    /// codes, some cancelled and queued, over several kinds, finished over seven days.
+    /// codes, some cancelled and queued, over several kinds, finished over seven days; the
+    /// finished jobs' count changes its insert recorded folded.
     /// (The console suite measures its pages on the same table.)
     static func fill(_ database: BenchDatabase, jobs tableJobs: Int) async throws {
         try await database.pool.query("""
@@ -115,6 +123,10 @@ struct OpsSuite: AsyncParsableCommand {
                 LATERAL (SELECT CASE WHEN i % 100 < 6 THEN 'dead' WHEN i % 100 < 8 THEN 'cancelled'
                                      WHEN i % 100 < 10 THEN 'available' ELSE 'completed' END AS state) AS s
             """, [tableJobs])
+        // As the dispatcher's `counts.fold` task does every few seconds; then the changes' table
+        // vacuumed, as autovacuum would within a minute (`LargeTableSuite.fill`).
+        _ = try await PostgresQueueDriver(executor: database.pool).jobFoldCounts()
+        try await database.pool.query("VACUUM job_count_changes")
     }
 
     /// `retryJobs` dead image.normalize jobs that died of PROVIDER_DOWN, ready to be retried
@@ -128,6 +140,10 @@ struct OpsSuite: AsyncParsableCommand {
             FROM generate_series(1, $1)
             """, [retryJobs])
         try await database.pool.query("VACUUM ANALYZE jobs")
+        // As the dispatcher's `counts.fold` task does every few seconds; then the changes' table
+        // vacuumed, as autovacuum would within a minute (`LargeTableSuite.fill`).
+        _ = try await PostgresQueueDriver(executor: database.pool).jobFoldCounts()
+        try await database.pool.query("VACUUM job_count_changes")
     }
 
     /// drill.noop jobs per second drained by one worker process, with `beside` running from the

@@ -212,7 +212,7 @@ final class TaskLog: Sendable {
 
     @Test func settingsOverrideDisableAndRefuseBadEntriesNamingTheVariable() throws {
         let defaults = try MaintenanceTasks.schedule(from: [:])
-        #expect(defaults.entries.map(\.name) == ["renders.timeout", "leases.rescue", "kinds.sweep", "tokens.expire", "jobs.prune"])
+        #expect(defaults.entries.map(\.name) == ["renders.timeout", "counts.fold", "leases.rescue", "kinds.sweep", "tokens.expire", "jobs.prune"])
         #expect(defaults.lateness == .seconds(60))
 
         let file = temporaryPath("schedule")
@@ -226,13 +226,13 @@ final class TaskLog: Sendable {
         let settings = try MaintenanceTasks.schedule(from: [
             "FLEET_SCHEDULE_FILE": file, "FLEET_SCHEDULE": "@hourly => drill.noop; off => jobs.prune", "FLEET_SCHEDULE_LATENESS_SECONDS": "5",
         ])
-        #expect(settings.entries.map(\.name) == ["renders.timeout", "leases.rescue", "tokens.expire", "drill.noop"])
-        #expect(settings.entries[2].expression.description == "*/30 * * * * *")
-        #expect(settings.entries[3].target == .job(kind: .drillNoop, payload: "{}"))
+        #expect(settings.entries.map(\.name) == ["renders.timeout", "counts.fold", "leases.rescue", "tokens.expire", "drill.noop"])
+        #expect(settings.entries[3].expression.description == "*/30 * * * * *")
+        #expect(settings.entries[4].target == .job(kind: .drillNoop, payload: "{}"))
         #expect(settings.lateness == .seconds(5))
 
         let refused: [([String: String], String)] = [
-            (["FLEET_SCHEDULE": "* * * * * => nope"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => nope': 'nope' is neither a built-in (jobs.prune, kinds.sweep, leases.rescue, renders.timeout, tokens.expire), a job kind nor a graph:<name>"),
+            (["FLEET_SCHEDULE": "* * * * * => nope"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => nope': 'nope' is neither a built-in (counts.fold, jobs.prune, kinds.sweep, leases.rescue, renders.timeout, tokens.expire), a job kind nor a graph:<name>"),
             (["FLEET_SCHEDULE": "off => kinds.sweep; 61 * * * * => jobs.prune"], "configuration error: FLEET_SCHEDULE: entry 2 '61 * * * * => jobs.prune': minute field '61': 61 is outside 0...59"),
             (["FLEET_SCHEDULE": "* * * * * jobs.prune"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * jobs.prune': '* * * * * jobs.prune' is not 'expression => target'"),
             (["FLEET_SCHEDULE": "* * * * * => jobs.prune {}"], "configuration error: FLEET_SCHEDULE: entry 1 '* * * * * => jobs.prune {}': the built-in jobs.prune takes no payload"),

@@ -93,12 +93,9 @@ struct ConsoleFleet: Sendable {
 
     // MARK: Reads no op answers, each from the module that owns its table
 
-    /// How many of the newest jobs (by id) the overview reads for what finished in the last hour.
-    static let recentJobsWindow = 30_000
-
     func deadGroups() async throws -> [DeadJobGroup] { try await readControl.deadGroups() }
 
-    func overview() async throws -> QueueOverview { try await readControl.overview(recentJobs: Self.recentJobsWindow) }
+    func overview() async throws -> QueueOverview { try await readControl.overview() }
 
     /// The replica's replay lag; nil without a replica.
     func replicaLag() async throws -> ReplicaLag? {

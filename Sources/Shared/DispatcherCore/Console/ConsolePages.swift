@@ -28,7 +28,7 @@ struct ConsolePages: Sendable {
         let numbers = try await overview
         let chart = ThroughputChart(minutes: numbers.minutes)
         return ConsoleTemplates.render("overview-live", [
-            "serverTime": Show.date(Date()), "window": ConsoleFleet.recentJobsWindow,
+            "serverTime": Show.date(Date()),
             "replica": try await lag.map { lag in
                 [["lag": lag.isReplica ? lag.seconds.map(Show.seconds) ?? "unknown" : "none: the read database is not in recovery (promoted?)"]]
             } ?? [],

@@ -9,6 +9,7 @@ public struct MaintenanceTasks: Sendable {
     let rescuer: Rescuer
     let sweeper: UnknownKindSweeper
     let pruner: Pruner
+    let countFolder: JobCountFolder
     let renderTimeouts: RenderTimeoutSweeper
     let tokens: TokenExpirer
 
@@ -18,6 +19,7 @@ public struct MaintenanceTasks: Sendable {
         self.rescuer = Rescuer(driver: driver, logger: logger)
         self.sweeper = UnknownKindSweeper(driver: driver, knownKinds: FleetKinds.all, logger: logger)
         self.pruner = Pruner(driver: driver, logger: logger)
+        self.countFolder = JobCountFolder(driver: driver)
         self.renderTimeouts = RenderTimeoutSweeper(store: RenderStore(pool: pool), providers: providers, logger: logger)
         self.tokens = TokenExpirer(pool: pool, logger: logger)
     }
@@ -26,6 +28,7 @@ public struct MaintenanceTasks: Sendable {
     public static let defaultSchedule: [ScheduleEntry] = {
         let table: [(String, MaintenanceTask)] = [
             ("*/5 * * * * *", RenderTimeoutSweeper.task),
+            ("*/5 * * * * *", .countsFold),
             ("*/15 * * * * *", .leasesRescue),
             ("* * * * *", .kindsSweep),
             ("*/5 * * * *", TokenExpirer.task),
@@ -49,6 +52,7 @@ public struct MaintenanceTasks: Sendable {
         case .leasesRescue: await rescuer.runOnce()
         case .kindsSweep: try await sweeper.runOnce().count
         case .jobsPrune: try await pruner.runOnce()
+        case .countsFold: try await countFolder.runOnce()
         case RenderTimeoutSweeper.task: try await renderTimeouts.runOnce().count
         case TokenExpirer.task: try await tokens.runOnce()
         default: throw UnknownTask(task: task)

@@ -68,8 +68,8 @@ public struct JobControl: Sendable {
     /// Dead jobs grouped by kind and latest error code (`QueueDriver.jobDeadGroups`).
     public func deadGroups() async throws -> [DeadJobGroup] { try await driver.jobDeadGroups() }
 
-    /// The queue per kind and the last hour's endings, from the newest `recentJobs` jobs.
-    public func overview(recentJobs: Int) async throws -> QueueOverview { try await driver.queueOverview(recentJobs: recentJobs) }
+    /// The queue per kind and the last 60 minutes' endings.
+    public func overview() async throws -> QueueOverview { try await driver.queueOverview() }
 
     /// Creates or replaces a fleet-wide limit (`ConcurrencyLimit`).
     public func setLimit(_ limit: ConcurrencyLimit, actor: String) async throws {

@@ -48,13 +48,36 @@ extension PostgresQueueDriver {
         """
     }
 
-    /// `jobList`'s statement and its parameters (the plan test explains it).
+    /// `jobList`'s statement and its parameters (the plan test explains it). The page's ids come
+    /// first, one branch per state the filter allows (all six when it names none), each its own
+    /// subquery in id order with the page's limit, merged by id; then their rows. A branch's
+    /// state is a constant, so a finished state's branch reads its own index alone
+    /// (`jobs_finished_state_idx` by state, `jobs_finished_kind_idx` by state and kind, index
+    /// only): a kind's page does not step through every newer job of other kinds on the primary
+    /// key, which the planner would pick when it expects the kind everywhere (100 ms when the
+    /// newest 100,000 jobs were of another kind). An open state's branch reads its partial index
+    /// (the claim's, the lease's, the waiting jobs') and sorts what it finds: its cost follows
+    /// that queue. The finished jobs' indexes are keyed on `-id`, and the branches ask for that
+    /// order: only those indexes give it, so the planner cannot pick the primary key instead (it
+    /// would, for a state or kind it expects everywhere, when the recent pages are not all
+    /// visible: an index-only scan then costs it as much as a walk of the primary key). (Branches
+    /// without their own LIMIT would be one append of the table whose children the planner
+    /// cannot read in order from these indexes.)
     static func listStatement(_ filter: JobFilter, before: Int64?, limit: Int) -> (sql: String, parameters: [(any PostgresEncodable)?]) {
-        let (condition, parameters) = filter.condition(firstParameter: 3)
+        var others = filter
+        others.states = nil
+        let (condition, parameters) = others.condition(firstParameter: 3)
+        let states = filter.states.map { wanted in JobState.allCases.filter(wanted.contains) } ?? JobState.allCases
+        let stateConditions = states.isEmpty ? ["false"] : states.map { "state = '\($0.rawValue)'::job_state" }
+        let branches = stateConditions.map { state in
+            "(SELECT id FROM jobs WHERE \(state) AND ($1::bigint IS NULL OR -id > -$1::bigint) AND \(condition) ORDER BY -id LIMIT $2)"
+        }
         return ("""
             SELECT \(summaryColumns) FROM jobs
-            WHERE ($1::bigint IS NULL OR id < $1::bigint) AND \(condition)
-            ORDER BY id DESC LIMIT $2
+            WHERE id IN (SELECT id FROM (
+                \(branches.joined(separator: "\n    UNION ALL\n    "))
+            ) AS page ORDER BY id DESC LIMIT $2)
+            ORDER BY id DESC
             """, [before, limit] + parameters)
     }
 
@@ -98,11 +121,13 @@ extension PostgresQueueDriver {
         return previous == .dead || previous == .cancelled ? .retried : .notRetryable(previous)
     }
 
+    /// Oldest first, `ORDER BY -id DESC` so the finished jobs' indexes (keyed on `-id`, see
+    /// `listStatement`) hand the rows over in order.
     public func jobRetryBatch(_ filter: JobFilter, limit: Int) async throws -> Int {
         let (condition, parameters) = filter.restricted(to: [.dead, .cancelled]).condition(firstParameter: 3)
         return try await executor.query("""
             WITH picked AS (
-                SELECT id, depends_on FROM jobs WHERE \(condition) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+                SELECT id, depends_on FROM jobs WHERE \(condition) ORDER BY -id DESC LIMIT $2 FOR UPDATE SKIP LOCKED
             ),
             \(Self.retryPending(of: "picked"))
             retried AS (
@@ -129,11 +154,12 @@ extension PostgresQueueDriver {
         return try row.int("deleted") == 1 ? .discarded : .notFinished(try Self.state(row))
     }
 
+    /// Oldest first, as `jobRetryBatch`.
     public func jobDiscardBatch(_ filter: JobFilter, limit: Int) async throws -> Int {
         let (condition, parameters) = filter.restricted(to: [.completed, .dead, .cancelled]).condition(firstParameter: 2)
         return try await executor.query("""
             DELETE FROM jobs WHERE id IN (
-                SELECT id FROM jobs WHERE \(condition) ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+                SELECT id FROM jobs WHERE \(condition) ORDER BY -id DESC LIMIT $1 FOR UPDATE SKIP LOCKED
             )
             """, [limit] + parameters, planning: .eachCall).affectedRows
     }
@@ -195,20 +221,77 @@ extension PostgresQueueDriver {
 
     // MARK: The console's reads
 
-    /// An index-only scan of the dead jobs' index by kind and code (`jobs_dead_groups_idx`).
+    /// The groups and their counts from `dead_job_counts` with the changes not folded yet (exact,
+    /// a few dozen rows whatever the number of dead jobs); each group's oldest and newest job (its
+    /// sample) from the two ends of its range of `jobs_dead_groups_idx` (kind, code, finished_at,
+    /// id): two index probes per group.
     public func jobDeadGroups() async throws -> [DeadJobGroup] {
         try await executor.query("""
-            SELECT g.kind, g.code, g.n, extract(epoch FROM g.first_seen) AS first_seen, extract(epoch FROM g.last_seen) AS last_seen,
-                   g.sample_id, j.payload::text AS payload
-            FROM (SELECT kind, last_error_code AS code, count(*) AS n, min(finished_at) AS first_seen,
-                         max(finished_at) AS last_seen, max(id) AS sample_id
-                  FROM jobs WHERE state = 'dead' GROUP BY 1, 2 ORDER BY n DESC, kind LIMIT 200) g
-            JOIN jobs j ON j.id = g.sample_id
+            WITH groups AS (
+                SELECT kind, code, sum(n)::bigint AS n FROM (
+                    SELECT kind, code, n FROM dead_job_counts
+                    UNION ALL SELECT kind, code, delta FROM job_count_changes WHERE state = 'dead'
+                ) AS counted
+                GROUP BY kind, code HAVING sum(n) > 0
+                ORDER BY n DESC, kind LIMIT 200
+            )
+            SELECT g.kind, g.code, g.n, extract(epoch FROM oldest.finished_at) AS first_seen,
+                   extract(epoch FROM newest.finished_at) AS last_seen, newest.id AS sample_id, j.payload::text AS payload
+            FROM groups g
+            -- A group of jobs without a code has a branch of its own: `=` or `IS NULL` each
+            -- read the index's range, an `OR` of them would read the kind's whole range (and
+            -- `IS NULL` keeps the index's order only when the ORDER BY names its columns).
+            CROSS JOIN LATERAL (
+                (SELECT finished_at FROM jobs WHERE state = 'dead' AND kind = g.kind AND last_error_code = g.code
+                 ORDER BY finished_at LIMIT 1)
+                UNION ALL
+                (SELECT finished_at FROM jobs WHERE state = 'dead' AND kind = g.kind AND last_error_code IS NULL AND g.code IS NULL
+                 ORDER BY kind, last_error_code, finished_at LIMIT 1)
+            ) AS oldest
+            CROSS JOIN LATERAL (
+                (SELECT finished_at, id FROM jobs WHERE state = 'dead' AND kind = g.kind AND last_error_code = g.code
+                 ORDER BY finished_at DESC, id DESC LIMIT 1)
+                UNION ALL
+                (SELECT finished_at, id FROM jobs WHERE state = 'dead' AND kind = g.kind AND last_error_code IS NULL AND g.code IS NULL
+                 ORDER BY kind DESC, last_error_code DESC, finished_at DESC, id DESC LIMIT 1)
+            ) AS newest
+            JOIN jobs j ON j.id = newest.id
             ORDER BY g.n DESC, g.kind, g.code
             """).rows.map { row in
             DeadJobGroup(kind: try row.string("kind"), errorCode: row["code"], count: try row.int("n"), firstSeen: try row.date("first_seen"),
                          lastSeen: try row.date("last_seen"), sampleJobID: try row.int64("sample_id"), samplePayload: try row.string("payload"))
         }
+    }
+
+    /// Moves the count changes the triggers on `jobs` recorded into `job_counts` and
+    /// `dead_job_counts`, in one statement: a change is counted once (a fold running at the same
+    /// time waits for this one's rows, then finds them gone). Returns how many changes it moved.
+    public func jobFoldCounts() async throws -> Int {
+        try await executor.query("""
+            WITH taken AS (
+                DELETE FROM job_count_changes RETURNING minute, kind, state, code, delta
+            ),
+            by_minute AS (
+                INSERT INTO job_counts AS c (minute, kind, state, code, n)
+                SELECT minute, kind, state, code, sum(delta) FROM taken GROUP BY 1, 2, 3, 4
+                ON CONFLICT (minute, kind, state, code) DO UPDATE SET n = c.n + excluded.n
+            ),
+            dead AS (
+                INSERT INTO dead_job_counts AS c (kind, code, n)
+                SELECT kind, code, sum(delta) FROM taken WHERE state = 'dead' GROUP BY 1, 2
+                ON CONFLICT (kind, code) DO UPDATE SET n = c.n + excluded.n
+            )
+            SELECT count(*) AS n FROM taken
+            """).rows[0].int("n")
+    }
+
+    /// Deletes the counts that reached zero (their jobs pruned, retried or discarded).
+    public func jobCountsDropEmpty() async throws -> Int {
+        try await executor.query("""
+            WITH minutes AS (DELETE FROM job_counts WHERE n = 0 RETURNING 1),
+            groups AS (DELETE FROM dead_job_counts WHERE n = 0 RETURNING 1)
+            SELECT (SELECT count(*) FROM minutes) + (SELECT count(*) FROM groups) AS n
+            """).rows[0].int("n")
     }
 
     /// CTEs `queued` (due, scheduled, lag), `retrying`, `waiting` and `running`: the open jobs per
@@ -231,21 +314,22 @@ extension PostgresQueueDriver {
     /// One statement whose cost follows the queue, not the table: due, scheduled and lag come
     /// from the claim's partial index (kind and run_at, no heap once vacuumed), retrying from the
     /// retried jobs' own (`jobs_retrying_idx`), waiting from theirs (`jobs_waiting_idx`), running
-    /// from the lease index: exact. What
-    /// finished in the last hour (per kind, and per minute for the chart) comes from the newest
-    /// `recentJobs` jobs by id: exact while fewer jobs than that were created in the last hour,
-    /// an undercount above. (`stats` counts its window exactly from `jobs_finished_idx`: about
-    /// 140 ms for an hour of 120 jobs/s, more than a refresh every 2 s should cost.)
-    public func queueOverview(recentJobs: Int) async throws -> QueueOverview {
+    /// from the lease index: exact. What finished in the last 60 minutes (the current one so far),
+    /// per kind and per minute for the chart, from the counts per minute (`job_counts` and the
+    /// changes not folded yet): exact, some 60 rows per kind and state.
+    public func queueOverview() async throws -> QueueOverview {
         let row = try await executor.query("""
-            WITH recent AS (
-                SELECT kind, state, finished_at FROM jobs ORDER BY id DESC LIMIT $1
-            ), finished AS (
-                SELECT kind, state, floor(extract(epoch FROM now() - finished_at) / 60)::int AS minutes_ago
-                FROM recent WHERE state IN ('completed', 'dead') AND finished_at > now() - interval '1 hour'
+            WITH finished AS (
+                SELECT kind, state, (extract(epoch FROM date_trunc('minute', now()) - minute) / 60)::int AS minutes_ago, n FROM (
+                    SELECT minute, kind, state, n FROM job_counts
+                    WHERE minute > date_trunc('minute', now()) - interval '60 minutes' AND state IN ('completed', 'dead')
+                    UNION ALL
+                    SELECT minute, kind, state, delta FROM job_count_changes
+                    WHERE minute > date_trunc('minute', now()) - interval '60 minutes' AND state IN ('completed', 'dead')
+                ) AS counted
             ), \(Self.openJobCounts), ended AS (
-                SELECT kind, count(*) FILTER (WHERE state = 'completed') AS completed, count(*) FILTER (WHERE state = 'dead') AS dead
-                FROM finished GROUP BY kind
+                SELECT kind, sum(n) FILTER (WHERE state = 'completed') AS completed, sum(n) FILTER (WHERE state = 'dead') AS dead
+                FROM finished GROUP BY kind HAVING sum(n) > 0
             ), paused AS (
                 SELECT name AS kind FROM queue_pauses WHERE scope = 'kind'
             )
@@ -262,10 +346,10 @@ extension PostgresQueueDriver {
                  LEFT JOIN ended e USING (kind)
                  LEFT JOIN paused p USING (kind))::text AS kinds,
                 (SELECT coalesce(json_agg(json_build_array(minutes_ago, completed, failed)), '[]')
-                 FROM (SELECT minutes_ago, count(*) FILTER (WHERE state = 'completed') AS completed,
-                              count(*) FILTER (WHERE state = 'dead') AS failed
+                 FROM (SELECT minutes_ago, coalesce(sum(n) FILTER (WHERE state = 'completed'), 0) AS completed,
+                              coalesce(sum(n) FILTER (WHERE state = 'dead'), 0) AS failed
                        FROM finished GROUP BY 1) m)::text AS minutes
-            """, [recentJobs]).rows[0]
+            """).rows[0]
         let kinds = try JSONDecoder().decode([QueueOverview.Kind].self, from: Data(try row.string("kinds").utf8))
         var minutes = Array(repeating: (completed: 0, failed: 0), count: 60)
         for minute in try JSONDecoder().decode([[Int]].self, from: Data(try row.string("minutes").utf8)) where (0..<60).contains(minute[0]) {

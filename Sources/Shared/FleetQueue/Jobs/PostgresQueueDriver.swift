@@ -596,18 +596,30 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     /// A cost that follows the queue and the window, not the table: the open jobs from the
-    /// partial indexes (`openJobCounts`), the finished ones from `jobs_finished_idx`. A kind with
-    /// neither open jobs nor jobs finished in the window has no line.
+    /// partial indexes (`openJobCounts`), the finished ones from the counts per minute
+    /// (`job_counts` and the changes not folded yet) for the whole minutes of the window, and from
+    /// `jobs_finished_idx` for the part of its first minute inside it: exact, whatever the window
+    /// holds. A kind with neither open jobs nor jobs finished in the window has no line.
     public func jobStats(window: Duration) async throws -> [KindStats] {
         let rows = try await executor.query("""
-            WITH \(Self.openJobCounts), finished AS (
+            WITH \(Self.openJobCounts), counted AS (
+                SELECT kind, state, code, n FROM job_counts
+                WHERE minute >= date_trunc('minute', now() - make_interval(secs => $1)) + interval '1 minute'
+                UNION ALL
+                SELECT kind, state, code, delta FROM job_count_changes
+                WHERE minute >= date_trunc('minute', now() - make_interval(secs => $1)) + interval '1 minute'
+                UNION ALL
+                SELECT kind, state, last_error_code, 1 FROM jobs
+                WHERE finished_at > now() - make_interval(secs => $1)
+                  AND finished_at < date_trunc('minute', now() - make_interval(secs => $1)) + interval '1 minute'
+                  AND state IN ('completed', 'dead', 'cancelled')
+            ), finished AS (
                 SELECT kind,
-                    count(*) FILTER (WHERE state = 'completed') AS completed,
-                    count(*) FILTER (WHERE state = 'dead') AS dead,
-                    count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
-                    count(*) FILTER (WHERE state = 'cancelled' AND last_error_code = '\(JobErrorCode.dependencyFailed)') AS dependency_failed
-                FROM jobs WHERE finished_at > now() - make_interval(secs => $1) AND state IN ('completed', 'dead', 'cancelled')
-                GROUP BY kind
+                    coalesce(sum(n) FILTER (WHERE state = 'completed'), 0)::bigint AS completed,
+                    coalesce(sum(n) FILTER (WHERE state = 'dead'), 0)::bigint AS dead,
+                    coalesce(sum(n) FILTER (WHERE state = 'cancelled'), 0)::bigint AS cancelled,
+                    coalesce(sum(n) FILTER (WHERE state = 'cancelled' AND code = '\(JobErrorCode.dependencyFailed)'), 0)::bigint AS dependency_failed
+                FROM counted GROUP BY kind HAVING sum(n) > 0
             )
             SELECT k.kind, coalesce(q.due, 0) AS due, coalesce(q.scheduled, 0) AS scheduled, coalesce(r.running, 0) AS running,
                 coalesce(rt.retrying, 0) AS retrying, coalesce(w.waiting, 0) AS waiting, coalesce(f.completed, 0) AS completed,

@@ -74,9 +74,13 @@ public protocol QueueDriver: Sendable {
     func auditList(before: Int64?, limit: Int) async throws -> [AuditEntry]
     /// Dead jobs grouped by kind and latest error code, largest first (at most 200 groups).
     func jobDeadGroups() async throws -> [DeadJobGroup]
-    /// Each kind's queue now and what finished in the last hour, read from the newest
-    /// `recentJobs` jobs (`QueueOverview`).
-    func queueOverview(recentJobs: Int) async throws -> QueueOverview
+    /// Folds the count changes recorded since the last fold into the finished jobs' counts
+    /// (`docs/queue.md`, "A large table"); returns how many it folded.
+    func jobFoldCounts() async throws -> Int
+    /// Deletes the finished jobs' counts that reached zero; returns how many.
+    func jobCountsDropEmpty() async throws -> Int
+    /// Each kind's queue now and what finished in the last 60 minutes (`QueueOverview`).
+    func queueOverview() async throws -> QueueOverview
 
     // Limits (`docs/queue.md`, "Limits").
     /// Creates or replaces the rule for `limit.key`; with `keepingExisting`, only creates it.

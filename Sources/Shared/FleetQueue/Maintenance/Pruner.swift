@@ -1,7 +1,7 @@
 import Logging
 
 /// Deletes finished jobs past their retention, and workers silent for a day, in batches
-/// so no single statement holds locks for long.
+/// so no single statement holds locks for long; then the finished jobs' counts that reached zero.
 public struct Pruner: Sendable {
     let driver: any QueueDriver
     let retention: Retention
@@ -23,6 +23,7 @@ public struct Pruner: Sendable {
             if deleted < batch { break }
         }
         let workers = try await driver.workerDeleteStale(olderThan: .seconds(86_400))
+        _ = try await driver.jobCountsDropEmpty()
         if total > 0 || workers > 0 {
             logger.info("pruned", metadata: ["jobs": "\(total)", "workers": "\(workers)"])
         }

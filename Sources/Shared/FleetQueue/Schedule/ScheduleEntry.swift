@@ -15,6 +15,8 @@ public struct MaintenanceTask: RawRepresentable, Hashable, Sendable, Comparable,
     public static let jobsPrune = MaintenanceTask(rawValue: "jobs.prune")
     /// Queued jobs of a kind nothing handles end `dead`.
     public static let kindsSweep = MaintenanceTask(rawValue: "kinds.sweep")
+    /// The finished jobs' count changes are folded into the counts.
+    public static let countsFold = MaintenanceTask(rawValue: "counts.fold")
 }
 
 /// What a schedule line may name: the dispatcher's built-in tasks and the fleet's job kinds.
