@@ -1,6 +1,7 @@
 import ArgumentParser
 import DispatcherCore
 import DispatcherProtocol
+import DrillKinds
 import FleetPostgres
 import FleetQueue
 import FleetStorage
@@ -190,7 +191,7 @@ struct ChaosRun: AsyncParsableCommand {
             FROM renders WHERE id = ANY($1)
             """, [PostgresArray(renderIDs)]).rows[0]
         let outputs = (0..<images).filter { FileManager.default.fileExists(atPath: "\(root)/chaos/body/n\($0).jpg") }.count
-        let runs = executionCounts(executions)
+        let runs = ExecutionLog.counts(executions)
         var lines = ["chaos: \(ids.count) jobs (\(images) image, \(renders) render, \(drills) drill) on \(fleet.hostNames), \(kills) SIGKILLs, \(String(format: "%.1f", seconds)) s",
                      "kind             completed  lost  rerun after a kill"]
         var clean = true
@@ -221,15 +222,6 @@ struct ChaosRun: AsyncParsableCommand {
     }
 }
 
-/// How many times each drill job ran, from the workers' shared execution log.
-func executionCounts(_ path: String) -> [Int64: Int] {
-    let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-    var counts: [Int64: Int] = [:]
-    for line in text.split(separator: "\n") {
-        if let id = line.split(separator: " ").first.flatMap({ Int64($0) }) { counts[id, default: 0] += 1 }
-    }
-    return counts
-}
 
 /// Starts worker processes on the hosts, round-robin by index.
 final class Fleet: @unchecked Sendable {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DispatcherProtocol
+import DrillKinds
 import FleetPostgres
 import FleetSchema
 import FleetStorage
@@ -96,7 +97,7 @@ struct FailoverDrill: AsyncParsableCommand {
         let record = await load.record
         progress("failover: \(record.jobs.count) jobs and \(record.renders.count) renders acknowledged; draining")
         try await waitUntilDrained(record, pool: pool, timeout: .seconds(120))
-        let outcome = try await check(record, waits: waitOutcomes, executions: executionCounts(executions), pool: pool,
+        let outcome = try await check(record, waits: waitOutcomes, executions: ExecutionLog.counts(executions), pool: pool,
                                       promotedAt: promotedAt, promotionSeconds: promotionSeconds)
         print(outcome.table)
         if json { for line in outcome.jsonLines { print(line) } }

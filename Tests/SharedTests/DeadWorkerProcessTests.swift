@@ -150,7 +150,7 @@ struct RunningReaper {
             #expect(Set(runs.compactMap { $0.first.flatMap { Int64($0) } }).count == total)
             let pastFirst = runs.filter { $0.count != 2 || $0[1] != "1" }.compactMap { $0.first.flatMap { Int64($0) } }
             #expect(Set(pastFirst).isSubset(of: byLease), "a run past the first attempt without an expired lease: \(pastFirst.prefix(5))")
-            let twice = executionCounts(log).filter { $0.value > 1 }.count
+            let twice = ExecutionLog.counts(log).filter { $0.value > 1 }.count
             print("database restart: \(twice) of \(total) jobs ran twice (claims the immediate shutdown lost), \(byLease.count) rescued by their lease")
         }
     }

@@ -22,7 +22,7 @@ import Testing
 
         let attempts = try await q.pool.query("SELECT max(attempt) AS most, min(attempt) AS least FROM jobs").rows[0]
         #expect(try attempts.int("most") == 1 && attempts.int("least") == 1)
-        let executions = executionCounts(log)
+        let executions = ExecutionLog.counts(log)
         #expect(executions.count == 20_000)
         #expect(executions.values.allSatisfy { $0 == 1 })
         let owners = try await q.pool.query("SELECT count(DISTINCT id) AS n FROM workers WHERE stopped_at IS NOT NULL").rows[0]

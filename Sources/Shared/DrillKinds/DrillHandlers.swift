@@ -74,6 +74,16 @@ public final class ExecutionLog: Sendable {
         let line = Array("\(job.id) \(job.attempt)\n".utf8)
         _ = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
+
+    /// Reads a log: how many times each job id ran.
+    public static func counts(_ path: String) -> [Int64: Int] {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        var counts: [Int64: Int] = [:]
+        for line in text.split(separator: "\n") {
+            if let id = line.split(separator: " ").first.flatMap({ Int64($0) }) { counts[id, default: 0] += 1 }
+        }
+        return counts
+    }
 }
 
 public func wallClockNanoseconds() -> Int64 {

@@ -62,7 +62,7 @@ extension TestQueue {
         let all = [a, b, c, d, root, sink] + fanOut + leaves + joins
         try await q.waitUntil(timeout: .seconds(180), "every job completed") { try await q.states() == [.completed: all.count] }
         #expect(try await q.dependentsStartedEarly() == 0)
-        let counts = executionCounts(log)
+        let counts = ExecutionLog.counts(log)
         #expect(all.allSatisfy { counts[$0] == 1 } && counts.count == all.count)
         // Each dependent's handler read the results its dependencies recorded.
         let unread = try await q.sql.query("""
@@ -96,7 +96,7 @@ extension TestQueue {
             dependents.append(dependent)
             try await q.waitUntil(timeout: .seconds(20), "run \(run)'s dependent completed") { try await q.record(dependent).state == .completed }
         }
-        let counts = executionCounts(logs[0]).merging(executionCounts(logs[1]), uniquingKeysWith: +)
+        let counts = ExecutionLog.counts(logs[0]).merging(ExecutionLog.counts(logs[1]), uniquingKeysWith: +)
         #expect(dependents.allSatisfy { counts[$0] == 1 })
         #expect(try await q.dependencyTotals().released == 50)
         #expect(try await q.dependentsStartedEarly() == 0)

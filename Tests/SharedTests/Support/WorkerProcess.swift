@@ -31,15 +31,6 @@ final class WorkerProcess: Sendable {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 }
 
-/// Reads an execution log: how many times each job id ran.
-func executionCounts(_ path: String) -> [Int64: Int] {
-    let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-    var counts: [Int64: Int] = [:]
-    for line in text.split(separator: "\n") {
-        if let id = line.split(separator: " ").first.flatMap({ Int64($0) }) { counts[id, default: 0] += 1 }
-    }
-    return counts
-}
 
 /// One line of an execution log: a job's id and the attempt that ran.
 struct ExecutionLine: Hashable {

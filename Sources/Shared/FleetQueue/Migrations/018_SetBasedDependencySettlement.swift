@@ -107,8 +107,7 @@ extension QueueMigrations {
         END $$;
 
         CREATE TRIGGER jobs_dependents AFTER UPDATE OF state ON jobs FOR EACH ROW
-            WHEN (NEW.has_dependents AND NEW.state IN ('completed', 'dead', 'cancelled')
-                  AND OLD.state IN ('waiting', 'available', 'running'))
+            WHEN (\(DependencySettlementSQL.endedWithDependents))
             EXECUTE FUNCTION jobs_note_ended_dependency();
         CREATE TRIGGER jobs_dependents_settle AFTER UPDATE OF state ON jobs FOR EACH STATEMENT
             EXECUTE FUNCTION jobs_settle_noted_dependencies();

@@ -2,6 +2,11 @@ import FleetPostgres
 
 /// SQL the dependency migrations share (17's row trigger, 18's set-based settlement), written once.
 enum DependencySettlementSQL {
+    /// The `WHEN` of the row trigger that notices a job with dependents ending.
+    static let endedWithDependents = """
+        NEW.has_dependents AND NEW.state IN ('completed', 'dead', 'cancelled') AND OLD.state IN ('waiting', 'available', 'running')
+        """
+
     /// The `UPDATE` that ends the waiting jobs of `source` (a relation with an `id` column)
     /// `cancelled` with `DEPENDENCY_FAILED`: `after` is the job each ran after, `root` the job
     /// whose ending failed them (with its kind and state), all SQL expressions. Returns what
