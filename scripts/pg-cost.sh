@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$dir" ] && [ -n "$port" ] && [ $# -gt 0 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-dir=$("$root/scripts/pg.sh" dir --dir "$dir")
+dir=$("$root"/scripts/pg.sh dir --dir "$dir")
 url="postgresql://postgres@127.0.0.1:$port/postgres"
 postmaster=$(head -1 "$dir/postmaster.pid")
 ticks=$(getconf CLK_TCK)
