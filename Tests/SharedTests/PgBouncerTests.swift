@@ -182,6 +182,37 @@ import Testing
         #expect(await dispatcher.wait(timeout: .seconds(30)) == 0, "\(dispatcher.log.suffix(2000))")
     }
 
+    /// Job control through PgBouncer: an operator pauses a kind, cancels, retries and discards
+    /// jobs one by one and in bulk, and reads the audit trail, over a dispatcher whose every
+    /// statement goes through the transaction pool; the rows show each change, and a worker
+    /// through PgBouncer then drains what is left.
+    @Test func jobControlThroughPgBouncer() async throws {
+        let q = try await TestQueue.make(executor: .pgbouncer)
+        let pooled = PgBouncer.shared.url(through: q.url)
+        let environment = ["FLEET_DATABASE_STATEMENTS": "unnamed", "FLEET_LISTEN_DATABASE_URL": q.url]
+        let dispatcher = try DispatcherProcess(databaseURL: pooled, environment: environment)
+        try await dispatcher.start()
+        defer { dispatcher.signal(SIGKILL) }
+        let client = try await dispatcher.client()
+        #expect(try await client.send(QueuePauseRequest(kind: "drill.noop")).changed)
+        var jobs: [Int64] = []
+        for _ in 0..<6 { jobs.append(try await client.send(EnqueueRequest(kind: "drill.noop")).jobId) }
+        for job in jobs.prefix(5) { #expect(try await client.send(CancelRequest(jobId: job)).outcome == .cancelled) }
+        #expect(try await client.send(JobRetryRequest(jobId: jobs[0])).state == .available)
+        #expect(try await client.send(JobDiscardRequest(jobId: jobs[1])).discarded)
+        let cancelled = JobFilterArguments(states: [.cancelled])
+        #expect(try await client.send(JobsRetryRequest(filter: cancelled, limit: 2)) == BulkJobsResult(count: 2, dryRun: false))
+        #expect(try await client.send(JobsDiscardRequest(filter: cancelled, limit: 100)) == BulkJobsResult(count: 1, dryRun: false))
+        #expect(try await q.states() == [.available: 4])
+        #expect(try await client.send(QueueResumeRequest(kind: "drill.noop")).changed)
+        let audit = try await client.send(AuditListRequest()).entries.map(\.action)
+        #expect(audit == ["queue.resume", "jobs.discard", "jobs.retry", "job.discard", "job.retry", "queue.pause"])
+        let worker = try WorkerProcess(databaseURL: pooled, environment: environment)
+        defer { worker.signal(SIGKILL) }
+        try await q.waitUntil("4 completed") { try await q.states() == [.completed: 4] }
+        await client.close()
+    }
+
     /// Poll-only through PgBouncer: no LISTEN session anywhere and no worker lock (its leases are
     /// the guarantee), and the worker still drains what is enqueued.
     @Test func aPollOnlyWorkerDrainsThroughPgBouncerWithoutASession() async throws {
