@@ -418,22 +418,25 @@ import Testing
             FROM generate_series(1, 100000) AS i, LATERAL (SELECT (ARRAY['A', 'B', 'C', 'D'])[1 + i % 4] AS code) AS c
             """)
         try await q.sql.query("VACUUM ANALYZE jobs")
-        for (filter, index) in [
-            (JobFilter(states: [.dead]), "jobs_finished_state_idx"),
-            (JobFilter(states: [.cancelled]), "jobs_finished_state_idx"),
-            (JobFilter(states: [.completed]), "jobs_finished_state_idx"),
-            (JobFilter(states: [.dead], kinds: ["drill.script"]), "jobs_finished_kind_idx"),
-            (JobFilter(states: [.completed], kinds: ["drill.script"]), "jobs_finished_kind_idx"),
-            (JobFilter(kinds: ["drill.script"]), "jobs_finished_kind_idx"),
-            (JobFilter(states: [.dead], errorCode: "B"), "jobs_dead_code_idx"),
+        // Dead jobs are few here (one in 500): the planner may as well read all of them from
+        // `jobs_dead_groups_idx`, another index of dead jobs only, and sort them.
+        let deadIndexes = ["jobs_dead_groups_idx"]
+        for (filter, indexes) in [
+            (JobFilter(states: [.dead]), ["jobs_finished_state_idx"] + deadIndexes),
+            (JobFilter(states: [.cancelled]), ["jobs_finished_state_idx"]),
+            (JobFilter(states: [.completed]), ["jobs_finished_state_idx"]),
+            (JobFilter(states: [.dead], kinds: ["drill.script"]), ["jobs_finished_kind_idx"] + deadIndexes),
+            (JobFilter(states: [.completed], kinds: ["drill.script"]), ["jobs_finished_kind_idx"]),
+            (JobFilter(kinds: ["drill.script"]), ["jobs_finished_kind_idx"]),
+            (JobFilter(states: [.dead], errorCode: "B"), ["jobs_dead_code_idx"] + deadIndexes),
             // A bulk retry's filter (dead or cancelled): any of them.
-            (JobFilter(states: [.dead, .cancelled], kinds: ["drill.script"], errorCode: "B"), "jobs_"),
+            (JobFilter(states: [.dead, .cancelled], kinds: ["drill.script"], errorCode: "B"), ["jobs_"]),
         ] {
             for before in [nil, Int64(50000)] {
                 let (sql, parameters) = PostgresQueueDriver.listStatement(filter, before: before, limit: 50)
                 let plan = try await q.sql.query("EXPLAIN " + sql, parameters, planning: .eachCall)
                     .rows.compactMap { $0["QUERY PLAN"] }.joined(separator: "\n")
-                #expect(plan.contains(index), "\(filter): \(plan)")
+                #expect(indexes.contains { plan.contains($0) }, "\(filter): \(plan)")
                 #expect(!plan.contains("Seq Scan"), "\(filter): \(plan)")
                 #expect(!plan.contains("Scan Backward using jobs_pkey"), "\(filter): \(plan)")
             }
