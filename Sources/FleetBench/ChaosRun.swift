@@ -154,7 +154,9 @@ struct ChaosRun: AsyncParsableCommand {
         }
         await client.close()
         ids += try await queue.enqueue((0..<drills).map { _ in NewJob(kind: .drillScript, payload: #"{"sleepMs":300}"#) }).map(\.id)
-        let requests = RenderRequests(pool: pool, deadline: .seconds(120))
+        let admission = RenderAdmission(pool: pool)
+        let admitting = Task { await admission.run() }
+        let requests = RenderRequests(pool: pool, admission: admission, deadline: .seconds(120))
         var renderIDs: [String] = []
         for index in 0..<renders {
             let render = try await requests.request(RenderRequest(
@@ -163,6 +165,7 @@ struct ChaosRun: AsyncParsableCommand {
             renderIDs.append(render.id)
             if let job = render.jobId { ids.append(job) }
         }
+        admitting.cancel()
 
         // Kill a random worker every so often and start a replacement of the same kind elsewhere.
         var killed = 0

@@ -63,7 +63,11 @@ struct RenderSuite: AsyncParsableCommand {
         var report = Report()
         var logger = Logger(label: "fleet-bench.render")
         logger.logLevel = .warning
-        let loop = ClosedLoop(requests: RenderRequests(pool: dispatcherPool), pool: database.pool, conninfo: database.url, inFlight: inFlight, users: users, logger: logger)
+        // As the dispatcher admits renders: on the estimate one service keeps.
+        let admission = RenderAdmission(pool: dispatcherPool)
+        let admitting = Task { await admission.run() }
+        defer { admitting.cancel() }
+        let loop = ClosedLoop(requests: RenderRequests(pool: dispatcherPool, admission: admission), pool: database.pool, conninfo: database.url, inFlight: inFlight, users: users, logger: logger)
         progress("ramping up to \(inFlight) renders in flight over \(latency) s, then warming up for \(latency) s")
         try await loop.ramp(over: .milliseconds(Int64(latency * 1000)))
         try await loop.run(for: .milliseconds(Int64(latency * 1000)))

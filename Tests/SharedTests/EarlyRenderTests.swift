@@ -214,7 +214,7 @@ import Testing
     @Test func aRenderWhoseInputsCannotBeReadyInTimeIsRefusedAtOnce() async throws {
         let q = try await TestQueue.make()
         try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
-        let requests = RenderRequests(pool: q.pool)
+        let requests = RenderRequests(pool: q.pool, admission: .running(on: q.pool))
         func request(_ id: String, garmentUpload: String?) async throws -> RenderRecord {
             var request = RenderRequest(
                 renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g-\(id)"),

@@ -31,23 +31,26 @@ public struct DispatcherStack: Sendable {
         let reads = readPool.map { JobQueue(driver: PostgresQueueDriver(executor: $0), knownKinds: FleetKinds.all) }
         let batcher = settings.groupCommit == .on ? EnqueueBatcher(queue: queue) : nil
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck, logger: logger)
+        let admission = RenderAdmission(pool: pool, logger: logger)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(
                 queue: queue, reads: reads, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
                 outbound: outbound, logger: logger)
                 + OperationRegistry.jobControlOperations(queue: queue, reads: reads, logger: logger)
-                + OperationRegistry.renderOperations(pool: pool, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
+                + OperationRegistry.renderOperations(pool: pool, admission: admission, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()
         let server = try await DispatcherServer.bind(settings: settings, operations: operations, tokens: tokens, logger: logger)
-        return DispatcherStack(server: server, watcher: watcher, tokens: tokens, batcher: batcher)
+        return DispatcherStack(server: server, watcher: watcher, tokens: tokens, admission: admission, batcher: batcher)
     }
 
     public let tokens: AccessTokens
+    /// The estimate `render.request` admits renders on.
+    let admission: RenderAdmission
     /// The group commit of single enqueues; nil when it is off.
     let batcher: EnqueueBatcher?
 
     /// In start order; a service group shuts them down in reverse, the server first (the batcher
-    /// after it, once every enqueue in flight is answered).
-    public var services: [any Service] { [tokens, watcher] + (batcher.map { [$0] } ?? []) + [server] }
+    /// and render admission after it, once every request in flight is answered).
+    public var services: [any Service] { [tokens, watcher, admission] + (batcher.map { [$0] } ?? []) + [server] }
 }

@@ -1,7 +1,6 @@
 import FleetPostgres
 import FleetQueue
 import Foundation
-import Metrics
 
 /// Renders within the providers' capacity (docs/product.md, "Provider capacity": the fleet
 /// never sends a provider more than its share; one user's burst never starves another's render).
@@ -9,8 +8,9 @@ import Metrics
 /// Each `render.run` job carries two limit keys: its provider's (`provider:fal-fashn`) and its
 /// requester's (`user:u1`, or the onboarding token's id). The queue's fleet-wide limits
 /// (`ConcurrencyLimit`, `docs/queue.md`) hold the jobs to them whatever the number of workers.
-/// Before a render is accepted, `admit` estimates when it would start and refuses it with
-/// `RENDER_BUSY` when it could not finish within its deadline, instead of letting it time out.
+/// Before a render is accepted, `RenderAdmission` estimates when it would start (`retryAfter`)
+/// and refuses it with `RENDER_BUSY` when it could not finish within its deadline, instead of
+/// letting it time out.
 public struct RenderCapacity: Sendable {
     let pool: PostgresPool
 
@@ -54,45 +54,13 @@ public struct RenderCapacity: Sendable {
         TryOnProviders.assumedLatency(provider)
     }
 
-    /// Throws `RenderRequestError.busy` when a render asked now would not start early enough
-    /// to finish by `deadline` at its provider's current load.
-    ///
-    /// Twice: first on the pool, unlocked, which refuses at once what is plainly too late (it can
-    /// only undercount the queue, so what it refuses the locked look would refuse too); then at
-    /// the end of the transaction that queued the render (`locked`: its own job counts among the
-    /// waiting), after a lock that requests for one provider take in turn until they commit, so
-    /// each counts the renders admitted before it (concurrent requests would otherwise all see
-    /// the same queue and all be admitted).
-    /// `latency`: the provider's recent run time as the request read it (nil: none on record yet).
-    /// `inputWait`: how long the render's photos are expected to take to be made
-    /// (`RenderInputs.expectedWait`; zero when they exist).
-    /// Returns whether a rule limits the provider: with none, the locked look is not needed (nor
-    /// its lock, which would put every request's commit in one line for nothing).
-    @discardableResult
-    func admit(
-        provider: String, latency: Duration?, inputWait: Duration = .zero, deadline: Duration, on executor: any PostgresExecutor, locked: Bool
-    ) async throws -> Bool {
-        if locked { try await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["render-admission:\(provider)"]) }
-        let load = try await ConcurrencyLimits(executor: executor).load(key: Self.providerKey(provider), kind: .renderRun)
-        guard load.rule != nil || inputWait > .zero else { return false }
-        let latency = latency ?? Self.assumedLatency(provider)
-        // Its own job is among the available ones only once queued without inputs to wait for.
-        let queued = locked && inputWait == .zero
-        if let retryAfter = Self.retryAfter(load: load, latency: latency, inputWait: inputWait, deadline: deadline, queued: queued) {
-            Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
-            throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
-        }
-        return load.rule != nil
-    }
-
     /// nil when a new render would start in time; otherwise in how many seconds to ask again.
     /// The renders ahead of it (`waiting`) start as slots free, `maxRunning` every `latency`,
     /// and within the rate's window; its inputs are made meanwhile (`inputWait`), so it starts
     /// at the later of the two, and must start by `deadline − deadline/6 − latency`.
-    /// `queued`: the render's own job is among `waiting` already.
-    static func retryAfter(load: LimitLoad, latency: Duration, inputWait: Duration = .zero, deadline: Duration, queued: Bool = false) -> Int? {
+    static func retryAfter(load: LimitLoad, latency: Duration, inputWait: Duration = .zero, deadline: Duration) -> Int? {
         guard load.rule != nil || inputWait > .zero else { return nil }
-        let position = load.waiting + (queued ? 0 : 1)
+        let position = load.waiting + 1
         var wait = inputWait
         if let maxRunning = load.rule?.maxRunning {
             guard maxRunning > 0 else { return Int(deadline.seconds.rounded(.up)) }

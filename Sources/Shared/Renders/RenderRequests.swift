@@ -4,6 +4,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
+import Metrics
 
 /// Who asks for a render: an account, or an app at first launch with its onboarding token.
 public enum Requester: Sendable, Equatable {
@@ -49,7 +50,7 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
     /// The render id is another requester's render: nothing of it is disclosed.
     case renderIdConflict
     /// At the provider's capacity now, the render could not finish within its deadline:
-    /// nothing reserved, nothing queued (`RenderCapacity.admit`).
+    /// nothing reserved, nothing queued (`RenderAdmission`).
     case busy(retryAfterSeconds: Int)
 
     /// What went wrong, for people; the code travels beside it.
@@ -79,17 +80,16 @@ public struct RenderRequests: Sendable {
     /// Which categories each provider supports, by name (the providers themselves need credentials to build).
     public let supportedCategories: @Sendable (String) -> Set<GarmentCategory>
 
-    let capacity: RenderCapacity
-    /// Where the input jobs' recent run times are read.
-    let queue: JobQueue
+    /// Admission from the estimate the dispatcher keeps: a request reads no load of its own.
+    let admission: RenderAdmission
 
+    /// `admission` must be running (`RenderAdmission.run`).
     public init(
-        pool: PostgresPool, deadline: Duration = .seconds(30), billingGrace: Duration = .seconds(16 * 86_400),
+        pool: PostgresPool, admission: RenderAdmission, deadline: Duration = .seconds(30), billingGrace: Duration = .seconds(16 * 86_400),
         supportedCategories: @escaping @Sendable (String) -> Set<GarmentCategory> = TryOnProviders.supportedCategories
     ) {
         self.pool = pool
-        self.capacity = RenderCapacity(pool: pool)
-        self.queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: nil)
+        self.admission = admission
         self.deadline = deadline
         self.billingGrace = billingGrace
         self.supportedCategories = supportedCategories
@@ -97,57 +97,55 @@ public struct RenderRequests: Sendable {
 
     /// The render (new, or the earlier one with the same id), or a refusal.
     public func request(_ request: RenderRequest) async throws -> RenderRecord {
-        // What every request reads: the settings, then whether the id is known and the active
-        // provider's recent latency; a new render then asks admission (one more read).
-        let settings = try await RenderSettings.load(from: pool)
-        let row = try await pool.query("""
-            SELECT EXISTS (SELECT 1 FROM renders WHERE id = $1) AS known,
-                (SELECT seconds FROM provider_latency WHERE provider = $2) AS latency
-            """, [request.renderId.value, settings.provider]).rows.first
-        let latency = row?["latency"].flatMap(Double.init).map { Duration.seconds($0) }
+        // The settings and the provider's load come from the kept estimate: a refused request
+        // reads only whether its id is known, an admitted one writes its render.
+        let estimate = try await admission.estimate()
+        let settings = estimate.settings
         guard settings.enabledCategories.contains(request.category) else {
             throw RenderRequestError.invalidCategory("\(request.category.rawValue) is not enabled")
         }
         guard supportedCategories(settings.provider).contains(request.category) else {
             throw RenderRequestError.invalidCategory("\(request.category.rawValue) is not supported by the provider \(settings.provider)")
         }
-        // A render asked again with its id is answered below whatever the load: refuse only new ones.
-        let isNew = row?["known"] != "t"
-        // Whether a rule limits the provider: without one, the locked look is skipped. A rule set
-        // after this read holds from the next request on.
         // Its inputs, made first, take their recent run times out of its deadline.
-        let inputWait = isNew && !request.uploads.isEmpty
-            ? RenderInputs.expectedWait(for: request.uploads, runTimes: try await queue.recentRunTimes(of: RenderInputs.kinds)) : .zero
-        let limited = isNew
-            ? try await capacity.admit(provider: settings.provider, latency: latency, inputWait: inputWait, deadline: deadline, on: pool, locked: false)
-            : false
+        let inputWait = request.uploads.isEmpty ? .zero : RenderInputs.expectedWait(for: request.uploads, runTimes: estimate.inputRunTimes)
+        let ticket: RenderAdmission.Ticket
+        do {
+            ticket = try admission.admit(inputWait: inputWait, deadline: deadline)
+        } catch let refusal as RenderRequestError {
+            // A render asked again with its id is answered whatever the load: refuse only new ones.
+            if let existing = try await earlierRender(request) { return existing }
+            Counter(label: "fleet_render_busy_total", dimensions: [("provider", settings.provider)]).increment()
+            throw refusal
+        }
         do {
             let render = try await pool.withConnection { connection in
                 try await connection.transaction { connection in
-                    let render = try await insert(request, provider: settings.provider, on: connection)
-                    // Last, so the lock it takes is held only for its count and the commit; a
-                    // refusal rolls the render, its job and its reservation back.
-                    if limited {
-                        try await capacity.admit(provider: settings.provider, latency: latency, inputWait: inputWait, deadline: deadline, on: connection, locked: true)
-                    }
-                    return render
+                    try await insert(request, provider: settings.provider, on: connection)
                 }
             }
+            admission.ended(ticket, committed: true)
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
             try? await pool.notify(QueueChannel.jobs, request.uploads.isEmpty ? .renderRun : .imageNormalize)
             return render
         } catch {
+            admission.ended(ticket, committed: false)
             // The same render id again, found by its unique violation (or asked again after the
             // token was linked): the first render is the answer, charged once. A unique
             // violation for another id is the token's one render, already made.
             let uniqueViolation = if case PostgresError.server("23505", _, _) = error { true } else { false }
             guard uniqueViolation || error as? RenderRequestError == .invalidToken else { throw error }
-            if let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) {
-                guard try await isRequested(existing, by: request.requester) else { throw RenderRequestError.renderIdConflict }
-                return existing
-            }
+            if let existing = try await earlierRender(request) { return existing }
             throw uniqueViolation ? RenderRequestError.tokenAlreadyUsed : error
         }
+    }
+
+    /// The render already asked with the request's id, if any; `renderIdConflict` when it is
+    /// another requester's.
+    private func earlierRender(_ request: RenderRequest) async throws -> RenderRecord? {
+        guard let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) else { return nil }
+        guard try await isRequested(existing, by: request.requester) else { throw RenderRequestError.renderIdConflict }
+        return existing
     }
 
     /// Whether `render` is the requester's own: the user's, or the token's (still held by the

@@ -7,12 +7,12 @@ extension OperationRegistry {
     /// Every render and onboarding op: `render.request`, `render.status`, `render.wait`,
     /// `render.feedback`, `renders.list`, `token.issue`, `account.link`.
     public static func renderOperations(
-        pool: PostgresPool, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed
+        pool: PostgresPool, admission: RenderAdmission, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed
     ) -> [any DispatcherOperation] {
         let store = RenderStore(pool: pool)
         let tokens = EphemeralTokens(pool: pool, ttl: settings.tokenTTL)
         return [
-            RequestRenderOperation(requests: RenderRequests(pool: pool, deadline: settings.deadline), store: store, outbound: outbound),
+            RequestRenderOperation(requests: RenderRequests(pool: pool, admission: admission, deadline: settings.deadline), store: store, outbound: outbound),
             RenderStatusOperation(store: store),
             WaitRenderOperation(store: store, watcher: watcher),
             RenderFeedbackOperation(store: store),

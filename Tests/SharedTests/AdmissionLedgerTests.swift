@@ -1,0 +1,85 @@
+@testable import FleetQueue
+@testable import Renders
+import Testing
+
+/// Render admission between reads, as a value: what the kept estimate admits and refuses, and
+/// which read answers whom.
+@Suite struct AdmissionLedgerTests {
+    /// A provider of 10 slots all busy with 100 renders waiting: at 2 s each and a 30 s deadline
+    /// a render must start by 23 s, 11 rounds, so 110 ahead of it at most.
+    static let full = AdmissionEstimate(
+        settings: RenderSettings(provider: "fal-fashn", enabledCategories: [.tops]),
+        load: LimitLoad(rule: ConcurrencyLimit(key: "provider:fal-fashn", maxRunning: 10), running: 10, waiting: 100, startedInWindow: 0),
+        latency: .seconds(2), inputRunTimes: [:])
+
+    static func ledger(with estimate: AdmissionEstimate = full) -> AdmissionLedger<String> {
+        var ledger = AdmissionLedger<String>()
+        let read = ledger.readStarted(at: .now)
+        _ = ledger.readEnded(read, with: estimate)
+        return ledger
+    }
+
+    @Test func requestsBetweenTwoReadsCountTheRendersAdmittedBeforeThem() {
+        var ledger = Self.ledger()
+        let decisions = (0..<15).map { _ in ledger.admit(inputWait: .zero, deadline: .seconds(30)) }
+        #expect(decisions.filter { $0 == .admitted(counted: true) }.count == 10)
+        #expect(decisions.last == .refused(retryAfterSeconds: 1))
+        // A transaction that rolled back frees its place; a committed one keeps it.
+        ledger.ended(counted: true, committed: false)
+        ledger.ended(counted: true, committed: true)
+        #expect(ledger.unseen == 9)
+        #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30)) == .admitted(counted: true))
+        #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30)) == .refused(retryAfterSeconds: 1))
+    }
+
+    @Test func aCommittedRenderCountsUntilAReadStartedAfterItsCommit() {
+        var ledger = Self.ledger()
+        #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30)) == .admitted(counted: true))
+        let before = ledger.readStarted(at: .now)
+        ledger.ended(counted: true, committed: true)
+        _ = ledger.readEnded(before, with: Self.full)
+        #expect(ledger.unseen == 1, "the read may have missed the commit")
+        let after = ledger.readStarted(at: .now)
+        var seen = Self.full
+        seen.load = LimitLoad(rule: seen.load.rule, running: 10, waiting: 101, startedInWindow: 0)
+        _ = ledger.readEnded(after, with: seen)
+        #expect(ledger.unseen == 0)
+        #expect((0..<10).map { _ in ledger.admit(inputWait: .zero, deadline: .seconds(30)) }.filter { $0 == .admitted(counted: true) }.count == 9)
+    }
+
+    @Test func withoutARuleNothingIsCountedAndOnlyTheInputsWaitRefuses() {
+        var free = Self.full
+        free.load = LimitLoad(rule: nil, running: 0, waiting: 0, startedInWindow: 0)
+        var ledger = Self.ledger(with: free)
+        #expect((0..<500).allSatisfy { _ in ledger.admit(inputWait: .zero, deadline: .seconds(30)) == .admitted(counted: false) })
+        #expect(ledger.unseen == 0)
+        // 30 − 5 − 2 s leave 23 s for the inputs.
+        #expect(ledger.admit(inputWait: .seconds(25), deadline: .seconds(30)) == .refused(retryAfterSeconds: 2))
+    }
+
+    @Test func aWaiterIsAnsweredByAReadStartedAfterItArrived() {
+        var ledger = AdmissionLedger<String>()
+        let start = ContinuousClock.now
+        let (first, signal) = ledger.lookUp(now: start, maxAge: .milliseconds(250), waiter: "a")
+        guard case .wait = first else { Issue.record("no estimate yet, yet \(first)"); return }
+        #expect(signal)
+        let inFlight = ledger.readStarted(at: start)
+        // Arrived while a read runs: that read may have looked before this request's change.
+        let (second, again) = ledger.lookUp(now: start, maxAge: .zero, waiter: "b")
+        guard case .wait = second else { Issue.record("\(second)"); return }
+        #expect(again, "the read in flight does not answer it: another must follow")
+        #expect(ledger.readEnded(inFlight, with: Self.full) == ["a"])
+        let next = ledger.readStarted(at: .now)
+        #expect(ledger.readFailed(next) == ["b"])
+        // Fresh enough: answered at once; stale: waits.
+        guard case .estimate(let estimate) = ledger.lookUp(now: start + .milliseconds(100), maxAge: .milliseconds(250), waiter: "c").0 else {
+            Issue.record("a 100 ms old estimate was not used"); return
+        }
+        #expect(estimate == Self.full)
+        guard case .wait = ledger.lookUp(now: start + .seconds(1), maxAge: .milliseconds(250), waiter: "d").0 else {
+            Issue.record("a 1 s old estimate was used"); return
+        }
+        #expect(ledger.stop() == ["d"])
+        guard case .stopped = ledger.lookUp(now: .now, maxAge: .seconds(1), waiter: "e").0 else { Issue.record("admitted after stop"); return }
+    }
+}
