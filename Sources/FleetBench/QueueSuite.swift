@@ -20,10 +20,17 @@ struct QueueSuite: AsyncParsableCommand {
     @Option(help: "Single jobs sent for the latency measurement.") var latencySamples = 300
     @Option(help: "drill.noop jobs each fleet worker process runs at once.") var workerConcurrency = 1_000
     @Flag(help: "Measure the fleet only, not pgqueuer.") var skipPeers = false
+    @Option(help: """
+        The drained jobs carry a traceparent, as if each was enqueued in a request's trace, and this fraction of them is \
+        sampled (with tracing on in the workers, the rest run untraced). Without it they carry none, and each starts a \
+        new trace at its worker, where the workers' sampler decides.
+        """)
+    var sampledTraceParents: Double?
 
     func run() async throws {
         let database = try await BenchDatabase.prepare()
-        let fleet = FleetQueueBench(database: database, workerConcurrency: workerConcurrency)
+        var fleet = FleetQueueBench(database: database, workerConcurrency: workerConcurrency)
+        fleet.sampledTraceParents = sampledTraceParents
         let peer = skipPeers ? nil : try await PgqueuerPeer.prepare(databaseURL: database.url)
         var systems: [(name: String, system: any QueueSystem)] = [("fleet", fleet)]
         if let peer { systems.append(("pgqueuer", peer)) }
@@ -91,6 +98,8 @@ struct FleetQueueBench: QueueSystem {
     var clientPool: PostgresPool? = nil
     /// The worker processes' environment on top of `DATABASE_URL` = `database.url`.
     var workerEnvironment: [String: String] = [:]
+    /// The drained jobs' traceparents: this fraction sampled (nil: none, `QueueSuite`).
+    var sampledTraceParents: Double? = nil
     var queue: JobQueue { JobQueue(driver: PostgresQueueDriver(executor: clientPool ?? database.pool), knownKinds: FleetKinds.all) }
 
     func enqueueRate(jobs: Int, batch: Int) async throws -> Double {
@@ -109,7 +118,11 @@ struct FleetQueueBench: QueueSystem {
         try await reset()
         let processes = try await startWorkers(workers)
         defer { processes.forEach { $0.signal(SIGKILL) } }
-        _ = try await queue.enqueue(Array(repeating: NewJob(kind: .drillNoop), count: jobs))
+        _ = try await queue.enqueue((0..<jobs).map { _ in
+            var job = NewJob(kind: .drillNoop)
+            job.traceParent = sampledTraceParents.map { Self.traceParent(sampled: Double.random(in: 0..<1) < $0) }
+            return job
+        })
         let started = ContinuousClock.now
         try await waitForEmptyQueue(timeout: .seconds(300))
         let elapsed = ContinuousClock.now - started
@@ -117,6 +130,12 @@ struct FleetQueueBench: QueueSystem {
         let completed = try await database.pool.query("SELECT count(*) AS n FROM jobs WHERE state = 'completed'").rows[0].int("n")
         guard completed == jobs else { throw BenchError("drain finished with \(completed) of \(jobs) jobs completed") }
         return Double(jobs) / elapsed.seconds
+    }
+
+    /// A W3C traceparent of a new trace, its sampled flag set or not.
+    static func traceParent(sampled: Bool) -> String {
+        func hex(_ bytes: Int) -> String { (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
+        return "00-\(hex(16))-\(hex(8))-\(sampled ? "01" : "00")"
     }
 
     /// Milliseconds from just before `enqueue` to the handler starting, on an idle worker.
