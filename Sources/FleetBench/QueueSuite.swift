@@ -134,8 +134,12 @@ struct FleetQueueBench: QueueSystem {
 
     /// A W3C traceparent of a new trace, its sampled flag set or not.
     static func traceParent(sampled: Bool) -> String {
-        func hex(_ bytes: Int) -> String { (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
-        return "00-\(hex(16))-\(hex(8))-\(sampled ? "01" : "00")"
+        func hex(_ value: UInt64) -> String {
+            let digits = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - digits.count) + digits
+        }
+        let trace = hex(.random(in: 1...UInt64.max)) + hex(.random(in: 0...UInt64.max))
+        return "00-\(trace)-\(hex(.random(in: 1...UInt64.max)))-\(sampled ? "01" : "00")"
     }
 
     /// Milliseconds from just before `enqueue` to the handler starting, on an idle worker.
