@@ -1,3 +1,5 @@
+@testable import DispatcherCore
+import DispatcherProtocol
 @testable import FleetQueue
 @testable import Renders
 import Testing
@@ -81,5 +83,21 @@ import Testing
         }
         #expect(ledger.stop() == ["d"])
         guard case .stopped = ledger.lookUp(now: .now, maxAge: .seconds(1), waiter: "e").0 else { Issue.record("admitted after stop"); return }
+    }
+
+    /// The service on a real database: the estimate it reads, and once it stops, requests
+    /// refused as by a dispatcher shutting down instead of left waiting.
+    @Test func aStoppedAdmissionAnswersUnavailable() async throws {
+        let q = try await TestQueue.make()
+        try await q.driver.limitSet(ConcurrencyLimit(key: RenderCapacity.providerKey(FashnProvider.name), maxRunning: 7), by: "test")
+        try await RenderSettings(provider: FashnProvider.name, enabledCategories: [.tops]).save(to: q.pool)
+        let admission = RenderAdmission(pool: q.pool, maxAge: .zero)
+        let running = Task { await admission.run() }
+        let estimate = try await admission.estimate()
+        #expect(estimate.settings.provider == FashnProvider.name && estimate.load.rule?.maxRunning == 7)
+        running.cancel()
+        await running.value
+        await #expect(throws: RenderAdmission.Stopped.self) { try await admission.estimate() }
+        #expect(DispatcherError(mapping: RenderAdmission.Stopped()).code == .unavailable)
     }
 }
