@@ -115,6 +115,8 @@ struct FleetDemo: AsyncParsableCommand {
     /// The jobs as the fleet ran them: the render's inputs (the jobs its job ran after), then its job.
     private func steps(of render: RenderView, client: DispatcherClient) async throws -> [JobStatus] {
         guard let jobID = render.jobId else { return [] }
+        // The job's outcome is recorded just after the render's end: wait for it.
+        _ = try await client.wait(jobId: jobID, timeoutMs: 5000)
         let renderJob = try await client.status(jobId: jobID)
         var steps: [JobStatus] = []
         for id in renderJob.after { steps.append(try await client.status(jobId: id)) }

@@ -277,6 +277,26 @@ import Testing
         await fleet.stop()
     }
 
+    /// The deadline as for a render with uploads: a cut-out of `garment.process` slower than the
+    /// render's 30 s times the render out while it waits, credit released, and nothing runs it
+    /// once the cut-out is made at last.
+    @Test func aRenderRequestedByIdTimesOutWhileTheGarmentsCutoutIsSlowerThanItsDeadline() async throws {
+        let fleet = try await Fleet.start(cutout: [.succeedAfter(.seconds(35))])
+        let sent = try await fleet.processThenRequestRender()
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .failed && render.errorCode == "RENDER_TIMEOUT", "\(fleet.logs)")
+        let credits = try await fleet.credits()
+        #expect(credits.consumed == 0 && credits.ledger == ["reserve", "release"])
+        let run = try await fleet.endedJob(of: render)
+        #expect(run.state == .cancelled && run.attempt == 0 && run.dependsOn.contains(sent.garment.cutoutJobId), "\(run)")
+        try await fleet.q.waitUntil(timeout: .seconds(30), "the slow cut-out ended") { try await fleet.job(sent.garment.cutoutJobId).state.isTerminal }
+        #expect(try await fleet.job(sent.garment.cutoutJobId).state == .completed)
+        try await Task.sleep(for: .seconds(1))
+        #expect(try await fleet.job(run.id).state == .cancelled)
+        #expect(fleet.fal.requests.isEmpty)
+        await fleet.stop()
+    }
+
     /// `after` on `render.request`: checked as `enqueue`'s (at most 100 ids, each an existing job
     /// that could still complete), a refusal creating nothing; accepted, the render runs after it.
     @Test func renderRequestsAfterMustNameJobsThatExistAndCanStillComplete() async throws {
