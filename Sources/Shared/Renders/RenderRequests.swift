@@ -169,7 +169,7 @@ public struct RenderRequests: Sendable {
         }
     }
 
-    /// The render, its inputs' jobs (enqueued, or found pending), its job (after them), the job's id on the render, then for a
+    /// The render, its inputs' jobs (enqueued, or found still pending), its job (after them), the job's id on the render, then for a
     /// charged render the lock and the reservation: the user's `credits` row is locked only for the last statement and the
     /// commit, since concurrent requests of one user queue on that lock.
     private func insert(_ request: RenderRequest, provider: String, on connection: PostgresConnection) async throws -> RenderRecord {
