@@ -76,9 +76,8 @@ public struct RenderCapacity: Sendable {
         let load = try await ConcurrencyLimits(executor: executor).load(key: Self.providerKey(provider), kind: .renderRun)
         guard load.rule != nil || inputWait > .zero else { return false }
         let latency = latency ?? Self.assumedLatency(provider)
-        // Its own job is among the available ones only once queued without inputs to wait for.
-        let queued = locked && inputWait == .zero
-        if let retryAfter = Self.retryAfter(load: load, latency: latency, inputWait: inputWait, deadline: deadline, queued: queued) {
+        // Once queued (locked), its own job is among those counted, due or waiting for its inputs.
+        if let retryAfter = Self.retryAfter(load: load, latency: latency, inputWait: inputWait, deadline: deadline, queued: locked) {
             Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
             throw RenderRequestError.busy(retryAfterSeconds: retryAfter)
         }
@@ -86,9 +85,10 @@ public struct RenderCapacity: Sendable {
     }
 
     /// nil when a new render would start in time; otherwise in how many seconds to ask again.
-    /// The renders ahead of it (`waiting`) start as slots free, `maxRunning` every `latency`,
-    /// and within the rate's window; its inputs are made meanwhile (`inputWait`), so it starts
-    /// at the later of the two, and must start by `deadline − deadline/6 − latency`.
+    /// The renders ahead of it (`waiting`: due, or waiting for their own inputs) start as slots
+    /// free, `maxRunning` every `latency`, and within the rate's window; its inputs are made
+    /// meanwhile (`inputWait`), so it starts at the later of the two, and must start by
+    /// `deadline − deadline/6 − latency`.
     /// `queued`: the render's own job is among `waiting` already.
     static func retryAfter(load: LimitLoad, latency: Duration, inputWait: Duration = .zero, deadline: Duration, queued: Bool = false) -> Int? {
         guard load.rule != nil || inputWait > .zero else { return nil }
