@@ -8,10 +8,11 @@
 # even when the rates are noise.
 #
 # usage: scripts/ab-bench.sh --old BIN --new BIN --dir DIR --port PORT [--pairs N] [--out FILE] -- SUITE [ARGS...]
-#   DIR and PORT: a cluster of scripts/pg.sh (started); N defaults to 5; FILE keeps the JSON lines
+#   DIR and PORT: a cluster of scripts/pg.sh (started); N defaults to 5; FILE keeps the JSON lines.
+#   Run each binary where it was built: suites start the fleet's other executables from its folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 old= new= dir= port= pairs=5 out=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -35,12 +36,16 @@ run() { # build binary pair suite-args...
   local build=$1 binary=$2 pair=$3; shift 3
   local log; log=$(mktemp)
   DATABASE_URL=$url "$root/scripts/pg-cost.sh" --dir "$dir" --port "$port" -- \
-    /usr/bin/time -f 'cpu.bench_seconds=%U %S' -o "$log.time" "$binary" "$@" --json --repeats 1 > "$log" 2>/dev/null
+    /usr/bin/time -f 'cpu.bench_seconds=%U %S' -o "$log.time" "$binary" "$@" --json --repeats 1 > "$log" 2> "$log.err" || {
+    echo "ab-bench: the $build build's run of pair $pair failed:" >&2
+    tail -5 "$log.err" >&2
+    exit 1
+  }
   local tag="\"build\":\"$build\",\"pair\":$pair"
   grep '^{' "$log" | sed "s/^{/{$tag,/" >> "$out"
   awk -v tag="$tag" -F'[= ]' '/^cpu.bench_seconds=/ { printf "{%s,\"metric\":\"cpu.bench_seconds\",\"value\":%s,\"unit\":\"s\"}\n", tag, $2 + $3 }' "$log.time" >> "$out"
   awk -v tag="$tag" -F= '/^pg_cost.server_cpu_seconds=/ { printf "{%s,\"metric\":\"cpu.server_seconds\",\"value\":%s,\"unit\":\"s\"}\n", tag, $2 + 0 }' "$log" >> "$out"
-  rm -f "$log" "$log.time"
+  rm -f "$log" "$log.time" "$log.err"
 }
 
 for pair in $(seq "$pairs"); do
