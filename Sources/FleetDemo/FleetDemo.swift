@@ -9,7 +9,8 @@ import Renders
 
 /// The demo behind `scripts/run.sh`: a body photo and a garment photo go through the running
 /// fleet — normalise, background removal, render — in one `render.request` sent right after the
-/// uploads, as a backend would, with progress as it goes and the jobs as the fleet ran them at the end.
+/// uploads, as a backend would, with progress as it goes and the jobs as the fleet ran them at the
+/// end; then the garment again through `garment.process`, rendered by its id at once.
 @main
 struct FleetDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -55,20 +56,42 @@ struct FleetDemo: AsyncParsableCommand {
             bodyUploadId: "body", garmentUploadId: "garment"))
         progress("render \(render.id) requested right after the uploads (provider \(render.provider), one credit reserved: \(render.charged))")
         let ended = try await waitForRender(render.id, client: client)
+        let steps = try await report(ended, client: client)
+
+        // The same try-on as a backend driving the steps itself sends it: `garment.process`, then
+        // at once the render naming the garment by id. The render runs after the jobs still
+        // making its photos, which the dispatcher finds: it is sent the cut-out, not the photo.
+        try await storage.write(try Data(contentsOf: URL(fileURLWithPath: garment)), to: .upload(user: user, upload: StorageID("garment-2")))
+        let processed = try await client.send(ProcessGarmentRequest(userId: user.value, uploadId: "garment-2", garmentId: "g2"))
+        let byID = try await client.send(RequestRenderRequest(
+            renderId: "render-\(run)-by-id", userId: user.value, garmentId: "g2", bodyPhotoId: "b1", category: GarmentCategory.tops.rawValue))
+        progress("garment g2 sent to garment.process (normalise job \(processed.jobId), cut-out job \(processed.cutoutJobId)), "
+            + "render \(byID.id) requested at once by the garment's id")
+        let byIDEnded = try await waitForRender(byID.id, client: client)
+        let byIDSteps = try await report(byIDEnded, client: client)
 
         print("")
-        let steps = try await self.steps(of: ended, client: client)
-        printSummary(steps, since: render.createdAt)
-        print("render \(ended.id): \(ended.status.rawValue)\(ended.errorCode.map { " \($0)" } ?? ""), garment sent as its "
-            + (ended.garmentCutout == false ? "normalised photo (no cut-out)" : "cut-out"))
-        print("")
         print("results under \(settings.storageRoot)/\(user)/:")
-        for path in ["body/b1.jpg", "garments/g1.jpg", "garments/g1_cutout.png", "garments/g1_preview.jpg", "renders/\(render.id).jpg"] {
+        let files = ["body/b1.jpg"] + ["g1", "g2"].flatMap { ["garments/\($0).jpg", "garments/\($0)_cutout.png", "garments/\($0)_preview.jpg"] }
+            + ["renders/\(render.id).jpg", "renders/\(byID.id).jpg"]
+        for path in files {
             let full = "\(settings.storageRoot)/\(user)/\(path)"
             let size = (try? FileManager.default.attributesOfItem(atPath: full)[.size] as? Int).flatMap { $0 }
             print("  \(full)\(size.map { "  (\($0) bytes)" } ?? "  (missing)")")
         }
-        if ended.status != .complete || steps.contains(where: { $0.state != .completed }) { throw ExitCode.failure }
+        for (ended, steps) in [(ended, steps), (byIDEnded, byIDSteps)] where ended.status != .complete || steps.contains(where: { $0.state != .completed }) {
+            throw ExitCode.failure
+        }
+    }
+
+    /// Prints the jobs as the fleet ran them for `render`, and how it ended; answers the jobs.
+    private func report(_ render: RenderView, client: DispatcherClient) async throws -> [JobStatus] {
+        print("")
+        let steps = try await self.steps(of: render, client: client)
+        printSummary(steps, since: render.createdAt)
+        print("render \(render.id): \(render.status.rawValue)\(render.errorCode.map { " \($0)" } ?? ""), garment sent as its "
+            + (render.garmentCutout == false ? "normalised photo (no cut-out)" : "cut-out"))
+        return steps
     }
 
     /// Waits a second at a time (the dispatcher wakes the wait the moment the render ends), so
@@ -92,6 +115,8 @@ struct FleetDemo: AsyncParsableCommand {
     /// The jobs as the fleet ran them: the render's inputs (the jobs its job ran after), then its job.
     private func steps(of render: RenderView, client: DispatcherClient) async throws -> [JobStatus] {
         guard let jobID = render.jobId else { return [] }
+        // The job's outcome is recorded just after the render's end: wait for it.
+        _ = try await client.wait(jobId: jobID, timeoutMs: 5000)
         let renderJob = try await client.status(jobId: jobID)
         var steps: [JobStatus] = []
         for id in renderJob.after { steps.append(try await client.status(jobId: id)) }

@@ -63,10 +63,43 @@ import Testing
                 bodyUploadId: "upB", garmentUploadId: "upG"))
         }
 
+        /// The issue's opening scenario, as a backend driving the steps itself sends it: the body
+        /// photo's normalisation and `garment.process`, then at once `r1` naming the photos by id
+        /// (no upload ids) and the jobs of `after`.
+        func processThenRequestRender(after: [Int64]? = nil) async throws -> (body: EnqueuedJobResult, garment: ProcessGarmentRequest.Result, render: RenderView) {
+            let body = try await client.send(NormalizeImageRequest(userId: "u1", uploadId: "upB", target: .body, imageId: "b1"))
+            let garment = try await client.send(ProcessGarmentRequest(userId: "u1", uploadId: "upG", garmentId: "g1"))
+            let render = try await client.send(RequestRenderRequest(
+                renderId: "r1", userId: "u1", garmentId: "g1", bodyPhotoId: "b1", category: "tops", after: after))
+            return (body, garment, render)
+        }
+
         func waitForRender() async throws -> RenderView {
             let waited = try await client.send(WaitRenderRequest(renderId: "r1", timeoutMs: 45_000))
             #expect(!waited.timedOut, "\(logs)")
             return waited.render
+        }
+
+        /// fal was sent one request, with the cut-out stored for `g1`, byte for byte.
+        func expectOneSubmitOfTheStoredCutout() throws {
+            #expect(submits.count == 1)
+            let sent = try EarlyRenderTests.garmentImage(of: try #require(submits.first))
+            let stored = try Data(contentsOf: URL(fileURLWithPath: "\(root)/u1/garments/g1_cutout.png"))
+            #expect(sent.mimeType == "image/png" && sent.bytes == stored)
+        }
+
+        /// The render's job once ended (its outcome is recorded just after the render's).
+        func endedJob(of render: RenderView) async throws -> JobRecord {
+            let runID = try #require(render.jobId)
+            try await q.waitUntil("the render's job ended") { try await job(runID).state.isTerminal }
+            return try await job(runID)
+        }
+
+        /// The render's job once ended, which completed at its first attempt without an error.
+        func expectRunOnceAtFirstAttempt(_ render: RenderView) async throws -> JobRecord {
+            let run = try await endedJob(of: render)
+            #expect(run.state == .completed && run.attempt == 1 && run.errors.isEmpty, "\(run)")
+            return run
         }
 
         var logs: String { processes.map(\.log).joined(separator: "\n---\n") }
@@ -74,12 +107,10 @@ import Testing
 
         func job(_ id: Int64) async throws -> JobRecord { try #require(try await q.queue.job(id: id)) }
 
-        /// The render's job once ended (its outcome is recorded just after the render's), and the
-        /// jobs it ran after, by kind (`garment` for the garment's normalisation).
+        /// The render's job once ended, and the jobs it ran after, by kind (`garment` for the
+        /// garment's normalisation).
         func inputJobs(of render: RenderView) async throws -> (run: JobRecord, body: JobRecord, garment: JobRecord, cutout: JobRecord) {
-            let runID = try #require(render.jobId)
-            try await q.waitUntil("the render's job ended") { try await job(runID).state.isTerminal }
-            let run = try await job(runID)
+            let run = try await endedJob(of: render)
             #expect(run.dependsOn.count == 3)
             var inputs: [JobRecord] = []
             for id in run.dependsOn { inputs.append(try await job(id)) }
@@ -124,17 +155,10 @@ import Testing
         let render = try await fleet.waitForRender()
         #expect(render.status == .complete && render.garmentCutout == true, "\(fleet.logs)")
 
-        // fal was sent the cut-out the slow backend made, once.
-        #expect(fleet.submits.count == 1)
-        let sent = try Self.garmentImage(of: try #require(fleet.submits.first))
-        let stored = try Data(contentsOf: URL(fileURLWithPath: "\(fleet.root)/u1/garments/g1_cutout.png"))
-        #expect(sent.mimeType == "image/png" && sent.bytes == stored)
-
-        // The render ran once, after every input was made: no attempt spent on a missing photo.
-        let runID = try #require(render.jobId)
-        try await fleet.q.waitUntil("the render's job ended") { try await fleet.job(runID).state.isTerminal }
-        let run = try await fleet.job(runID)
-        #expect(run.state == .completed && run.attempt == 1 && run.errors.isEmpty, "\(run)")
+        // fal was sent the cut-out the slow backend made, once; the render ran once, after every
+        // input was made: no attempt spent on a missing photo.
+        try fleet.expectOneSubmitOfTheStoredCutout()
+        _ = try await fleet.expectRunOnceAtFirstAttempt(render)
         // (Its `started_at` is not compared with the inputs' `finished_at`: with limits set, a
         // claim's is the start of its transaction, which may have begun, waiting for the limits'
         // lock, before the commit that released the job. The one attempt and the bytes at fal say
@@ -207,6 +231,140 @@ import Testing
         #expect(credits.consumed == 0 && credits.ledger == ["reserve", "release"])
         #expect(fleet.fal.requests.isEmpty)
         await fleet.stop()
+    }
+
+    /// The issue's opening scenario: a garment sent through `garment.process` (its cut-out slowed
+    /// to 3 s) and the render requested by the garment's id at once. The render runs after the
+    /// image jobs still making its photos, which the dispatcher finds: fal is sent the cut-out.
+    @Test func aRenderRequestedByIdRightAfterGarmentProcessWaitsForTheCutoutAndUsesIt() async throws {
+        let fleet = try await Fleet.start(cutout: [.succeedAfter(.seconds(3))])
+        let sent = try await fleet.processThenRequestRender()
+        #expect(sent.render.status == .pending && sent.render.charged)
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .complete && render.garmentCutout == true, "\(fleet.logs)")
+
+        try fleet.expectOneSubmitOfTheStoredCutout()
+        // Its job ran once, after the jobs still making its photos when it was requested: the
+        // cut-out (3 s) surely, the normalisations unless already done. No attempt on a missing input.
+        let run = try await fleet.expectRunOnceAtFirstAttempt(render)
+        #expect(run.dependsOn.contains(sent.garment.cutoutJobId))
+        #expect(Set(run.dependsOn).isSubset(of: [sent.body.jobId, sent.garment.jobId, sent.garment.cutoutJobId]), "\(run.dependsOn)")
+        let cutout = try await fleet.job(sent.garment.cutoutJobId)
+        #expect(cutout.kind == .garmentCutout && cutout.state == .completed && cutout.attempt == 1 && cutout.dependsOn == [sent.garment.jobId])
+        #expect(fleet.rembg.requests.count == 1)
+
+        let credits = try await fleet.credits()
+        #expect(credits.consumed == 1 && credits.ledger == ["reserve", "consume"])
+        await fleet.stop()
+    }
+
+    /// The garment's cut-out fails for good (the backend refuses the photo): the render waiting
+    /// for it ends `RENDER_FAILED` with its credit released, and nothing is sent to fal.
+    @Test func aRenderRequestedByIdFailsWithItsCreditReleasedWhenTheGarmentsCutoutFailsForGood() async throws {
+        let fleet = try await Fleet.start(cutout: [.fail(status: 422)])
+        let sent = try await fleet.processThenRequestRender()
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .failed && render.errorCode == "RENDER_FAILED", "\(fleet.logs)")
+        // Well before its deadline: the sweep after the cut-out died, not the deadline's.
+        #expect(render.updatedAt < render.deadlineAt.addingTimeInterval(-10))
+        let cutout = try await fleet.job(sent.garment.cutoutJobId)
+        #expect(cutout.state == .dead && cutout.errors.first?.code == "BACKGROUND_REMOVAL_REJECTED", "\(cutout)")
+        let run = try await fleet.endedJob(of: render)
+        #expect(run.state == .cancelled && run.attempt == 0 && run.errors.first?.code == "DEPENDENCY_FAILED", "\(run)")
+        let credits = try await fleet.credits()
+        #expect(credits.consumed == 0 && credits.ledger == ["reserve", "release"])
+        #expect(fleet.fal.requests.isEmpty)
+        await fleet.stop()
+    }
+
+    /// The deadline as for a render with uploads: a cut-out of `garment.process` slower than the
+    /// render's 30 s times the render out while it waits, credit released, and nothing runs it
+    /// once the cut-out is made at last.
+    @Test func aRenderRequestedByIdTimesOutWhileTheGarmentsCutoutIsSlowerThanItsDeadline() async throws {
+        let fleet = try await Fleet.start(cutout: [.succeedAfter(.seconds(35))])
+        let sent = try await fleet.processThenRequestRender()
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .failed && render.errorCode == "RENDER_TIMEOUT", "\(fleet.logs)")
+        let credits = try await fleet.credits()
+        #expect(credits.consumed == 0 && credits.ledger == ["reserve", "release"])
+        let run = try await fleet.endedJob(of: render)
+        #expect(run.state == .cancelled && run.attempt == 0 && run.dependsOn.contains(sent.garment.cutoutJobId), "\(run)")
+        try await fleet.q.waitUntil(timeout: .seconds(30), "the slow cut-out ended") { try await fleet.job(sent.garment.cutoutJobId).state.isTerminal }
+        #expect(try await fleet.job(sent.garment.cutoutJobId).state == .completed)
+        try await Task.sleep(for: .seconds(1))
+        #expect(try await fleet.job(run.id).state == .cancelled)
+        #expect(fleet.fal.requests.isEmpty)
+        await fleet.stop()
+    }
+
+    /// `after` on `render.request`: checked as `enqueue`'s (at most 100 ids, each an existing job
+    /// that could still complete), a refusal creating nothing; accepted, the render runs after it.
+    @Test func renderRequestsAfterMustNameJobsThatExistAndCanStillComplete() async throws {
+        let fleet = try await Fleet.start(cutout: [])
+        func request(_ after: [Int64]) async throws -> RenderView {
+            try await fleet.client.send(RequestRenderRequest(
+                renderId: "r1", userId: "u1", garmentId: "g1", bodyPhotoId: "b1", category: "tops",
+                bodyUploadId: "upB", garmentUploadId: "upG", after: after))
+        }
+        let unknown: Int64 = 1 << 40
+        await #expect(throws: DispatcherError(.badArgument, "invalid job: after names job \(unknown), which does not exist")) {
+            try await request([unknown])
+        }
+        await #expect(throws: DispatcherError(.badArgument, "args.after names 101 jobs; at most 100")) {
+            try await request(Array(1...101))
+        }
+        await #expect(throws: DispatcherError(.badArgument, "args.after names 0, which is no job id")) { try await request([0]) }
+        let dead = try await fleet.client.send(NormalizeImageRequest(userId: "u1", uploadId: "no-such-upload", target: .body, imageId: "b9"))
+        try await fleet.q.waitUntil("the normalisation of a missing upload died") { try await fleet.job(dead.jobId).state == .dead }
+        await #expect(throws: DispatcherError(.badArgument, "invalid job: after names job \(dead.jobId), which already ended dead: it could never run")) {
+            try await request([dead.jobId])
+        }
+        // Refused, nothing was created: no render, no reservation, no input job.
+        #expect(try await RenderStore(pool: fleet.q.pool).render(id: "r1") == nil)
+        #expect(try await fleet.credits().ledger.isEmpty)
+        #expect(try await fleet.q.pool.query(
+            "SELECT count(*) AS n FROM jobs WHERE kind IN ('image.normalize', 'garment.cutout', 'render.run')").rows[0].int("n") == 1)
+
+        let gate = try await fleet.client.send(NormalizeImageRequest(
+            userId: "u1", uploadId: "upB", target: .body, imageId: "b8", options: JobOptions(delaySeconds: 2)))
+        let requested = try await request([gate.jobId])
+        let render = try await fleet.waitForRender()
+        #expect(render.status == .complete, "\(fleet.logs)")
+        let run = try await fleet.job(try #require(requested.jobId))
+        #expect(run.dependsOn.count == 4 && run.dependsOn.contains(gate.jobId))
+        #expect(try await fleet.job(gate.jobId).state == .completed)
+        await fleet.stop()
+    }
+
+    /// Renders waiting for their inputs count among the renders ahead at the provider: each will
+    /// take a slot within seconds. With one slot and 8 s a render, the fourth render requested
+    /// while three wait for their photos could not start by its latest start (30 − 5 − 8 = 17 s).
+    @Test func rendersWaitingForTheirInputsCountAheadAtTheProvider() async throws {
+        let q = try await TestQueue.make()
+        try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 9)")
+        let settings = try await RenderSettings.load(from: q.pool)
+        try await q.driver.limitSet(ConcurrencyLimit(key: RenderCapacity.providerKey(settings.provider), maxRunning: 1), by: "test")
+        try await q.pool.query("INSERT INTO provider_latency (provider, seconds, samples) VALUES ($1, 8, 20)", [settings.provider])
+        let requests = RenderRequests(pool: q.pool, admission: .running(on: q.pool))
+        func request(_ id: String) async throws -> RenderRecord {
+            var request = RenderRequest(
+                renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g-\(id)"),
+                bodyPhotoId: try StorageID("b1"), category: .tops)
+            request.uploads = RenderUploads(garmentUploadId: try StorageID("up-\(id)"))
+            return try await requests.request(request)
+        }
+        for id in ["r1", "r2", "r3"] {
+            let render = try await request(id)
+            #expect(try await q.queue.job(id: try #require(render.jobId))?.state == .waiting)
+        }
+        do {
+            _ = try await request("r4")
+            Issue.record("a fourth render was admitted behind three waiting for their inputs")
+        } catch let RenderRequestError.busy(retryAfter) {
+            // Three ahead on one slot, 8 s each: it would start after 24 s, 7 s past its latest start.
+            #expect(retryAfter == 7)
+        }
+        #expect(try await RenderStore(pool: q.pool).render(id: "r4") == nil)
     }
 
     /// Admission counts the inputs' wait from the cut-outs' recent run times: when they leave no

@@ -89,7 +89,7 @@ export interface NormalizeImageResult {
   bytes: number;
   /** The profile applied (`upload` when the request named none). */
   profile: string;
-  /** `garment.process` only: the background-removal job it enqueued. */
+  /** A payload with `thenCutout` only (the previous release's `garment.process`): the background-removal job it enqueued. */
   cutoutJobId?: number;
 }
 
@@ -160,6 +160,12 @@ export interface EnqueuedJob {
   kind: string;
   /** false: an earlier job with the same idempotency key, returned as is. */
   isNew: boolean;
+}
+
+/** `garment.process`'s answer: the normalise job (`jobId`) and the cut-out job enqueued after it with it. */
+export interface ProcessedGarment extends EnqueuedJob {
+  /** The `garment.cutout` job: its end is the garment's (`cancelled`, `DEPENDENCY_FAILED`, when the normalisation fails). */
+  cutoutJobId: number;
 }
 
 export interface JobAttemptError {
@@ -342,6 +348,8 @@ export interface RenderRequest {
   category: GarmentCategory;
   /** Where the fleet POSTs the render's signed end (a `RenderFinishedEvent`); host in FLEET_OUTBOUND_HOSTS. */
   callbackUrl?: string;
+  /** Ids of jobs the render also runs after (at most 100), besides the image jobs still making its photos, which the dispatcher finds. */
+  after?: number[];
 }
 
 export interface RenderWaitResult {
@@ -437,7 +445,7 @@ export declare class DispatcherClient extends EventEmitter {
     image: { userId: string; uploadId: string; target: 'body' | 'garment'; imageId: string; profile?: NormalizeProfileName },
     options?: JobOptions,
   ): Promise<EnqueuedJob>;
-  processGarment(garment: { userId: string; uploadId: string; garmentId: string }, options?: JobOptions): Promise<EnqueuedJob>;
+  processGarment(garment: { userId: string; uploadId: string; garmentId: string }, options?: JobOptions): Promise<ProcessedGarment>;
   purgeAccount(userId: string, options?: JobOptions): Promise<EnqueuedJob>;
   /**
    * Jobs that run after one another, named locally, inserted all or none (`jobs.enqueueGraph`): a

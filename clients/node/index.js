@@ -307,10 +307,10 @@ class DispatcherClient extends EventEmitter {
   wait(jobId, { timeoutMs } = {}) { return this.call('wait', { jobId, timeoutMs }); }
   cancel(jobId) { return this.call('cancel', { jobId }); }
   stats({ windowSeconds } = {}) { return this.call('stats', { windowSeconds }); }
-  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl },
+  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl, after },
     { traceparent } = {}) {
     return this.call('render.request',
-      { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl },
+      { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl, after },
       { traceparent });
   }
   renderStatus(renderId) { return this.call('render.status', { renderId }); }

@@ -22,8 +22,11 @@ public struct NormalizeImagePayload: JobPayload, Equatable {
     public let target: ImageTarget
     /// The body photo's or the garment's id.
     public let imageId: StorageID
-    /// Garments only (`garment.process` sets it): once normalised, the image worker enqueues a
-    /// `garment.cutout` job to remove the background.
+    /// Garments only: once normalised, the image worker enqueues a `garment.cutout` job to remove
+    /// the background. `garment.process` no longer sets it (it enqueues the cut-out with the
+    /// normalisation, as a graph); the worker still honours it for the payloads that carry it:
+    /// jobs queued before the upgrade, sent by a dispatcher of the previous release during a
+    /// rolling restart (dispatchers first, then workers) or after a rollback, and raw `enqueue`s.
     public let thenCutout: Bool?
     /// The `NormalizeProfiles` name; nil: `upload`. Looked up when the job runs, so a profile
     /// changed in `fleet_settings` applies to jobs already queued.
@@ -39,8 +42,22 @@ public struct NormalizeImagePayload: JobPayload, Equatable {
     }
 }
 
-/// `garment.cutout`'s payload: enqueued by the image worker once a garment is normalised, or by
-/// a render request that carries the garment's upload (after the garment's normalisation).
+extension NormalizeImagePayload {
+    /// The normalisations that make `target` image `imageId` of `userId`, whatever their upload
+    /// and profile (every one writes the same photo): what a job reading that photo runs after.
+    public static func making(_ target: ImageTarget, _ imageId: StorageID, of userId: StorageID) throws -> JobMatch {
+        struct Fields: Encodable {
+            let userId: StorageID
+            let target: ImageTarget
+            let imageId: StorageID
+        }
+        return try JobMatch(kind: kind, payloadContains: Fields(userId: userId, target: target, imageId: imageId))
+    }
+}
+
+/// `garment.cutout`'s payload: enqueued after the garment's normalisation, by `garment.process`
+/// or by a render request that carries the garment's upload (and, for a normalise payload with
+/// `thenCutout`, by the image worker).
 public struct GarmentCutoutPayload: JobPayload, Equatable {
     public static let kind: JobKind = "garment.cutout"
     public static let summary = "image worker: remove a garment photo's background (cut-out PNG, preview, foreground fraction)"
@@ -55,6 +72,17 @@ public struct GarmentCutoutPayload: JobPayload, Equatable {
         self.userId = userId
         self.garmentId = garmentId
         self.completeWithoutCutout = completeWithoutCutout
+    }
+}
+
+extension GarmentCutoutPayload {
+    /// The cut-outs of garment `garmentId` of `userId`: what a job reading the cut-out runs after.
+    public static func cuttingOut(_ garmentId: StorageID, of userId: StorageID) throws -> JobMatch {
+        struct Fields: Encodable {
+            let userId: StorageID
+            let garmentId: StorageID
+        }
+        return try JobMatch(kind: kind, payloadContains: Fields(userId: userId, garmentId: garmentId))
     }
 }
 

@@ -55,9 +55,10 @@ public struct RenderCapacity: Sendable {
     }
 
     /// nil when a new render would start in time; otherwise in how many seconds to ask again.
-    /// The renders ahead of it (`waiting`) start as slots free, `maxRunning` every `latency`,
-    /// and within the rate's window; its inputs are made meanwhile (`inputWait`), so it starts
-    /// at the later of the two, and must start by `deadline − deadline/6 − latency`.
+    /// The renders ahead of it (`waiting`: due, or waiting for their own inputs) start as slots
+    /// free, `maxRunning` every `latency`, and within the rate's window; its inputs are made
+    /// meanwhile (`inputWait`), so it starts at the later of the two, and must start by
+    /// `deadline − deadline/6 − latency`.
     static func retryAfter(load: LimitLoad, latency: Duration, inputWait: Duration = .zero, deadline: Duration) -> Int? {
         guard load.rule != nil || inputWait > .zero else { return nil }
         let position = load.waiting + 1

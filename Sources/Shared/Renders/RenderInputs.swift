@@ -21,7 +21,9 @@ public struct RenderUploads: Sendable, Equatable {
     public var isEmpty: Bool { bodyUploadId == nil && garmentUploadId == nil }
 }
 
-/// The jobs that make a render's photos from its uploads, and how long they are expected to take.
+/// The jobs a render's photos are made by, which its job runs after, and how long they are
+/// expected to take: those its request enqueues from its uploads, and those still making the
+/// photos it names by id (a `garment.process` sent just before, say).
 struct RenderInputs: Sendable {
     /// What the render job runs after.
     struct Enqueued: Sendable, Equatable {
@@ -47,6 +49,35 @@ struct RenderInputs: Sendable {
         let body = uploads.bodyUploadId == nil ? Duration.zero : runTime(.imageNormalize)
         let garment = uploads.garmentUploadId == nil ? Duration.zero : runTime(.imageNormalize) + runTime(.garmentCutout)
         return max(body, garment)
+    }
+
+    /// What the render's job runs after, in the caller's transaction: the input jobs enqueued for
+    /// its uploads, the jobs still making the photos it names by id (`pending`), and the jobs the
+    /// caller named (`RenderRequest.after`).
+    static func prepare(for request: RenderRequest, on connection: PostgresConnection) async throws -> Enqueued {
+        var inputs = try await enqueue(for: request, on: connection)
+        let pending = try await pending(for: request, on: connection)
+        inputs.jobIds += pending.map(\.id) + request.after
+        inputs.cutoutJobId = inputs.cutoutJobId ?? pending.last { $0.kind == .garmentCutout }?.id
+        return inputs
+    }
+
+    /// The image jobs not ended yet (waiting, available or running) that make the photos `request`
+    /// names by id rather than by upload, whoever enqueued them: the garment's normalisations and
+    /// cut-outs, the body photo's normalisations. Run after, they cannot be read half made: the
+    /// render never sends a garment whose cut-out is pending or running, nor reads a photo not
+    /// written yet.
+    static func pending(for request: RenderRequest, on connection: PostgresConnection) async throws -> [JobDependency] {
+        var matches: [JobMatch] = []
+        let owner = request.ownerId
+        if request.uploads.bodyUploadId == nil {
+            matches.append(try NormalizeImagePayload.making(.body, request.bodyPhotoId, of: owner))
+        }
+        if request.uploads.garmentUploadId == nil {
+            matches.append(try NormalizeImagePayload.making(.garment, request.garmentId, of: owner))
+            matches.append(try GarmentCutoutPayload.cuttingOut(request.garmentId, of: owner))
+        }
+        return try await JobQueue.pendingJobs(matching: matches, in: connection)
     }
 
     /// Enqueues the input jobs of `request` in the caller's transaction (no wake-up: the caller

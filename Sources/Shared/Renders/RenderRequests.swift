@@ -27,6 +27,10 @@ public struct RenderRequest: Sendable {
     public var callbackURL: String?
     /// Photos still to be made from uploads: the render runs after their jobs (`RenderInputs`).
     public var uploads = RenderUploads()
+    /// Jobs the caller names for the render to run after, besides those making its photos (at
+    /// most `NewJob.maxDependencies` in all; each must exist and not have ended `dead` or
+    /// `cancelled`, else `QueueError` and nothing is created).
+    public var after: [Int64] = []
 
     public init(renderId: StorageID, requester: Requester, ownerId: StorageID, garmentId: StorageID, bodyPhotoId: StorageID, category: GarmentCategory) {
         self.renderId = renderId
@@ -163,7 +167,7 @@ public struct RenderRequests: Sendable {
         }
     }
 
-    /// The render, its inputs' jobs, its job (after them), the job's id on the render, then for a
+    /// The render, its inputs' jobs (enqueued, or found still pending), its job (after them), the job's id on the render, then for a
     /// charged render the lock and the reservation: the user's `credits` row is locked only for the last statement and the
     /// commit, since concurrent requests of one user queue on that lock.
     private func insert(_ request: RenderRequest, provider: String, on connection: PostgresConnection) async throws -> RenderRecord {
@@ -189,7 +193,7 @@ public struct RenderRequests: Sendable {
             """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
                   request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
         ).rows[0].bool("charged")
-        let inputs = try await RenderInputs.enqueue(for: request, on: connection)
+        let inputs = try await RenderInputs.prepare(for: request, on: connection)
         var run = try NewJob(RenderRunPayload(renderId: request.renderId, cutoutJobId: inputs.cutoutJobId), priority: 1, maxAttempts: 10,
                              idempotencyKey: "render:\(request.renderId.value)",
                              limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? ""))

@@ -1,6 +1,7 @@
 import DispatcherCore
 @testable import DispatcherProtocol
 import FleetPostgres
+import FleetStorage
 import FleetSupport
 @testable import FleetQueue
 import Foundation
@@ -82,16 +83,21 @@ import Testing
             let garment = try await client.send(ProcessGarmentRequest(userId: "u1", uploadId: "up2", garmentId: "g1"))
             let purge = try await client.send(PurgeAccountRequest(userId: "u1"))
             #expect([normalize.kind, garment.kind, purge.kind] == ["image.normalize", "image.normalize", "account.purge"])
-            let jobs = [normalize, garment, purge]
-            let statuses = try await jobs.asyncMap { try await client.status(jobId: $0.jobId) }
+            let statuses = try await [normalize.jobId, garment.jobId, purge.jobId].asyncMap { try await client.status(jobId: $0) }
             #expect(statuses[0].payload == .object(["userId": .string("u1"), "uploadId": .string("up1"), "target": .string("body"),
                                                     "imageId": .string("b1")]))
             #expect(statuses[0].priority == 0)
             #expect(statuses[1].payload == .object(["userId": .string("u1"), "uploadId": .string("up2"), "target": .string("garment"),
-                                                    "imageId": .string("g1"), "thenCutout": .bool(true)]))
+                                                    "imageId": .string("g1")]))
             #expect(statuses[2].payload == .object(["userId": .string("u1")]))
+            // The garment's cut-out was enqueued with its normalisation, waiting for it.
+            let cutout = try await client.status(jobId: garment.cutoutJobId)
+            #expect(cutout.kind == "garment.cutout" && cutout.state == .waiting && cutout.after == [garment.jobId])
+            #expect(cutout.payload == .object(["userId": .string("u1"), "garmentId": .string("g1")]))
             // The image worker reads exactly these payloads.
-            #expect(try JSONDecoder().decode(NormalizeImagePayload.self, from: Data(statuses[1].payload.jsonText.utf8)).thenCutout == true)
+            #expect(try JSONDecoder().decode(NormalizeImagePayload.self, from: Data(statuses[1].payload.jsonText.utf8)).thenCutout == nil)
+            #expect(try JSONDecoder().decode(GarmentCutoutPayload.self, from: Data(cutout.payload.jsonText.utf8))
+                    == GarmentCutoutPayload(userId: try StorageID("u1"), garmentId: try StorageID("g1")))
             // Ids that could leave the storage tree are refused before anything is enqueued.
             await #expect(throws: DispatcherError(.badArgument, "args.userId must be 1 to 64 characters of A-Z a-z 0-9 _ -")) {
                 try await client.send(PurgeAccountRequest(userId: "../etc"))
@@ -100,6 +106,7 @@ import Testing
                 try await client.send(ProcessGarmentRequest(userId: "u1", uploadId: "up2", garmentId: ""))
             }
             #expect(try await dispatcher.queue.states()[.available] == 3)
+            #expect(try await dispatcher.queue.states()[.waiting] == 1)
             await client.close()
         }
     }

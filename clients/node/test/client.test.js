@@ -137,8 +137,10 @@ test('image operations enqueue the image worker kinds', async () => {
   const garment = await client.processGarment({ userId: 'u1', uploadId: 'up2', garmentId: 'g1' }, { priority: 0 });
   const purge = await client.purgeAccount('u1');
   assert.deepEqual([normalize.kind, garment.kind, purge.kind], ['image.normalize', 'image.normalize', 'account.purge']);
-  assert.deepEqual((await client.status(garment.jobId)).payload,
-    { userId: 'u1', uploadId: 'up2', target: 'garment', imageId: 'g1', thenCutout: true });
+  assert.deepEqual((await client.status(garment.jobId)).payload, { userId: 'u1', uploadId: 'up2', target: 'garment', imageId: 'g1' });
+  const cutout = await client.status(garment.cutoutJobId);
+  assert.deepEqual([cutout.kind, cutout.state, cutout.after, cutout.priority], ['garment.cutout', 'waiting', [garment.jobId], 0]);
+  assert.deepEqual(cutout.payload, { userId: 'u1', garmentId: 'g1' });
   await assert.rejects(client.purgeAccount('../../etc'), { code: 'BAD_ARGUMENT' });
   const thumb = await client.normalizeImage({ userId: 'u1', uploadId: 'up1', target: 'body', imageId: 'b2', profile: 'thumb' });
   assert.equal((await client.status(thumb.jobId)).payload.profile, 'thumb');
@@ -218,6 +220,9 @@ test('render ops: an onboarding token, its one render, linking, credits and busi
   await assert.rejects(client.requestRender({ renderId: 'x2', userId: user, garmentId: 'g1', bodyPhotoId: 'b1', category: 'hats' }), { code: 'INVALID_CATEGORY' });
   await assert.rejects(client.requestRender({ renderId: 'x3', userId: `broke-${port}`, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
     { code: 'INSUFFICIENT_CREDITS' });
+  // `after` names jobs that exist, as enqueue's does: nothing is reserved for a render that could never run.
+  await assert.rejects(client.requestRender({ renderId: 'x4', userId: user, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops', after: [2 ** 40] }),
+    { code: 'BAD_ARGUMENT', reason: `invalid job: after names job ${2 ** 40}, which does not exist` });
   assert.deepEqual((await client.listRenders(user)).renders.map((r) => r.id), [paid.id, render.id]);
   await assert.rejects(client.renderStatus('no-such-render'), { code: 'NOT_FOUND' });
 

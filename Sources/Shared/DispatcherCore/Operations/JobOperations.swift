@@ -6,8 +6,8 @@ import Logging
 extension OperationRegistry {
     /// Every job op: `ping`, `enqueue`, `jobs.enqueueGraph`, the image conveniences, `status`, `wait`, `cancel`, `stats`.
     /// (`auth` belongs to the connection, not the registry.) `profiles`: what `image.normalize`
-    /// checks its `profile` against; `enqueuer`: where their one job goes (the queue, or the
-    /// group commit's `EnqueueBatcher`); `outbound`: what `callbackUrl`s and `http.request` jobs are;
+    /// checks its `profile` against; `enqueuer`: where the single-job ops' job goes (the queue, or
+    /// the group commit's `EnqueueBatcher`; graphs, `garment.process`'s included, go to `queue`); `outbound`: what `callbackUrl`s and `http.request` jobs are;
     /// `reads`: where `stats` reads (a replica's queue, or `queue`).
     public static func jobOperations(
         queue: JobQueue, reads: JobQueue? = nil, enqueuer: any JobEnqueuer, watcher: FinishWatcher, liveWorkerWithin: Duration, profiles: any NormalizeProfileSource,
@@ -19,7 +19,7 @@ extension OperationRegistry {
             enqueue,
             EnqueueGraphOperation(enqueue: enqueue, queue: queue),
             NormalizeImageOperation(enqueuer: enqueuer, profiles: profiles, outbound: outbound, logger: logger),
-            ProcessGarmentOperation(enqueuer: enqueuer, outbound: outbound),
+            ProcessGarmentOperation(queue: queue, outbound: outbound),
             PurgeAccountOperation(enqueuer: enqueuer, outbound: outbound),
             StatusOperation(queue: queue),
             WaitOperation(queue: queue, watcher: watcher),

@@ -225,7 +225,25 @@ public struct NormalizeImageRequest: DispatcherRequest {
 /// `garment.process`: normalise a garment upload, then remove its background.
 public struct ProcessGarmentRequest: DispatcherRequest {
     public static let op = "garment.process"
-    public typealias Result = EnqueuedJobResult
+
+    /// The normalise job (`jobId`, as every enqueueing op answers) and the cut-out job that runs after it.
+    public struct Result: Codable, Sendable, Equatable {
+        public let jobId: Int64
+        public let kind: String
+        /// false: the idempotency key named jobs enqueued before, and these are they.
+        public let isNew: Bool
+        /// The `garment.cutout` job: its end is the garment's (a failed normalisation ends it
+        /// `cancelled`, `DEPENDENCY_FAILED`).
+        public let cutoutJobId: Int64
+
+        public init(jobId: Int64, kind: String, isNew: Bool, cutoutJobId: Int64) {
+            self.jobId = jobId
+            self.kind = kind
+            self.isNew = isNew
+            self.cutoutJobId = cutoutJobId
+        }
+    }
+
     public let userId: String
     public let uploadId: String
     public let garmentId: String

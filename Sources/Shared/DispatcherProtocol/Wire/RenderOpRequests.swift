@@ -89,12 +89,16 @@ public struct RequestRenderRequest: DispatcherRequest {
     /// Where the fleet POSTs the render's signed end once it is complete or failed
     /// (docs/protocol.md, "Completion callbacks"); its host must be in `FLEET_OUTBOUND_HOSTS`.
     public let callbackUrl: String?
+    /// Ids of jobs the render also runs after (at most 100, as `enqueue`'s `after`), besides the
+    /// jobs still making its photos, which the dispatcher finds itself.
+    public let after: [Int64]?
 
     public init(
         renderId: String, userId: String? = nil, ephemeralToken: String? = nil, ownerId: String? = nil,
         garmentId: String, bodyPhotoId: String, category: String, callbackUrl: String? = nil,
-        bodyUploadId: String? = nil, garmentUploadId: String? = nil
+        bodyUploadId: String? = nil, garmentUploadId: String? = nil, after: [Int64]? = nil
     ) {
+        self.after = after
         self.callbackUrl = callbackUrl
         self.bodyUploadId = bodyUploadId
         self.garmentUploadId = garmentUploadId

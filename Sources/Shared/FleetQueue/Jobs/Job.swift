@@ -150,6 +150,24 @@ public struct JobDependency: Sendable, Hashable {
     public let result: String?
 }
 
+/// Jobs sought by what they work on rather than by id (`JobQueue.pendingJobs(matching:in:)`):
+/// those of `kind` whose payload holds every field of `payloadContains` with the same value
+/// (jsonb containment, `@>`). The module that owns the payload writes its matches; the queue
+/// knows no payload.
+public struct JobMatch: Sendable, Hashable {
+    public let kind: JobKind
+    /// JSON object text.
+    public let payloadContains: String
+
+    /// `fields` encoded as a JSON object.
+    public init(kind: JobKind, payloadContains fields: some Encodable) throws {
+        self.kind = kind
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        payloadContains = String(decoding: try encoder.encode(fields), as: UTF8.self)
+    }
+}
+
 /// Bounds a handler's result: the row, the `status` answer and the callback all carry it.
 public enum JobResultLimit {
     public static let maxBytes = 65_536

@@ -74,6 +74,17 @@ public struct JobQueue: Sendable {
         return try await JobQueue(driver: driver, knownKinds: nil).enqueue(graph)
     }
 
+    /// The jobs not ended yet (`waiting`, `available`, `running`) matching any of `matches`, at
+    /// most `limit`, ascending, read in the caller's transaction: what a job about to be enqueued
+    /// there runs after so that it finds their work done (a render after the jobs still making its
+    /// photos). One that ends before the enqueue locks it is what `after` makes of it: completed,
+    /// done; `dead` or `cancelled`, the enqueue is refused (`QueueError.failedDependency`).
+    public static func pendingJobs(
+        matching matches: [JobMatch], limit: Int = NewJob.maxDependencies, in transaction: PostgresConnection
+    ) async throws -> [JobDependency] {
+        try await PostgresQueueDriver(executor: transaction).jobPendingMatching(matches, limit: limit)
+    }
+
     /// The jobs `id` runs after, with their results: what a dependent's handler reads.
     public func dependencies(of id: Int64) async throws -> [JobDependency] { try await driver.jobDependencies(of: id) }
 

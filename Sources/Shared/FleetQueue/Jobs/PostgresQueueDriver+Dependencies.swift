@@ -136,6 +136,31 @@ extension PostgresQueueDriver {
             """, [id, limit]).rows.map(JobDependency.init(row:))
     }
 
+    /// The jobs not ended yet that match any of the patterns ($1 kinds, $2 the payloads' fields,
+    /// pairwise). One arm per state, each through that state's partial index by kind
+    /// (`jobs_waiting_idx`, `jobs_claim_idx`; the running ones through `jobs_lease_idx`, as many as
+    /// the fleet has slots): it reads the pending jobs of the kinds sought, never the finished
+    /// ones nor other kinds' (`docs/queue.md`, "Finding pending jobs by what they work on").
+    static let pendingMatchingSQL = """
+        SELECT found.id, found.kind, found.state, NULL::text AS result
+        FROM unnest($1::text[], $2::jsonb[]) AS wanted(kind, contains)
+        CROSS JOIN LATERAL (
+            SELECT id, kind, state FROM jobs WHERE state = 'waiting' AND kind = wanted.kind AND payload @> wanted.contains
+            UNION ALL
+            SELECT id, kind, state FROM jobs WHERE state = 'available' AND kind = wanted.kind AND payload @> wanted.contains
+            UNION ALL
+            SELECT id, kind, state FROM jobs WHERE state = 'running' AND kind = wanted.kind AND payload @> wanted.contains
+        ) AS found
+        GROUP BY found.id, found.kind, found.state ORDER BY found.id LIMIT $3
+        """
+
+    public func jobPendingMatching(_ matches: [JobMatch], limit: Int) async throws -> [JobDependency] {
+        guard !matches.isEmpty else { return [] }
+        return try await executor.query(Self.pendingMatchingSQL, [
+            PostgresArray(matches.map(\.kind.rawValue)), PostgresArray(matches.map(\.payloadContains)), limit,
+        ]).rows.map(JobDependency.init(row:))
+    }
+
     /// Through `jobs_finished_idx` (finished_at, kind, state), newest first, reading the heap
     /// only for the rows of the kind.
     public func jobRecentRunTimes(kinds: [JobKind], window: Duration, samples: Int) async throws -> [JobKind: Duration] {

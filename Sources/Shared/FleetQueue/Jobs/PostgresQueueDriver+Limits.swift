@@ -195,6 +195,9 @@ extension PostgresQueueDriver {
     public func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad {
         // One statement (admission control asks on every render request): the key's own rule,
         // else the longest prefix rule over it, and the key's use, counted only under a rule.
+        // `kind`'s jobs ahead are those due and those waiting for the jobs they run after (a
+        // render waiting for its photos takes a slot once they are made, within seconds): one
+        // bitmap scan of `jobs_claim_idx` and `jobs_waiting_idx` by kind.
         let row = try await executor.query("""
             WITH rule AS (
                 SELECT \(Self.limitColumns) FROM queue_limits WHERE \(Self.ruleCovers("$1"))
@@ -203,8 +206,8 @@ extension PostgresQueueDriver {
             SELECT rule.*,
                 (SELECT count(*) FROM jobs WHERE rule.key IS NOT NULL
                     AND state = 'running' AND limit_keys IS NOT NULL AND $1 = ANY(limit_keys)) AS running_now,
-                (SELECT count(*) FROM jobs WHERE rule.key IS NOT NULL
-                    AND state = 'available' AND kind = $2 AND run_at <= now() AND $1 = ANY(limit_keys)) AS waiting_now,
+                (SELECT count(*) FROM jobs WHERE rule.key IS NOT NULL AND kind = $2 AND $1 = ANY(limit_keys)
+                    AND (state = 'waiting' OR (state = 'available' AND run_at <= now()))) AS waiting_now,
                 (SELECT count(*) FROM limit_starts WHERE rule.key IS NOT NULL AND key = $1
                     AND started_at > now() - make_interval(secs => coalesce(rule.rate_window_seconds, 60))) AS started_now
             FROM (SELECT 1) AS one LEFT JOIN rule ON true

@@ -44,6 +44,9 @@ public protocol QueueDriver: Sendable {
     func jobDependencies(of id: Int64) async throws -> [JobDependency]
     /// Up to `limit` jobs that run after `id` and wait for it (while it has not ended), ascending (no results).
     func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency]
+    /// Up to `limit` jobs not ended yet (`waiting`, `available`, `running`) matching any of
+    /// `matches`, ascending (no results).
+    func jobPendingMatching(_ matches: [JobMatch], limit: Int) async throws -> [JobDependency]
     /// Dependents released and dependents ended `DEPENDENCY_FAILED`, fleet-wide, since the schema
     /// was created (counters that may run ahead by what rolled-back transactions did).
     func jobDependencyTotals() async throws -> DependencyTotals
@@ -131,6 +134,7 @@ public struct DependencyTotals: Sendable, Equatable {
 public struct LimitLoad: Sendable, Equatable {
     public let rule: ConcurrencyLimit?
     public let running: Int
+    /// The kind's jobs under the key not started yet: due, or waiting for the jobs they run after.
     public let waiting: Int
     public let startedInWindow: Int
 

@@ -17,7 +17,8 @@ public struct ConcurrencyLimits: Sendable {
     }
 
     /// The rule over `key` (its own, else the longest prefix rule) and the key's use: running
-    /// jobs, `kind`'s jobs waiting, starts in the rule's window. One statement; without a rule,
+    /// jobs, `kind`'s jobs not started (due, or waiting for the jobs they run after), starts in
+    /// the rule's window. One statement; without a rule,
     /// nothing is counted.
     public func load(key: String, kind: JobKind) async throws -> LimitLoad {
         try await driver.limitLoad(key: key, kind: kind)

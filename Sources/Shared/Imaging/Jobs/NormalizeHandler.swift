@@ -5,8 +5,9 @@ import Foundation
 
 /// `image.normalize`: reads an upload from storage, normalises it with the job's profile, and
 /// stores the JPEG as a body photo or a garment photo. Bad images and unknown profiles end the
-/// job at once with their code; the upload is never modified. A garment with `thenCutout`
-/// chains a `garment.cutout` job.
+/// job at once with their code; the upload is never modified. A garment's cut-out is a job
+/// enqueued with this one (`garment.process`, a render's inputs), except for a payload of the
+/// previous release's form, with `thenCutout`, whose cut-out this handler enqueues.
 public struct NormalizeHandler: JobHandler {
     public let kind = JobKind.imageNormalize
     let storage: any ImageStorage
@@ -61,6 +62,10 @@ public struct NormalizeHandler: JobHandler {
             "profile": .string(payload.profile ?? NormalizeProfiles.defaultName),
         ]
         if payload.thenCutout == true {
+            // Still needed, though no dispatcher of this release writes the flag: without it, the
+            // jobs queued before the upgrade, and those a dispatcher of the previous release sends
+            // while a rolling restart (or a rollback) runs both side by side, would end without
+            // their cut-out, silently. A migration could rewrite the queued ones, not those.
             // Keyed by this job: a retried or rescued run finds the job it already enqueued.
             let cutout = try await context.queue.enqueue(NewJob(
                 GarmentCutoutPayload(userId: payload.userId, garmentId: payload.imageId),

@@ -1,5 +1,6 @@
 import DispatcherProtocol
 import FleetCallbacks
+import FleetQueue
 import Renders
 
 /// `render.request`: checks the arguments, then `RenderRequests` gates the category, reserves
@@ -7,7 +8,8 @@ import Renders
 /// transaction; a refusal (`INVALID_CATEGORY`, `INSUFFICIENT_CREDITS`, `SUBSCRIPTION_EXPIRED`,
 /// `INVALID_TOKEN`, `TOKEN_ALREADY_USED`) costs nothing and calls no provider. With
 /// `bodyUploadId`/`garmentUploadId` the same transaction enqueues the jobs that make the photos
-/// from the uploads, and the render runs after them (`RenderInputs`).
+/// from the uploads, and the render runs after them (`RenderInputs`); photos named by id, it
+/// runs after the image jobs still making them, and after the jobs of `after`.
 public struct RequestRenderOperation: DispatcherOperation {
     public var access: OperationAccess { .submitters }
     let requests: RenderRequests
@@ -44,6 +46,13 @@ public struct RequestRenderOperation: DispatcherOperation {
         renderRequest.uploads = RenderUploads(
             bodyUploadId: try request.bodyUploadId.map { try storageID($0, field: "bodyUploadId") },
             garmentUploadId: try request.garmentUploadId.map { try storageID($0, field: "garmentUploadId") })
+        if let after = request.after {
+            guard after.count <= NewJob.maxDependencies else {
+                throw DispatcherError(.badArgument, "args.after names \(after.count) jobs; at most \(NewJob.maxDependencies)")
+            }
+            if let id = after.first(where: { $0 <= 0 }) { throw DispatcherError(.badArgument, "args.after names \(id), which is no job id") }
+            renderRequest.after = after
+        }
         if let url = request.callbackUrl {
             do { _ = try outbound.destination(of: url) } catch { throw DispatcherError(.badArgument, "args.callbackUrl: \(error)") }
             renderRequest.callbackURL = url
