@@ -123,10 +123,8 @@ public struct RenderRequests: Sendable {
             throw refusal
         }
         do {
-            let render = try await pool.withConnection { connection in
-                try await connection.transaction { connection in
-                    try await insert(request, provider: settings.provider, on: connection)
-                }
+            let render = try await pool.transactionRetryingDeadlocks { connection in
+                try await insert(request, provider: settings.provider, on: connection)
             }
             admission.ended(ticket, committed: true)
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
