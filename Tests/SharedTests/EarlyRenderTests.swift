@@ -345,7 +345,7 @@ import Testing
         let settings = try await RenderSettings.load(from: q.pool)
         try await q.driver.limitSet(ConcurrencyLimit(key: RenderCapacity.providerKey(settings.provider), maxRunning: 1), by: "test")
         try await q.pool.query("INSERT INTO provider_latency (provider, seconds, samples) VALUES ($1, 8, 20)", [settings.provider])
-        let requests = RenderRequests(pool: q.pool, admission: .running(on: q.pool))
+        let requests = RenderRequests(pool: q.pool, admission: .running(on: q.url))
         func request(_ id: String) async throws -> RenderRecord {
             var request = RenderRequest(
                 renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g-\(id)"),
@@ -372,7 +372,7 @@ import Testing
     @Test func aRenderWhoseInputsCannotBeReadyInTimeIsRefusedAtOnce() async throws {
         let q = try await TestQueue.make()
         try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
-        let requests = RenderRequests(pool: q.pool, admission: .running(on: q.pool))
+        let requests = RenderRequests(pool: q.pool, admission: .running(on: q.url))
         func request(_ id: String, garmentUpload: String?) async throws -> RenderRecord {
             var request = RenderRequest(
                 renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g-\(id)"),

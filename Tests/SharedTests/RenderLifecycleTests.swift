@@ -52,7 +52,7 @@ struct RenderFixture {
             options: RenderOptions(webhookURL: nil, webhookGrace: .zero, pollInterval: .milliseconds(100)))
         let categories: @Sendable (String) -> Set<GarmentCategory> = { name in registered.first { $0.name == name }?.categories ?? [] }
         return RenderFixture(q: q, root: root, store: RenderStore(pool: q.pool),
-                             requests: RenderRequests(pool: q.pool, admission: .running(on: q.pool), deadline: deadline, supportedCategories: categories),
+                             requests: RenderRequests(pool: q.pool, admission: .running(on: q.url), deadline: deadline, supportedCategories: categories),
                              storage: storage, handler: handler, fal: fal)
     }
 

@@ -311,8 +311,11 @@ public struct PostgresQueueDriver: QueueDriver {
             WHERE wanted.kind <> ALL (paused.kinds)
               \(guarded ? "AND NOT EXISTS (SELECT 1 FROM queue_limits)" : "")
         )
+        -- started_at is the clock when the row is claimed, after the statement's snapshot, not
+        -- `now()` (its transaction's start, which can come before the commit that released a
+        -- dependent this claim then sees): a job never looks started before its dependencies ended.
         UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, lease_owner = $3,
-            lease_expires_at = now() + make_interval(secs => $4), started_at = now()
+            lease_expires_at = now() + make_interval(secs => $4), started_at = clock_timestamp()
         -- Joined to the picked ids unnested from an array, which the planner counts as 10 rows: it
         -- then walks the primary key on a large table (joined to `picked` itself, the rows were
         -- estimated at a tenth of the table, LIMIT of a column, and it hashed a seq scan of the
