@@ -34,6 +34,24 @@ import Testing
         #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30)) == .refused(retryAfterSeconds: 1))
     }
 
+    /// A limit set or removed through this dispatcher: a request after it decides on a read
+    /// started after the change, not on the fresh estimate read before it.
+    @Test func aLimitChangedHereMakesTheNextRequestWaitForANewRead() {
+        var ledger = Self.ledger()
+        let startedBefore = ledger.readStarted(at: .now)
+        let fresh = ledger.lookUp(now: .now, maxAge: .seconds(1), waiter: "fresh").0
+        #expect(fresh.decidesNow)
+        ledger.changed(at: .now)
+        // A read that started before the change but ends after it answers nobody as fresh.
+        _ = ledger.readEnded(startedBefore, with: Self.full)
+        let afterChange = ledger.lookUp(now: .now, maxAge: .seconds(1), waiter: "after the change").0
+        #expect(!afterChange.decidesNow)
+        let after = ledger.readStarted(at: .now)
+        #expect(ledger.readEnded(after, with: Self.full) == ["after the change"])
+        let later = ledger.lookUp(now: .now, maxAge: .seconds(1), waiter: "later").0
+        #expect(later.decidesNow)
+    }
+
     @Test func aCommittedRenderCountsUntilAReadStartedAfterItsCommit() {
         var ledger = Self.ledger()
         #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30)) == .admitted(counted: true))
@@ -100,4 +118,9 @@ import Testing
         await #expect(throws: RenderAdmission.Stopped.self) { try await admission.estimate() }
         #expect(DispatcherError(mapping: RenderAdmission.Stopped()).code == .unavailable)
     }
+}
+
+extension AdmissionLedger.LookUp {
+    /// Decided on the estimate at hand, without waiting for a read.
+    var decidesNow: Bool { if case .estimate = self { true } else { false } }
 }

@@ -36,7 +36,7 @@ public struct DispatcherStack: Sendable {
             OperationRegistry.jobOperations(
                 queue: queue, reads: reads, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
                 outbound: outbound, logger: logger)
-                + OperationRegistry.jobControlOperations(queue: queue, reads: reads, logger: logger)
+                + OperationRegistry.jobControlOperations(queue: queue, reads: reads, limitsChanged: { admission.limitsChanged() }, logger: logger)
                 + OperationRegistry.renderOperations(pool: pool, admission: admission, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()

@@ -56,6 +56,8 @@ struct AdmissionLedger<Waiter> {
     private(set) var estimate: AdmissionEstimate?
     /// When the current estimate's read started.
     private var readAt: ContinuousClock.Instant?
+    /// What reads started before this may have missed: a limit changed through this process.
+    private var changedAt: ContinuousClock.Instant?
     private var readsStarted = 0
     private var commitsBeforeRead = 0
     /// Admitted (counted) renders whose transaction has not ended.
@@ -78,9 +80,17 @@ struct AdmissionLedger<Waiter> {
         guard !stopped else { return (.stopped, false) }
         let signal = !demanded
         demanded = true
-        if let estimate, let readAt, now - readAt <= maxAge { return (.estimate(estimate), signal) }
+        if let estimate, let readAt, now - readAt <= maxAge, changedAt.map({ readAt > $0 }) ?? true {
+            return (.estimate(estimate), signal)
+        }
         waiters.append((readsStarted, waiter))
         return (.wait, signal)
+    }
+
+    /// Something the estimate reads changed at `now`: a request from now on waits for a read
+    /// started after it.
+    mutating func changed(at now: ContinuousClock.Instant) {
+        changedAt = now
     }
 
     mutating func readStarted(at now: ContinuousClock.Instant) -> Read {

@@ -89,6 +89,12 @@ public final class RenderAdmission: Service {
         }
     }
 
+    /// A limit was changed through this process: the next request decides on a read started
+    /// after the change (other dispatchers see it with their next read).
+    public func limitsChanged() {
+        ledger.withLock { $0.changed(at: .now) }
+    }
+
     public func ended(_ ticket: Ticket, committed: Bool) {
         ledger.withLock { $0.ended(counted: ticket.counted, committed: committed) }
     }

@@ -11,7 +11,10 @@ import Logging
 
 extension OperationRegistry {
     /// `reads`: where `jobs.list` and `audit.list` read (a replica's queue, or `queue`).
-    public static func jobControlOperations(queue: JobQueue, reads: JobQueue? = nil, logger: Logger) -> [any DispatcherOperation] {
+    /// `limitsChanged`: told after a limit is set or removed here (render admission reads again).
+    public static func jobControlOperations(
+        queue: JobQueue, reads: JobQueue? = nil, limitsChanged: @escaping @Sendable () -> Void = {}, logger: Logger
+    ) -> [any DispatcherOperation] {
         let control = JobControl(driver: queue.driver, logger: logger)
         let readControl = reads.map { JobControl(driver: $0.driver, logger: logger) } ?? control
         return [
@@ -25,8 +28,8 @@ extension OperationRegistry {
             QueueResumeOperation(control: control),
             AuditListOperation(control: readControl),
             LimitsListOperation(control: control),
-            LimitSetOperation(control: control),
-            LimitRemoveOperation(control: control),
+            LimitSetOperation(control: control, changed: limitsChanged),
+            LimitRemoveOperation(control: control, changed: limitsChanged),
         ]
     }
 }

@@ -20,6 +20,7 @@ public struct LimitsListOperation: DispatcherOperation {
 public struct LimitSetOperation: DispatcherOperation {
     public var access: OperationAccess { .operators }
     let control: JobControl
+    let changed: @Sendable () -> Void
 
     public func run(_ request: LimitSetRequest) async throws -> LimitsResult {
         let window = request.rateWindowSeconds ?? 60
@@ -30,6 +31,7 @@ public struct LimitSetOperation: DispatcherOperation {
         } catch let error as QueueError {
             throw DispatcherError(.badArgument, "\(error)")
         }
+        changed()
         return LimitsResult(changed: true, limits: try await LimitView.all(control))
     }
 }
@@ -38,9 +40,11 @@ public struct LimitSetOperation: DispatcherOperation {
 public struct LimitRemoveOperation: DispatcherOperation {
     public var access: OperationAccess { .operators }
     let control: JobControl
+    let changed: @Sendable () -> Void
 
     public func run(_ request: LimitRemoveRequest) async throws -> LimitsResult {
         let removed = try await control.removeLimit(key: request.key, actor: Caller.current?.name ?? "unknown")
+        if removed { changed() }
         return LimitsResult(changed: removed, limits: try await LimitView.all(control))
     }
 }
