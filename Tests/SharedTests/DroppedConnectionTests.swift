@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test(arguments: [DroppingHTTPServer.Action.resetAfterHead, .resetAfterBody])
-    func aPostWhoseConnectionIsResetIsSentOnce(_ drop: DroppingHTTPServer.Action) async throws {
+    func aResetPostIsSentAgainOnlyWhenNoneOfItsBodyWentOut(_ drop: DroppingHTTPServer.Action) async throws {
         let server = try await DroppingHTTPServer { method, _, _ in method == "POST" ? drop : .respond(status: 200, body: "{}") }
         defer { Task { await server.stop() } }
         let client = CurlHTTPClient()
@@ -42,7 +42,12 @@ import Testing
         case .failure(HTTPClientError.connectionFailed), .failure(HTTPClientError.timedOut): break
         default: Issue.record("expected no answer, got \(outcome)")
         }
-        #expect(server.count("POST", "/submit") == 1, "\(server.received)")
+        // libcurl may send the POST again only when none of its body went out (its read callback
+        // not yet asked, so nothing to rewind): a head reset before its body is no job at the
+        // provider. Any POST that brought body bytes is the last one.
+        let posts = server.received.filter { $0.method == "POST" && $0.path == "/submit" }
+        #expect(!posts.isEmpty && posts.dropLast().allSatisfy { $0.bodyBytesWithHead == 0 }, "\(server.received)")
+        if case .resetAfterBody = drop { #expect(posts.count == 1, "\(server.received)") }
     }
 
     @Test func aPostAfterTheServerClosedAnIdleKeptAliveConnectionIsSentOnce() async throws {

@@ -23,6 +23,9 @@ public final class DroppingHTTPServer: Sendable {
         public let path: String
         /// The connection it came on, numbered from 0 in accept order.
         public let connection: Int
+        /// How much of its body had arrived with its head, when the server picked its fate: a
+        /// request reset with none of its body could not have been taken as a job.
+        public let bodyBytesWithHead: Int
     }
 
     /// What the connections saw, shared with them.
@@ -46,9 +49,9 @@ public final class DroppingHTTPServer: Sendable {
                     defer { state.connections += 1 }
                     return state.connections
                 }
-                let handler = DroppingConnectionHandler(connection: number) { method, path in
+                let handler = DroppingConnectionHandler(connection: number) { method, path, bodyBytes in
                     log.state.withLock { state in
-                        state.received.append(Received(method: method, path: path, connection: number))
+                        state.received.append(Received(method: method, path: path, connection: number, bodyBytesWithHead: bodyBytes))
                         return decide(method, path, state.received.count - 1)
                     }
                 }
@@ -75,13 +78,13 @@ private final class DroppingConnectionHandler: ChannelInboundHandler, @unchecked
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let decide: (String, String) -> DroppingHTTPServer.Action
+    private let decide: (_ method: String, _ path: String, _ bodyBytes: Int) -> DroppingHTTPServer.Action
     private var buffer = ByteBuffer()
     /// The request being read: its action and the body bytes still to come.
     private var pending: (action: DroppingHTTPServer.Action, bodyLeft: Int)?
     private var idleClose: Scheduled<Void>?
 
-    init(connection: Int, decide: @escaping (String, String) -> DroppingHTTPServer.Action) {
+    init(connection: Int, decide: @escaping (_ method: String, _ path: String, _ bodyBytes: Int) -> DroppingHTTPServer.Action) {
         self.decide = decide
     }
 
@@ -121,7 +124,7 @@ private final class DroppingConnectionHandler: ChannelInboundHandler, @unchecked
                 guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
                 return Int(parts[1].trimmingCharacters(in: .whitespaces))
             }.first ?? 0
-            let action = decide(method, path)
+            let action = decide(method, path, min(length, buffer.readableBytes))
             if case .resetAfterHead = action { return reset(context) }
             pending = (action, length)
         }

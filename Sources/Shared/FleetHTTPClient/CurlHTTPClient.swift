@@ -128,8 +128,8 @@ final class CurlTransfer: @unchecked Sendable {
                 // times): right for a GET, a second paid job for a POST whose body the provider
                 // had read. A body from fixed fields it re-sends freely; one from a read callback
                 // it must rewind first, and with no seek callback it cannot, so the transfer
-                // ends CURLE_SEND_FAIL_REWIND instead. A connection found dead before any byte
-                // went out is still replaced. The only re-sends are then the caller's policy.
+                // ends CURLE_SEND_FAIL_REWIND instead. A connection found dead before any byte of
+                // the body went out is still replaced: the server cannot have taken that request. The only re-sends are then the caller's policy.
                 fleet_curl_setopt_long(easy, CURLOPT_POST, 1)
                 fleet_curl_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(payload.count))
                 fleet_curl_setopt_data_callback(easy, CURLOPT_READFUNCTION, curlReadBody)

@@ -23,7 +23,7 @@ import Testing
             let keptAlive = try RawSocket(port: http.port)
             try keptAlive.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
             let answer = await keptAlive.readUntilClosed(within: .seconds(30))
-            #expect(answer.text.hasPrefix("HTTP/1.1 200") && answer.closed)
+            #expect(answer.text.hasPrefix("HTTP/1.1 200") && answer.closed, "closed: \(answer.closed), answer: \(answer.text.prefix(300))")
             for socket in [halfSent, idle, keptAlive] { socket.close() }
         }
     }
