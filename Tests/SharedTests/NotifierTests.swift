@@ -79,12 +79,14 @@ import Testing
     @Test func aProcessHoldsOneListeningConnectionForAllItsSubscribers() async throws {
         let q = try await TestQueue.make()
         let applicationName = "notifier-test-\(UUID().uuidString.prefix(8))"
-        let notifier = Notifier(conninfo: q.url, applicationName: applicationName, logger: testLogger)
+        // What the worker and the notifier said, shown if the test fails.
+        let said = LogRecord()
+        let notifier = Notifier(conninfo: q.url, applicationName: applicationName, logger: said.logger)
         let worker = WorkerRuntime(
             executable: "test-worker",
             // No poll to speak of: only a notification can wake it for a job enqueued later.
             configuration: WorkerConfiguration(concurrency: [.drillScript: 1], pollInterval: .seconds(3600)),
-            driver: q.driver, notifier: notifier, handlers: [ScriptHandler()], logger: testLogger)
+            driver: q.driver, notifier: notifier, handlers: [ScriptHandler()], logger: said.logger)
         let watcher = FinishWatcher(notifier: notifier)
         let running = RunningService(notifier, worker, watcher)
 
@@ -108,7 +110,7 @@ import Testing
         // The worker ran it (woken by `fleet_jobs`), and its end woke the watcher (`fleet_jobs_finished`).
         let wokenAtAll = await woken.next() != nil
         let record = try await q.queue.job(id: job.id)
-        #expect(wokenAtAll, "the watcher was not woken; the job: \(String(describing: record))")
+        #expect(wokenAtAll, "the watcher was not woken; the job: \(String(describing: record)); the worker and notifier said:\n\(said.last(60))")
         #expect(record?.state == .completed)
         try await running.stop()
     }

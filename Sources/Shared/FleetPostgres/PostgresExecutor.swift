@@ -20,10 +20,14 @@ extension PostgresExecutor {
     }
 
     /// Sends `payload` on `topic` in a statement of its own, delivered when the executor's
-    /// transaction commits (a pool's: at once). `PostgresPool.notify` sends without waiting for a
-    /// flush instead.
+    /// transaction commits. On a pool the statement is its own transaction, whose commit does not
+    /// wait for the disk (`PostgresPool.notify`: a notification is a hint).
     public func announce<Payload>(_ payload: Payload, on topic: NotificationTopic<Payload>) async throws {
-        try await query("SELECT pg_notify($1, $2)", [topic.name, topic.encode(payload)])
+        if let pool = self as? PostgresPool {
+            try await pool.notify(topic, payload)
+        } else {
+            try await query("SELECT pg_notify($1, $2)", [topic.name, topic.encode(payload)])
+        }
     }
 }
 

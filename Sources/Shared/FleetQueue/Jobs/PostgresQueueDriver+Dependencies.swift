@@ -9,17 +9,22 @@ extension PostgresQueueDriver {
     /// Locks the dependencies' rows in id order until the transaction ends (so none can end
     /// meanwhile: whoever ends one later finds the dependent inserted, and its trigger settles it)
     /// and marks those not ended yet as having dependents; answers each found job's state, read
-    /// after the lock (the newest, committed before the lock was granted).
+    /// after the lock (the newest, committed before the lock was granted). A claim passes over a
+    /// locked job (`SKIP LOCKED`), so the kinds of the available ones are announced at the
+    /// commit that releases them: their workers claim again instead of waiting for their poll.
     static let lockDependenciesSQL = """
         WITH locked AS MATERIALIZED (
-            SELECT id, state FROM jobs WHERE id = ANY ($1::bigint[]) ORDER BY id FOR NO KEY UPDATE
+            SELECT id, state, kind FROM jobs WHERE id = ANY ($1::bigint[]) ORDER BY id FOR NO KEY UPDATE
         ),
         marked AS (
             UPDATE jobs SET has_dependents = true FROM locked
             WHERE jobs.id = locked.id AND locked.state IN ('waiting', 'available', 'running') AND NOT jobs.has_dependents
             RETURNING jobs.id
+        ),
+        announced AS (
+            SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent FROM (SELECT DISTINCT kind FROM locked WHERE state = 'available') AS kinds
         )
-        SELECT id, state FROM locked WHERE (SELECT count(*) FROM marked) >= 0
+        SELECT id, state FROM locked WHERE (SELECT count(*) FROM marked) >= 0 AND (SELECT sent FROM announced) >= 0
         """
 
     /// Inserts edges of `job_dependencies` ($1 dependencies, $2 their dependents).

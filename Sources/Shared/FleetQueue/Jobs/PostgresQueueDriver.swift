@@ -381,11 +381,20 @@ public struct PostgresQueueDriver: QueueDriver {
     /// state for the waiter's next read. A job already ended is not written: there is nothing
     /// left to announce (an ending in flight is waited for, then its row re-checked, so it too
     /// is left alone and the read sees it).
+    ///
+    /// The mark holds the row's lock until it commits, and a claim meanwhile passes over the job
+    /// (`SKIP LOCKED`): when the job is available its kind's workers are told again after the
+    /// commit, or a worker that found nothing else would wait for its poll (a `wait` sent right
+    /// after its `enqueue` did, under load).
     public func jobWatchFinish(id: Int64) async throws {
-        try await executor.query("""
+        let marked = try await executor.query("""
             UPDATE jobs SET finish_watched = true
             WHERE id = $1 AND NOT finish_watched AND state IN ('waiting', 'available', 'running')
-            """, [id])
+            RETURNING kind, state
+            """, [id]).rows
+        if let row = marked.first, try row.string("state") == JobState.available.rawValue {
+            try await executor.announce(JobKind(rawValue: try row.string("kind")), on: QueueChannel.jobs)
+        }
     }
 
     public func jobCancel(id: Int64) async throws -> CancelResult {

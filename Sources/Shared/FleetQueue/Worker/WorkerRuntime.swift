@@ -344,8 +344,10 @@ public final class WorkerRuntime: Service, Sendable {
         for await event in events {
             switch event {
             case .mightHaveMissed:
+                logger.trace("woken: notifications may have been missed")
                 wake(backlog: true)
             case .notification(QueueChannel.jobs.name, let payload):
+                logger.trace("woken: jobs enqueued", metadata: ["kind": "\(payload)"])
                 if let kind = QueueChannel.jobs.decode(payload), handlers[kind] != nil { wake(backlog: true) }
             case .notification(QueueChannel.finished.name, _):
                 if state.withLock({ $0.heldBack }) { wake() }
