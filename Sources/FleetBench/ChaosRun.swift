@@ -160,10 +160,10 @@ struct ChaosRun: AsyncParsableCommand {
         var renderIDs: [String] = []
         for index in 0..<renders {
             let render = try await requests.request(RenderRequest(
-                renderId: StorageID("chaos-\(index)"), requester: .user("chaos"), ownerId: user,
-                garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
+                renderID: StorageID("chaos-\(index)"), requester: .user("chaos"), ownerID: user,
+                garmentID: StorageID("g1"), bodyPhotoID: StorageID("b1"), category: .tops))
             renderIDs.append(render.id)
-            if let job = render.jobId { ids.append(job) }
+            if let job = render.jobID { ids.append(job) }
         }
         admitting.cancel()
 

@@ -137,7 +137,7 @@ struct FailoverDrill: AsyncParsableCommand {
 
     /// Until every acknowledged job that exists has ended (those lost with the primary never will).
     private func waitUntilDrained(_ record: FailoverLoad.Record, pool: PostgresPool, timeout: Duration) async throws {
-        let ids = record.jobs.map(\.id) + record.renders.compactMap(\.jobId)
+        let ids = record.jobs.map(\.id) + record.renders.compactMap(\.jobID)
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let open = try await pool.withRetry { connection in
@@ -255,7 +255,7 @@ actor FailoverLoad {
 
     struct Render {
         let id: String
-        let jobId: Int64?
+        let jobID: Int64?
         let acknowledgedAt: Date
     }
 
@@ -332,7 +332,7 @@ actor FailoverLoad {
             do {
                 let render = try await client.send(RequestRenderRequest(
                     renderId: id, userId: Self.user, garmentId: "g1", bodyPhotoId: "b1", category: "tops"))
-                record.renders.append(Render(id: id, jobId: render.jobId, acknowledgedAt: Date()))
+                record.renders.append(Render(id: id, jobID: render.jobId, acknowledgedAt: Date()))
             } catch {
                 await refused()
             }

@@ -225,8 +225,8 @@ actor ClosedLoop {
         do {
             // The photos are all in one tree; the requester (whose credits pay) varies.
             _ = try await requests.request(RenderRequest(
-                renderId: StorageID(id), requester: .user("bench-\(n % users + 1)"), ownerId: StorageID("bench"),
-                garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
+                renderID: StorageID(id), requester: .user("bench-\(n % users + 1)"), ownerID: StorageID("bench"),
+                garmentID: StorageID("g1"), bodyPhotoID: StorageID("b1"), category: .tops))
         } catch RenderRequestError.busy(let retryAfter) {
             // Refused at once: the user asks again when told to, as the app would, give or take
             // a second (people do not tap in step; refused users all coming back in the same

@@ -168,8 +168,8 @@ struct RunningReaper {
         let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment)
         defer { victim.signal(SIGKILL) }
         let render = try await f.request("r1")
-        let jobID = try #require(render.jobId)
-        try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobId != nil }
+        let jobID = try #require(render.jobID)
+        try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobID != nil }
         let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment)
         defer { survivor.signal(SIGKILL) }
         try await f.q.waitUntilLocked([victim, survivor])
@@ -211,11 +211,11 @@ struct RunningReaper {
         defer { victim.signal(SIGKILL) }
         let first = [try await f.request("r1"), try await f.request("r2")]
         try await f.q.waitUntil("both submitted") {
-            for render in first where try await f.reload(render).providerJobId == nil { return false }
+            for render in first where try await f.reload(render).providerJobID == nil { return false }
             return true
         }
         let waiting = try await f.request("r3")
-        let waitingJob = try #require(waiting.jobId)
+        let waitingJob = try #require(waiting.jobID)
         let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment)
         defer { survivor.signal(SIGKILL) }
         try await f.q.waitUntilLocked([victim, survivor])

@@ -348,14 +348,14 @@ import Testing
         let requests = RenderRequests(pool: q.pool, admission: .running(on: q.url))
         func request(_ id: String) async throws -> RenderRecord {
             var request = RenderRequest(
-                renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g-\(id)"),
-                bodyPhotoId: try StorageID("b1"), category: .tops)
-            request.uploads = RenderUploads(garmentUploadId: try StorageID("up-\(id)"))
+                renderID: try StorageID(id), requester: .user("u1"), ownerID: try StorageID("u1"), garmentID: try StorageID("g-\(id)"),
+                bodyPhotoID: try StorageID("b1"), category: .tops)
+            request.uploads = RenderUploads(garmentUploadID: try StorageID("up-\(id)"))
             return try await requests.request(request)
         }
         for id in ["r1", "r2", "r3"] {
             let render = try await request(id)
-            #expect(try await q.queue.job(id: try #require(render.jobId))?.state == .waiting)
+            #expect(try await q.queue.job(id: try #require(render.jobID))?.state == .waiting)
         }
         do {
             _ = try await request("r4")
@@ -375,9 +375,9 @@ import Testing
         let requests = RenderRequests(pool: q.pool, admission: .running(on: q.url))
         func request(_ id: String, garmentUpload: String?) async throws -> RenderRecord {
             var request = RenderRequest(
-                renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g-\(id)"),
-                bodyPhotoId: try StorageID("b1"), category: .tops)
-            request.uploads = RenderUploads(garmentUploadId: try garmentUpload.map(StorageID.init))
+                renderID: try StorageID(id), requester: .user("u1"), ownerID: try StorageID("u1"), garmentID: try StorageID("g-\(id)"),
+                bodyPhotoID: try StorageID("b1"), category: .tops)
+            request.uploads = RenderUploads(garmentUploadID: try garmentUpload.map(StorageID.init))
             return try await requests.request(request)
         }
         // Cut-outs are quick lately: admitted, with its three input jobs before it.
@@ -386,7 +386,7 @@ import Testing
             SELECT 'garment.cutout', '{}', 'completed', 1, now() - interval '3 s', now() FROM generate_series(1, 20)
             """)
         let quick = try await request("r-quick", garmentUpload: "up1")
-        #expect(try await q.queue.job(id: try #require(quick.jobId))?.dependsOn.count == 2)
+        #expect(try await q.queue.job(id: try #require(quick.jobID))?.dependsOn.count == 2)
         // Then 24 s each (the local provider takes 1 s; 30 s − 5 s of margin leave 24 s for inputs).
         try await q.pool.query("""
             INSERT INTO jobs (kind, payload, state, attempt, started_at, finished_at)
@@ -410,11 +410,11 @@ import Testing
     @Test func theInputsWaitIsTheLongerOfTheBodyPhotoAndTheGarmentsTwoSteps() {
         let runTimes: [JobKind: Duration] = [.imageNormalize: .seconds(2), .garmentCutout: .seconds(5)]
         #expect(RenderInputs.expectedWait(for: RenderUploads(), runTimes: runTimes) == .zero)
-        #expect(RenderInputs.expectedWait(for: RenderUploads(bodyUploadId: try! StorageID("b")), runTimes: runTimes) == .seconds(2))
-        #expect(RenderInputs.expectedWait(for: RenderUploads(bodyUploadId: try! StorageID("b"), garmentUploadId: try! StorageID("g")),
+        #expect(RenderInputs.expectedWait(for: RenderUploads(bodyUploadID: try! StorageID("b")), runTimes: runTimes) == .seconds(2))
+        #expect(RenderInputs.expectedWait(for: RenderUploads(bodyUploadID: try! StorageID("b"), garmentUploadID: try! StorageID("g")),
                                           runTimes: runTimes) == .seconds(7))
         // Nothing on record: the assumed run times (1 s and 3 s).
-        #expect(RenderInputs.expectedWait(for: RenderUploads(garmentUploadId: try! StorageID("g")), runTimes: [:]) == .seconds(4))
+        #expect(RenderInputs.expectedWait(for: RenderUploads(garmentUploadID: try! StorageID("g")), runTimes: [:]) == .seconds(4))
         // With no provider rule, only the inputs count: 30 − 5 − 1 s leaves 24 s for them.
         let idle = LimitLoad(rule: nil, running: 0, waiting: 0, startedInWindow: 0)
         #expect(RenderCapacity.retryAfter(load: idle, latency: .seconds(1), inputWait: .seconds(24), deadline: .seconds(30)) == nil)

@@ -64,8 +64,8 @@ struct TicketWebhookSource: WebhookSource {
         await #expect(throws: RenderRequestError.self) { try await f.request("r0", category: .shoes) }
         let render = try await f.request("r1")
         let running = Task { try await f.run(render) }
-        try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobId != nil }
-        let ticket = try #require(try await f.reload(render).providerJobId)
+        try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobID != nil }
+        let ticket = try #require(try await f.reload(render).providerJobID)
         // Its running state is kept on the row as it made it, and read back as such.
         let stored = try await f.q.pool.query("SELECT provider_submission::text AS s FROM renders WHERE id = $1", [render.id]).rows[0]
         let submission = try JSONDecoder().decode(ProviderSubmission.self, from: Data(try stored.string("s").utf8))

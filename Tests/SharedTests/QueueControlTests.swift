@@ -7,18 +7,18 @@ import Testing
     private let topic = QueueChannel.control
 
     @Test func eventsAreJSONAndRoundTrip() {
-        #expect(topic.encode(.cancel(jobId: 42, owner: "render-worker@h:1:ab")) == #"{"action":"cancel","jobId":42,"owner":"render-worker@h:1:ab"}"#)
-        #expect(topic.encode(.cancel(jobId: 42, owner: nil)) == #"{"action":"cancel","jobId":42}"#)
+        #expect(topic.encode(.cancel(jobID: 42, owner: "render-worker@h:1:ab")) == #"{"action":"cancel","jobId":42,"owner":"render-worker@h:1:ab"}"#)
+        #expect(topic.encode(.cancel(jobID: 42, owner: nil)) == #"{"action":"cancel","jobId":42}"#)
         #expect(topic.encode(.limits) == #"{"action":"limits"}"#)
-        for event in [QueueControl.cancel(jobId: 7, owner: "w/1 \"x\""), .cancel(jobId: 7, owner: nil), .limits] {
+        for event in [QueueControl.cancel(jobID: 7, owner: "w/1 \"x\""), .cancel(jobID: 7, owner: nil), .limits] {
             #expect(topic.decode(topic.encode(event)) == event)
         }
     }
 
     /// A worker of this release understands a dispatcher of the one before (rolling upgrade).
     @Test func theTextFormOfTheReleaseBeforeIsRead() {
-        #expect(topic.decode("cancel 42 w-1") == .cancel(jobId: 42, owner: "w-1"))
-        #expect(topic.decode("cancel 42 -") == .cancel(jobId: 42, owner: nil))
+        #expect(topic.decode("cancel 42 w-1") == .cancel(jobID: 42, owner: "w-1"))
+        #expect(topic.decode("cancel 42 -") == .cancel(jobID: 42, owner: nil))
         #expect(topic.decode("limits") == .limits)
     }
 

@@ -98,14 +98,14 @@ struct RenderFixture {
 
     func request(_ id: String, user: String = "u1", category: GarmentCategory = .tops) async throws -> RenderRecord {
         try await requests.request(RenderRequest(
-            renderId: StorageID(id), requester: .user(user), ownerId: StorageID(user), garmentId: StorageID("g1"),
-            bodyPhotoId: StorageID("b1"), category: category))
+            renderID: StorageID(id), requester: .user(user), ownerID: StorageID(user), garmentID: StorageID("g1"),
+            bodyPhotoID: StorageID("b1"), category: category))
     }
 
     /// Runs the render's job through the handler, as a worker that claimed it would.
     @discardableResult
     func run(_ render: RenderRecord) async throws -> JSONValue? {
-        let jobID = try #require(render.jobId)
+        let jobID = try #require(render.jobID)
         let job = try #require(try await q.queue.job(id: jobID))
         let claimed = ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: job.priority, attempt: 1,
                                  maxAttempts: job.maxAttempts, payload: job.payload, createdAt: Date())
@@ -132,7 +132,7 @@ struct RenderFixture {
         let f = try await RenderFixture.make()
         try await f.grant("u1", credits: 3)
         let render = try await f.request("r1")
-        #expect(render.status == .pending && render.charged && render.userId == "u1")
+        #expect(render.status == .pending && render.charged && render.userID == "u1")
         #expect(try await f.credits("u1") == (3, 0, 1))
         try await f.run(render)
         let done = try await f.reload(render)
@@ -220,11 +220,11 @@ struct RenderFixture {
         #expect(try stored.string("h") != issued.token && !(try stored.string("h")).contains(issued.token))
         func request(_ id: String, _ token: String) async throws -> RenderRecord {
             try await f.requests.request(RenderRequest(
-                renderId: StorageID(id), requester: .ephemeralToken(token), ownerId: StorageID("onboarding"),
-                garmentId: StorageID("g1"), bodyPhotoId: StorageID("b1"), category: .tops))
+                renderID: StorageID(id), requester: .ephemeralToken(token), ownerID: StorageID("onboarding"),
+                garmentID: StorageID("g1"), bodyPhotoID: StorageID("b1"), category: .tops))
         }
         let render = try await request("r1", issued.token)
-        #expect(render.userId == nil && render.ephemeralTokenId == issued.tokenId && !render.charged)
+        #expect(render.userID == nil && render.ephemeralTokenID == issued.tokenID && !render.charged)
         await #expect(throws: RenderRequestError.tokenAlreadyUsed) { _ = try await request("r2", issued.token) }
         await #expect(throws: RenderRequestError.invalidToken) { _ = try await request("r3", "eph_forged") }
         try await f.run(render)
@@ -233,11 +233,11 @@ struct RenderFixture {
         #expect(try await tokens.link(token: issued.token, userID: "u9", freeCredits: 2) == .linked(renderId: "r1", creditsGranted: 2))
         #expect(try await tokens.link(token: issued.token, userID: "u9", freeCredits: 2) == .invalidToken)
         let linked = try await f.reload(render)
-        #expect(linked.userId == "u9" && linked.ephemeralTokenId == nil)
+        #expect(linked.userID == "u9" && linked.ephemeralTokenID == nil)
         #expect(try await f.credits("u9") == (2, 0, 0))
         #expect(try await f.store.renders(userID: "u9", limit: 10).map(\.id) == ["r1"])
         // The app retrying its request after the link gets the render, not a refusal.
-        #expect(try await request("r1", issued.token).userId == "u9")
+        #expect(try await request("r1", issued.token).userID == "u9")
         await #expect(throws: RenderRequestError.invalidToken) { _ = try await request("r5", issued.token) }
         // An expired token authorises nothing.
         let short = EphemeralTokens(pool: f.q.pool, ttl: .milliseconds(1))
@@ -276,15 +276,15 @@ struct RenderFixture {
         let handler = RenderHandler(store: f.handler.store, storage: f.handler.storage, providers: f.handler.providers,
                                     fetcher: f.handler.fetcher, events: f.handler.events,
                                     options: RenderOptions(webhookURL: nil, webhookGrace: .seconds(20), pollInterval: .seconds(10)))
-        let jobID = try #require(render.jobId)
+        let jobID = try #require(render.jobID)
         let job = try #require(try await f.q.queue.job(id: jobID))
         let running = Task {
             try await handler.run(ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: 1, attempt: 1, maxAttempts: 10,
                                              payload: job.payload, createdAt: Date()),
                                   context: JobContext(logger: testLogger, workerID: "test", queue: f.q.queue))
         }
-        try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobId != nil }
-        return (running, try #require(try await f.reload(render).providerJobId))
+        try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobID != nil }
+        return (running, try #require(try await f.reload(render).providerJobID))
     }
 
     @Test func aFalRenderCompletesByPolling() async throws {
@@ -293,7 +293,7 @@ struct RenderFixture {
         let render = try await f.request("r1")
         try await f.run(render)
         let done = try await f.reload(render)
-        #expect(done.status == .complete && done.providerJobId != nil)
+        #expect(done.status == .complete && done.providerJobID != nil)
         #expect(try await f.credits("u1") == (2, 1, 0) && submits(f) == 1)
     }
 
@@ -414,7 +414,7 @@ struct RenderFixture {
         let failed = try await f.reload(render)
         #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT")
         #expect(try await f.credits("u1") == (2, 0, 0))
-        #expect(f.fal!.cancelledRequestIDs == [try #require(failed.providerJobId)])
+        #expect(f.fal!.cancelledRequestIDs == [try #require(failed.providerJobID)])
         // The result arriving afterwards does not revive it.
         #expect(try await f.store.complete(id: render.id, resultPath: "late.jpg") == false)
         #expect(try await f.reload(render).status == .failed)
@@ -498,7 +498,7 @@ struct RenderFixture {
         let environment = f.workerEnvironment.merging(["FLEET_LEASE_SECONDS": "2"]) { $1 }
         let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment)
         let render = try await f.request("r1")
-        try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobId != nil }
+        try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobID != nil }
         victim.signal(SIGKILL)
         #expect(await victim.wait() != 0)
 
@@ -512,7 +512,7 @@ struct RenderFixture {
         #expect(fal.requests.filter { $0.method == "POST" }.count == 1)
         #expect(try await f.credits("u1") == (1, 1, 0))
         #expect(try await f.ledger("r1") == ["reserve", "consume"])
-        let jobID = try #require(done.jobId)
+        let jobID = try #require(done.jobID)
         let job = try #require(try await f.q.queue.job(id: jobID))
         #expect(job.state == .completed && job.errors.map(\.code) == ["LEASE_EXPIRED"])
     }

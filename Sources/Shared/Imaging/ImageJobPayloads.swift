@@ -17,11 +17,11 @@ public enum ImageTarget: String, Codable, Sendable {
 public struct NormalizeImagePayload: JobPayload, Equatable {
     public static let kind: JobKind = "image.normalize"
     public static let summary = "image worker: normalise an upload with a named profile (default upload: at most 1200 px wide, JPEG quality 80)"
-    public let userId: StorageID
-    public let uploadId: StorageID
+    public let userID: StorageID
+    public let uploadID: StorageID
     public let target: ImageTarget
     /// The body photo's or the garment's id.
-    public let imageId: StorageID
+    public let imageID: StorageID
     /// Garments only: once normalised, the image worker enqueues a `garment.cutout` job to remove
     /// the background. `garment.process` no longer sets it (it enqueues the cut-out with the
     /// normalisation, as a graph); the worker still honours it for the payloads that carry it:
@@ -32,26 +32,31 @@ public struct NormalizeImagePayload: JobPayload, Equatable {
     /// changed in `fleet_settings` applies to jobs already queued.
     public let profile: String?
 
-    public init(userId: StorageID, uploadId: StorageID, target: ImageTarget, imageId: StorageID, thenCutout: Bool? = nil, profile: String? = nil) {
-        self.userId = userId
-        self.uploadId = uploadId
+    public init(userID: StorageID, uploadID: StorageID, target: ImageTarget, imageID: StorageID, thenCutout: Bool? = nil, profile: String? = nil) {
+        self.userID = userID
+        self.uploadID = uploadID
         self.target = target
-        self.imageId = imageId
+        self.imageID = imageID
         self.thenCutout = thenCutout
         self.profile = profile
+    }
+
+    /// The payload's JSON names (`docs/protocol.md`).
+    enum CodingKeys: String, CodingKey {
+        case userID = "userId", uploadID = "uploadId", target, imageID = "imageId", thenCutout, profile
     }
 }
 
 extension NormalizeImagePayload {
-    /// The normalisations that make `target` image `imageId` of `userId`, whatever their upload
+    /// The normalisations that make `target` image `imageID` of `userID`, whatever their upload
     /// and profile (every one writes the same photo): what a job reading that photo runs after.
-    public static func making(_ target: ImageTarget, _ imageId: StorageID, of userId: StorageID) throws -> JobMatch {
+    public static func making(_ target: ImageTarget, _ imageID: StorageID, of userID: StorageID) throws -> JobMatch {
         struct Fields: Encodable {
             let userId: StorageID
             let target: ImageTarget
             let imageId: StorageID
         }
-        return try JobMatch(kind: kind, payloadContains: Fields(userId: userId, target: target, imageId: imageId))
+        return try JobMatch(kind: kind, payloadContains: Fields(userId: userID, target: target, imageId: imageID))
     }
 }
 
@@ -61,28 +66,33 @@ extension NormalizeImagePayload {
 public struct GarmentCutoutPayload: JobPayload, Equatable {
     public static let kind: JobKind = "garment.cutout"
     public static let summary = "image worker: remove a garment photo's background (cut-out PNG, preview, foreground fraction)"
-    public let userId: StorageID
-    public let garmentId: StorageID
+    public let userID: StorageID
+    public let garmentID: StorageID
     /// When every backend fails: complete with a result saying there is no cut-out
     /// (`CutoutResult.noCutout`) instead of retrying with backoff. Set for a render's input: the
     /// render's 30 s leave no time for backoff, and it proceeds with the normalised photo.
     public let completeWithoutCutout: Bool?
 
-    public init(userId: StorageID, garmentId: StorageID, completeWithoutCutout: Bool? = nil) {
-        self.userId = userId
-        self.garmentId = garmentId
+    public init(userID: StorageID, garmentID: StorageID, completeWithoutCutout: Bool? = nil) {
+        self.userID = userID
+        self.garmentID = garmentID
         self.completeWithoutCutout = completeWithoutCutout
+    }
+
+    /// The payload's JSON names (`docs/protocol.md`).
+    enum CodingKeys: String, CodingKey {
+        case userID = "userId", garmentID = "garmentId", completeWithoutCutout
     }
 }
 
 extension GarmentCutoutPayload {
-    /// The cut-outs of garment `garmentId` of `userId`: what a job reading the cut-out runs after.
-    public static func cuttingOut(_ garmentId: StorageID, of userId: StorageID) throws -> JobMatch {
+    /// The cut-outs of garment `garmentID` of `userID`: what a job reading the cut-out runs after.
+    public static func cuttingOut(_ garmentID: StorageID, of userID: StorageID) throws -> JobMatch {
         struct Fields: Encodable {
             let userId: StorageID
             let garmentId: StorageID
         }
-        return try JobMatch(kind: kind, payloadContains: Fields(userId: userId, garmentId: garmentId))
+        return try JobMatch(kind: kind, payloadContains: Fields(userId: userID, garmentId: garmentID))
     }
 }
 
@@ -90,7 +100,12 @@ extension GarmentCutoutPayload {
 public struct PurgeAccountPayload: JobPayload, Equatable {
     public static let kind: JobKind = "account.purge"
     public static let summary = "image worker: delete every file of one user (account deletion)"
-    public let userId: StorageID
+    public let userID: StorageID
 
-    public init(userId: StorageID) { self.userId = userId }
+    public init(userID: StorageID) { self.userID = userID }
+
+    /// The payload's JSON names (`docs/protocol.md`).
+    enum CodingKeys: String, CodingKey {
+        case userID = "userId"
+    }
 }

@@ -20,8 +20,13 @@ public struct EphemeralTokens: Sendable {
     public struct Issued: Sendable, Codable, Equatable {
         /// The secret; shown once, never stored.
         public let token: String
-        public let tokenId: String
+        public let tokenID: String
         public let expiresAt: Date
+
+        /// The protocol's JSON names.
+        enum CodingKeys: String, CodingKey {
+            case token, tokenID = "tokenId", expiresAt
+        }
     }
 
     public func issue() async throws -> Issued {
@@ -34,7 +39,7 @@ public struct EphemeralTokens: Sendable {
             INSERT INTO ephemeral_tokens (id, token_hash, expires_at) VALUES ($1, decode($2, 'hex'), now() + make_interval(secs => $3))
             RETURNING extract(epoch FROM expires_at) AS expires_at
             """, [id, Self.hex(Self.hash(token)), ttl.seconds]).rows[0]
-        return Issued(token: token, tokenId: id, expiresAt: try row.date("expires_at"))
+        return Issued(token: token, tokenID: id, expiresAt: try row.date("expires_at"))
     }
 
     /// The id of a live, unlinked token, or nil (unknown, expired or already linked).
@@ -117,7 +122,7 @@ public struct EphemeralTokens: Sendable {
                     """, [PostgresArray(try renders.map { try $0.string("owner_id") } + expired.tokenIDs)]).rows.map { try $0.string("tree") }
                 // Owners were validated as storage ids when their renders were requested.
                 let owners = trees.compactMap { try? StorageID($0) }
-                let jobs = try owners.map { try NewJob(PurgeAccountPayload(userId: $0)) }
+                let jobs = try owners.map { try NewJob(PurgeAccountPayload(userID: $0)) }
                 let enqueued = try await JobQueue.enqueue(jobs, in: connection)
                 expired.purges = Dictionary(uniqueKeysWithValues: zip(owners.map(\.value), enqueued.map(\.id)))
                 return expired

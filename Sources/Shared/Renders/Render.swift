@@ -20,16 +20,16 @@ public enum RenderErrorCode: String, Codable, Sendable {
 /// One row of `renders`, as the status operations and the worker read it.
 public struct RenderRecord: Sendable, Codable, Equatable {
     public let id: String
-    public let userId: String?
-    public let ephemeralTokenId: String?
-    public let ownerId: String
-    public let garmentId: String
-    public let bodyPhotoId: String
+    public let userID: String?
+    public let ephemeralTokenID: String?
+    public let ownerID: String
+    public let garmentID: String
+    public let bodyPhotoID: String
     public let category: GarmentCategory
     public let provider: String
     public let status: RenderStatus
-    public let jobId: Int64?
-    public let providerJobId: String?
+    public let jobID: Int64?
+    public let providerJobID: String?
     public let resultPath: String?
     public let errorCode: String?
     public let charged: Bool
@@ -40,4 +40,11 @@ public struct RenderRecord: Sendable, Codable, Equatable {
     public let feedback: String?
     public let createdAt: Date
     public let updatedAt: Date
+
+    /// The protocol's JSON names.
+    enum CodingKeys: String, CodingKey {
+        case id, userID = "userId", ephemeralTokenID = "ephemeralTokenId", ownerID = "ownerId", garmentID = "garmentId"
+        case bodyPhotoID = "bodyPhotoId", category, provider, status, jobID = "jobId", providerJobID = "providerJobId"
+        case resultPath, errorCode, charged, garmentCutout, deadlineAt, feedback, createdAt, updatedAt
+    }
 }

@@ -8,17 +8,17 @@ import Imaging
 /// the garment's normalisation and then its cut-out, in the transaction that creates the render,
 /// and the render's job runs after them (`docs/renders.md`, "Inputs").
 public struct RenderUploads: Sendable, Equatable {
-    /// The upload the body photo (`bodyPhotoId`) is normalised from; nil: the photo exists.
-    public var bodyUploadId: StorageID?
-    /// The upload the garment (`garmentId`) is normalised and cut out from; nil: the garment exists.
-    public var garmentUploadId: StorageID?
+    /// The upload the body photo (`bodyPhotoID`) is normalised from; nil: the photo exists.
+    public var bodyUploadID: StorageID?
+    /// The upload the garment (`garmentID`) is normalised and cut out from; nil: the garment exists.
+    public var garmentUploadID: StorageID?
 
-    public init(bodyUploadId: StorageID? = nil, garmentUploadId: StorageID? = nil) {
-        self.bodyUploadId = bodyUploadId
-        self.garmentUploadId = garmentUploadId
+    public init(bodyUploadID: StorageID? = nil, garmentUploadID: StorageID? = nil) {
+        self.bodyUploadID = bodyUploadID
+        self.garmentUploadID = garmentUploadID
     }
 
-    public var isEmpty: Bool { bodyUploadId == nil && garmentUploadId == nil }
+    public var isEmpty: Bool { bodyUploadID == nil && garmentUploadID == nil }
 }
 
 /// The jobs a render's photos are made by, which its job runs after, and how long they are
@@ -27,9 +27,9 @@ public struct RenderUploads: Sendable, Equatable {
 struct RenderInputs: Sendable {
     /// What the render job runs after.
     struct Enqueued: Sendable, Equatable {
-        var jobIds: [Int64] = []
+        var jobIDs: [Int64] = []
         /// The garment's cut-out, whose result says whether there is one to use.
-        var cutoutJobId: Int64?
+        var cutoutJobID: Int64?
     }
 
     /// The kinds whose run times the wait is estimated from.
@@ -46,8 +46,8 @@ struct RenderInputs: Sendable {
     /// the kinds' recent run times (`JobQueue.recentRunTimes`).
     static func expectedWait(for uploads: RenderUploads, runTimes: [JobKind: Duration]) -> Duration {
         func runTime(_ kind: JobKind) -> Duration { runTimes[kind] ?? assumedRunTime(kind) }
-        let body = uploads.bodyUploadId == nil ? Duration.zero : runTime(.imageNormalize)
-        let garment = uploads.garmentUploadId == nil ? Duration.zero : runTime(.imageNormalize) + runTime(.garmentCutout)
+        let body = uploads.bodyUploadID == nil ? Duration.zero : runTime(.imageNormalize)
+        let garment = uploads.garmentUploadID == nil ? Duration.zero : runTime(.imageNormalize) + runTime(.garmentCutout)
         return max(body, garment)
     }
 
@@ -57,8 +57,8 @@ struct RenderInputs: Sendable {
     static func prepare(for request: RenderRequest, on connection: PostgresConnection) async throws -> Enqueued {
         var inputs = try await enqueue(for: request, on: connection)
         let pending = try await pending(for: request, on: connection)
-        inputs.jobIds += pending.map(\.id) + request.after
-        inputs.cutoutJobId = inputs.cutoutJobId ?? pending.last { $0.kind == .garmentCutout }?.id
+        inputs.jobIDs += pending.map(\.id) + request.after
+        inputs.cutoutJobID = inputs.cutoutJobID ?? pending.last { $0.kind == .garmentCutout }?.id
         return inputs
     }
 
@@ -69,13 +69,13 @@ struct RenderInputs: Sendable {
     /// written yet.
     static func pending(for request: RenderRequest, on connection: PostgresConnection) async throws -> [JobDependency] {
         var matches: [JobMatch] = []
-        let owner = request.ownerId
-        if request.uploads.bodyUploadId == nil {
-            matches.append(try NormalizeImagePayload.making(.body, request.bodyPhotoId, of: owner))
+        let owner = request.ownerID
+        if request.uploads.bodyUploadID == nil {
+            matches.append(try NormalizeImagePayload.making(.body, request.bodyPhotoID, of: owner))
         }
-        if request.uploads.garmentUploadId == nil {
-            matches.append(try NormalizeImagePayload.making(.garment, request.garmentId, of: owner))
-            matches.append(try GarmentCutoutPayload.cuttingOut(request.garmentId, of: owner))
+        if request.uploads.garmentUploadID == nil {
+            matches.append(try NormalizeImagePayload.making(.garment, request.garmentID, of: owner))
+            matches.append(try GarmentCutoutPayload.cuttingOut(request.garmentID, of: owner))
         }
         return try await JobQueue.pendingJobs(matching: matches, in: connection)
     }
@@ -86,30 +86,30 @@ struct RenderInputs: Sendable {
     /// uses the normalised photo and says so, rather than being cancelled with it.
     static func enqueue(for request: RenderRequest, on connection: PostgresConnection) async throws -> Enqueued {
         var enqueued = Enqueued()
-        let owner = request.ownerId
-        let key = "render:\(request.renderId.value)"
+        let owner = request.ownerID
+        let key = "render:\(request.renderID.value)"
         var photos: [NewJob] = []
-        if let upload = request.uploads.bodyUploadId {
+        if let upload = request.uploads.bodyUploadID {
             photos.append(try NewJob(
-                NormalizeImagePayload(userId: owner, uploadId: upload, target: .body, imageId: request.bodyPhotoId),
+                NormalizeImagePayload(userID: owner, uploadID: upload, target: .body, imageID: request.bodyPhotoID),
                 priority: 1, idempotencyKey: "\(key):body"))
         }
-        if let upload = request.uploads.garmentUploadId {
+        if let upload = request.uploads.garmentUploadID {
             photos.append(try NewJob(
-                NormalizeImagePayload(userId: owner, uploadId: upload, target: .garment, imageId: request.garmentId),
+                NormalizeImagePayload(userID: owner, uploadID: upload, target: .garment, imageID: request.garmentID),
                 priority: 1, idempotencyKey: "\(key):garment"))
         }
         guard !photos.isEmpty else { return enqueued }
         let made = try await JobQueue.enqueue(photos, announce: false, in: connection)
-        enqueued.jobIds = made.map(\.id)
-        if request.uploads.garmentUploadId != nil, let garment = made.last {
+        enqueued.jobIDs = made.map(\.id)
+        if request.uploads.garmentUploadID != nil, let garment = made.last {
             var cutout = try NewJob(
-                GarmentCutoutPayload(userId: owner, garmentId: request.garmentId, completeWithoutCutout: true),
+                GarmentCutoutPayload(userID: owner, garmentID: request.garmentID, completeWithoutCutout: true),
                 priority: 1, idempotencyKey: "\(key):cutout")
             cutout.after = [garment.id]
             let id = try await JobQueue.enqueue([cutout], announce: false, in: connection)[0].id
-            enqueued.jobIds.append(id)
-            enqueued.cutoutJobId = id
+            enqueued.jobIDs.append(id)
+            enqueued.cutoutJobID = id
         }
         return enqueued
     }

@@ -15,12 +15,12 @@ public enum Requester: Sendable, Equatable {
 public struct RenderRequest: Sendable {
     /// The caller's id for the render (a cuid2 from the backend): asking twice with the same id
     /// returns the first render instead of charging twice.
-    public var renderId: StorageID
+    public var renderID: StorageID
     public var requester: Requester
     /// The storage tree holding the photos (the user's id, or the tree the onboarding upload used).
-    public var ownerId: StorageID
-    public var garmentId: StorageID
-    public var bodyPhotoId: StorageID
+    public var ownerID: StorageID
+    public var garmentID: StorageID
+    public var bodyPhotoID: StorageID
     public var category: GarmentCategory
     /// Where the fleet POSTs the render's signed end (`callback.deliver`, enqueued by the
     /// database when the render completes or fails); the caller checked it against the allow-list.
@@ -32,12 +32,12 @@ public struct RenderRequest: Sendable {
     /// `cancelled`, else `QueueError` and nothing is created).
     public var after: [Int64] = []
 
-    public init(renderId: StorageID, requester: Requester, ownerId: StorageID, garmentId: StorageID, bodyPhotoId: StorageID, category: GarmentCategory) {
-        self.renderId = renderId
+    public init(renderID: StorageID, requester: Requester, ownerID: StorageID, garmentID: StorageID, bodyPhotoID: StorageID, category: GarmentCategory) {
+        self.renderID = renderID
         self.requester = requester
-        self.ownerId = ownerId
-        self.garmentId = garmentId
-        self.bodyPhotoId = bodyPhotoId
+        self.ownerID = ownerID
+        self.garmentID = garmentID
+        self.bodyPhotoID = bodyPhotoID
         self.category = category
     }
 }
@@ -145,7 +145,7 @@ public struct RenderRequests: Sendable {
     /// The render already asked with the request's id, if any; `renderIdConflict` when it is
     /// another requester's.
     private func earlierRender(_ request: RenderRequest) async throws -> RenderRecord? {
-        guard let existing = try await RenderStore(pool: pool).render(id: request.renderId.value) else { return nil }
+        guard let existing = try await RenderStore(pool: pool).render(id: request.renderID.value) else { return nil }
         guard try await isRequested(existing, by: request.requester) else { throw RenderRequestError.renderIdConflict }
         return existing
     }
@@ -155,11 +155,11 @@ public struct RenderRequests: Sendable {
     private func isRequested(_ render: RenderRecord, by requester: Requester) async throws -> Bool {
         switch requester {
         case .user(let user):
-            return render.userId == user
+            return render.userID == user
         case .ephemeralToken(let token):
             let tokenID = EphemeralTokens.tokenID(of: token)
-            if render.ephemeralTokenId == tokenID { return true }
-            guard let owner = render.userId else { return false }
+            if render.ephemeralTokenID == tokenID { return true }
+            guard let owner = render.userID else { return false }
             return try await !pool.query(
                 "SELECT 1 FROM ephemeral_tokens WHERE id = $1 AND linked_user_id = $2", [tokenID, owner]).rows.isEmpty
         }
@@ -188,18 +188,18 @@ public struct RenderRequests: Sendable {
                     OR (status = 'subscribed' AND expires_at + make_interval(secs => $10) > now()))
             ), now() + make_interval(secs => $9), $11)
             RETURNING charged
-            """, [request.renderId.value, userID, tokenID, request.ownerId.value, request.garmentId.value,
-                  request.bodyPhotoId.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
+            """, [request.renderID.value, userID, tokenID, request.ownerID.value, request.garmentID.value,
+                  request.bodyPhotoID.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
         ).rows[0].bool("charged")
         let inputs = try await RenderInputs.prepare(for: request, on: connection)
-        var run = try NewJob(RenderRunPayload(renderId: request.renderId, cutoutJobId: inputs.cutoutJobId), priority: 1, maxAttempts: 10,
-                             idempotencyKey: "render:\(request.renderId.value)",
+        var run = try NewJob(RenderRunPayload(renderID: request.renderID, cutoutJobID: inputs.cutoutJobID), priority: 1, maxAttempts: 10,
+                             idempotencyKey: "render:\(request.renderID.value)",
                              limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? ""))
-        run.after = inputs.jobIds
+        run.after = inputs.jobIDs
         let job = try await JobQueue.enqueue([run], announce: false, in: connection)[0]
         let render = try RenderStore.record(try await connection.query(
-            "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderId.value, job.id]).rows[0])
-        if charged, let userID { try await reserveCredit(user: userID, render: request.renderId.value, on: connection) }
+            "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderID.value, job.id]).rows[0])
+        if charged, let userID { try await reserveCredit(user: userID, render: request.renderID.value, on: connection) }
         return render
     }
 

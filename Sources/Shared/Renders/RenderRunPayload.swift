@@ -9,14 +9,19 @@ extension JobKind {
 public struct RenderRunPayload: JobPayload, Equatable {
     public static let kind: JobKind = "render.run"
     public static let summary = "render worker: run one render at its provider, store the result, settle its credit"
-    public let renderId: StorageID
+    public let renderID: StorageID
     /// The `garment.cutout` job the render runs after, when the request carried the garment's
     /// upload (`RenderInputs`): its result says whether there is a cut-out to use. nil: the
     /// render uses the garment's cut-out if one is stored, else its photo.
-    public let cutoutJobId: Int64?
+    public let cutoutJobID: Int64?
 
-    public init(renderId: StorageID, cutoutJobId: Int64? = nil) {
-        self.renderId = renderId
-        self.cutoutJobId = cutoutJobId
+    public init(renderID: StorageID, cutoutJobID: Int64? = nil) {
+        self.renderID = renderID
+        self.cutoutJobID = cutoutJobID
+    }
+
+    /// The payload's JSON names (`docs/protocol.md`).
+    enum CodingKeys: String, CodingKey {
+        case renderID = "renderId", cutoutJobID = "cutoutJobId"
     }
 }

@@ -111,7 +111,7 @@ public struct RenderStore: Sendable {
         public let submission: ProviderSubmission?
         /// Its `render.run` job when no worker had started the render (still `pending`: the job
         /// waits for the render's inputs, or for a worker); to be cancelled, so nothing runs it.
-        public var unstartedJobId: Int64? = nil
+        public var unstartedJobID: Int64? = nil
     }
 
     /// Up to `limit` renders past their deadline and still open (their worker died, or never
@@ -135,7 +135,7 @@ public struct RenderStore: Sendable {
                          // Unreadable (written by another version): the render is ended all the same,
                          // its provider job left to run out rather than the batch's bookkeeping lost.
                          submission: $0["submission"].flatMap { try? JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) },
-                         unstartedJobId: unstartedJobs[id])
+                         unstartedJobID: unstartedJobs[id])
         }
         await announceFinished(ended.map(\.id))
         return ended
@@ -200,12 +200,12 @@ public struct RenderStore: Sendable {
 
     static func record(_ row: PostgresRow) throws -> RenderRecord {
         RenderRecord(
-            id: try row.string("id"), userId: row["user_id"], ephemeralTokenId: row["ephemeral_token_id"],
-            ownerId: try row.string("owner_id"), garmentId: try row.string("garment_id"),
-            bodyPhotoId: try row.string("body_photo_id"),
+            id: try row.string("id"), userID: row["user_id"], ephemeralTokenID: row["ephemeral_token_id"],
+            ownerID: try row.string("owner_id"), garmentID: try row.string("garment_id"),
+            bodyPhotoID: try row.string("body_photo_id"),
             category: GarmentCategory(rawValue: try row.string("category")) ?? .tops,
             provider: try row.string("provider"), status: RenderStatus(rawValue: try row.string("status")) ?? .failed,
-            jobId: row["job_id"].flatMap(Int64.init), providerJobId: row["provider_job_id"],
+            jobID: row["job_id"].flatMap(Int64.init), providerJobID: row["provider_job_id"],
             resultPath: row["result_path"], errorCode: row["error_code"], charged: try row.bool("charged"),
             garmentCutout: row["garment_cutout"].map { $0 == "t" },
             deadlineAt: try row.date("deadline_at"), feedback: row["feedback"],

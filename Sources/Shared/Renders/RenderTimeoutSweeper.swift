@@ -38,7 +38,7 @@ public struct RenderTimeoutSweeper: Sendable {
         if !ended.isEmpty {
             logger.warning("renders timed out", metadata: ["count": "\(ended.count)", "render_ids": "\(ended.prefix(20).map(\.id))"])
         }
-        for job in ended.compactMap(\.unstartedJobId) {
+        for job in ended.compactMap(\.unstartedJobID) {
             // Best effort: a job left waiting finds its render ended when it runs, and ends too.
             do { _ = try await queue.cancel(id: job) } catch {
                 logger.warning("job of a timed-out render not cancelled", metadata: ["job_id": "\(job)", "error": "\(error)"])

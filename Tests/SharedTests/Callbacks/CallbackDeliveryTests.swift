@@ -122,8 +122,8 @@ struct ResultHandler: JobHandler {
         try await f.grant("u1", credits: 2)
         for id in ["r-done", "r-late"] {
             var request = RenderRequest(
-                renderId: try StorageID(id), requester: .user("u1"), ownerId: try StorageID("u1"), garmentId: try StorageID("g1"),
-                bodyPhotoId: try StorageID("b1"), category: .tops)
+                renderID: try StorageID(id), requester: .user("u1"), ownerID: try StorageID("u1"), garmentID: try StorageID("g1"),
+                bodyPhotoID: try StorageID("b1"), category: .tops)
             request.callbackURL = rig.hookURL
             _ = try await f.requests.request(request)
         }

@@ -97,7 +97,7 @@ import Testing
             // The image worker reads exactly these payloads.
             #expect(try JSONDecoder().decode(NormalizeImagePayload.self, from: Data(statuses[1].payload.jsonText.utf8)).thenCutout == nil)
             #expect(try JSONDecoder().decode(GarmentCutoutPayload.self, from: Data(cutout.payload.jsonText.utf8))
-                    == GarmentCutoutPayload(userId: try StorageID("u1"), garmentId: try StorageID("g1")))
+                    == GarmentCutoutPayload(userID: try StorageID("u1"), garmentID: try StorageID("g1")))
             // Ids that could leave the storage tree are refused before anything is enqueued.
             await #expect(throws: DispatcherError(.badArgument, "args.userId must be 1 to 64 characters of A-Z a-z 0-9 _ -")) {
                 try await client.send(PurgeAccountRequest(userId: "../etc"))

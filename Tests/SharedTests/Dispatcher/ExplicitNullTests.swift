@@ -20,8 +20,8 @@ import Testing
     @Test func absentOptionalsGoOutAsNullAndComeBackAsNil() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let pending = RenderView(RenderRecord(
-            id: "r1", userId: nil, ephemeralTokenId: "eph-1", ownerId: "eph-1", garmentId: "g1", bodyPhotoId: "b1",
-            category: .tops, provider: "local", status: .pending, jobId: nil, providerJobId: nil, resultPath: nil, errorCode: nil,
+            id: "r1", userID: nil, ephemeralTokenID: "eph-1", ownerID: "eph-1", garmentID: "g1", bodyPhotoID: "b1",
+            category: .tops, provider: "local", status: .pending, jobID: nil, providerJobID: nil, resultPath: nil, errorCode: nil,
             charged: false, deadlineAt: now, feedback: nil, createdAt: now, updatedAt: now))
         let fields = try object(pending)
         for key in ["userId", "jobId", "resultPath", "errorCode", "garmentCutout", "feedback"] {

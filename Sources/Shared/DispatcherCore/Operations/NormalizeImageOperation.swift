@@ -19,8 +19,8 @@ public struct NormalizeImageOperation: DispatcherOperation {
 
     public func run(_ request: NormalizeImageRequest) async throws -> EnqueuedJobResult {
         let payload = NormalizeImagePayload(
-            userId: try storageID(request.userId, field: "userId"), uploadId: try storageID(request.uploadId, field: "uploadId"),
-            target: request.target == .body ? .body : .garment, imageId: try storageID(request.imageId, field: "imageId"),
+            userID: try storageID(request.userId, field: "userId"), uploadID: try storageID(request.uploadId, field: "uploadId"),
+            target: request.target == .body ? .body : .garment, imageID: try storageID(request.imageId, field: "imageId"),
             profile: try await checkedProfile(request.profile))
         return try await submitter.submit(kind: .imageNormalize, payload: payload, options: request.options)
     }

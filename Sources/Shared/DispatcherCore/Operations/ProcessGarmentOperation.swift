@@ -25,13 +25,13 @@ public struct ProcessGarmentOperation: DispatcherOperation {
     }
 
     public func run(_ request: ProcessGarmentRequest) async throws -> ProcessGarmentRequest.Result {
-        let userId = try storageID(request.userId, field: "userId")
-        let garmentId = try storageID(request.garmentId, field: "garmentId")
+        let userID = try storageID(request.userId, field: "userId")
+        let garmentID = try storageID(request.garmentId, field: "garmentId")
         let normalizePayload = NormalizeImagePayload(
-            userId: userId, uploadId: try storageID(request.uploadId, field: "uploadId"), target: .garment, imageId: garmentId)
+            userID: userID, uploadID: try storageID(request.uploadId, field: "uploadId"), target: .garment, imageID: garmentID)
         var normalize = try submitter.job(kind: .imageNormalize, payload: normalizePayload, options: request.options, field: "args")
         var cutout = try NewJob(
-            GarmentCutoutPayload(userId: userId, garmentId: garmentId),
+            GarmentCutoutPayload(userID: userID, garmentID: garmentID),
             queue: normalize.queue, priority: normalize.priority, maxAttempts: normalize.maxAttempts, limitKeys: normalize.limitKeys)
         (cutout.callbackURL, normalize.callbackURL) = (normalize.callbackURL, nil)
         let key = normalize.idempotencyKey

@@ -64,7 +64,7 @@ extension JobSummaryView {
             id: job.id, kind: job.kind.rawValue, queue: job.queue, state: JobStatus.State(job.state), priority: job.priority,
             attempt: job.attempt, maxAttempts: job.maxAttempts,
             lastError: job.lastError.map { JobStatus.AttemptError(attempt: $0.attempt, at: $0.at, error: $0.error, code: $0.code, worker: $0.worker) },
-            workerId: job.workerId, createdAt: job.createdAt, runAt: job.runAt, startedAt: job.startedAt, finishedAt: job.finishedAt)
+            workerId: job.workerID, createdAt: job.createdAt, runAt: job.runAt, startedAt: job.startedAt, finishedAt: job.finishedAt)
     }
 }
 
@@ -89,8 +89,8 @@ extension JobState {
 extension RenderView {
     init(_ record: RenderRecord) {
         self.init(
-            id: record.id, userId: record.userId, garmentId: record.garmentId, bodyPhotoId: record.bodyPhotoId,
-            category: record.category.rawValue, provider: record.provider, status: Status(record.status), jobId: record.jobId,
+            id: record.id, userId: record.userID, garmentId: record.garmentID, bodyPhotoId: record.bodyPhotoID,
+            category: record.category.rawValue, provider: record.provider, status: Status(record.status), jobId: record.jobID,
             resultPath: record.resultPath, errorCode: record.errorCode, charged: record.charged, garmentCutout: record.garmentCutout,
             feedback: record.feedback,
             deadlineAt: record.deadlineAt, createdAt: record.createdAt, updatedAt: record.updatedAt)

@@ -11,7 +11,7 @@ public struct PurgeAccountOperation: DispatcherOperation {
     public init(enqueuer: any JobEnqueuer, outbound: OutboundSettings = .off) { submitter = JobSubmitter(enqueuer: enqueuer, outbound: outbound) }
 
     public func run(_ request: PurgeAccountRequest) async throws -> EnqueuedJobResult {
-        let payload = PurgeAccountPayload(userId: try storageID(request.userId, field: "userId"))
+        let payload = PurgeAccountPayload(userID: try storageID(request.userId, field: "userId"))
         return try await submitter.submit(kind: .accountPurge, payload: payload, options: request.options)
     }
 }

@@ -11,7 +11,7 @@ public struct JobSummary: Sendable, Hashable {
     public let maxAttempts: Int
     public let lastError: JobAttemptError?
     /// The worker running it, while it runs.
-    public let workerId: String?
+    public let workerID: String?
     public let createdAt: Date
     public let runAt: Date
     public let startedAt: Date?

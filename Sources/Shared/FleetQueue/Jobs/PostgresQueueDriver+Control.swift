@@ -91,7 +91,7 @@ extension PostgresQueueDriver {
                 state: try Self.state(row), priority: try row.int("priority"), attempt: try row.int("attempt"),
                 maxAttempts: try row.int("max_attempts"),
                 lastError: try row["last_error"].map { try decoder.decode(JobAttemptError.self, from: Data($0.utf8)) },
-                workerId: row["lease_owner"],
+                workerID: row["lease_owner"],
                 createdAt: try row.date("created_at"), runAt: try row.date("run_at"),
                 startedAt: try row.optionalDate("started_at"), finishedAt: try row.optionalDate("finished_at"))
         }

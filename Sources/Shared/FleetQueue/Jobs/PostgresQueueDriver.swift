@@ -419,7 +419,7 @@ public struct PostgresQueueDriver: QueueDriver {
             case .waiting, .available: return .cancelled
             case .running:
                 let owner = row["lease_owner"]
-                try await connection.announce(.cancel(jobId: id, owner: owner), on: QueueChannel.control)
+                try await connection.announce(.cancel(jobID: id, owner: owner), on: QueueChannel.control)
                 return .requested(owner: owner)
             case let state?: return .alreadyFinished(state)
             case nil: throw QueueError.internalMismatch("unknown job state")

@@ -29,11 +29,12 @@ public enum QueueChannel {
 /// release before (`cancel 42 w-1`, `limits`) is still read, for the rolling upgrade
 /// (`docs/operations.md`).
 public enum QueueControl: Sendable, Hashable {
-    /// Stop the running job `jobId`; only its owner (the worker holding its lease) acts on it.
-    case cancel(jobId: Int64, owner: String?)
+    /// Stop the running job `jobID`; only its owner (the worker holding its lease) acts on it.
+    case cancel(jobID: Int64, owner: String?)
     /// The fleet-wide limits changed: workers of limited kinds claim again.
     case limits
 
+    /// The JSON form, its keys the protocol's (`docs/protocol.md`).
     private struct Wire: Codable {
         var action: String
         var jobId: Int64?
@@ -49,7 +50,7 @@ public enum QueueControl: Sendable, Hashable {
     /// Its JSON.
     var payload: String {
         let wire = switch self {
-        case .cancel(let jobId, let owner): Wire(action: "cancel", jobId: jobId, owner: owner)
+        case .cancel(let jobID, let owner): Wire(action: "cancel", jobId: jobID, owner: owner)
         case .limits: Wire(action: "limits")
         }
         // A struct of a string, an integer and a string always encodes.
@@ -64,7 +65,7 @@ public enum QueueControl: Sendable, Hashable {
         }
         guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(payload.utf8)) else { return nil }
         switch (wire.action, wire.jobId) {
-        case ("cancel", let jobId?): self = .cancel(jobId: jobId, owner: wire.owner)
+        case ("cancel", let jobID?): self = .cancel(jobID: jobID, owner: wire.owner)
         case ("limits", nil): self = .limits
         default: return nil
         }
@@ -77,7 +78,7 @@ public enum QueueControl: Sendable, Hashable {
             return
         }
         let words = payload.split(separator: " ", omittingEmptySubsequences: false)
-        guard words.count == 3, words[0] == "cancel", let jobId = Int64(words[1]), !words[2].isEmpty else { return nil }
-        self = .cancel(jobId: jobId, owner: words[2] == "-" ? nil : String(words[2]))
+        guard words.count == 3, words[0] == "cancel", let jobID = Int64(words[1]), !words[2].isEmpty else { return nil }
+        self = .cancel(jobID: jobID, owner: words[2] == "-" ? nil : String(words[2]))
     }
 }

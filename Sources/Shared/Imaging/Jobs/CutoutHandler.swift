@@ -22,7 +22,7 @@ public struct CutoutHandler: JobHandler {
         let payload = try job.decodePayload(GarmentCutoutPayload.self)
         let photoPath: String
         do {
-            photoPath = try await storage.fileForReading(.garment(user: payload.userId, garment: payload.garmentId))
+            photoPath = try await storage.fileForReading(.garment(user: payload.userID, garment: payload.garmentID))
         } catch let error as StorageError {
             throw JobError.permanent(code: .imageNotFound, message: "\(error)")
         }
@@ -43,8 +43,8 @@ public struct CutoutHandler: JobHandler {
         } catch let error as ImageError {
             throw JobError.permanent(code: error.code, message: "\(error)")
         }
-        let cutoutKey = StorageKey.garmentCutout(user: payload.userId, garment: payload.garmentId)
-        let previewKey = StorageKey.garmentPreview(user: payload.userId, garment: payload.garmentId)
+        let cutoutKey = StorageKey.garmentCutout(user: payload.userID, garment: payload.garmentID)
+        let previewKey = StorageKey.garmentPreview(user: payload.userID, garment: payload.garmentID)
         try await storage.write(result.cutout.preview, to: previewKey)
         try await storage.write(result.cutout.png, to: cutoutKey)
         context.logger.info("cut out", metadata: [

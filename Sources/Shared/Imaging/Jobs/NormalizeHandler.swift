@@ -39,7 +39,7 @@ public struct NormalizeHandler: JobHandler {
         }
         let input: String
         do {
-            input = try await storage.fileForReading(.upload(user: payload.userId, upload: payload.uploadId))
+            input = try await storage.fileForReading(.upload(user: payload.userID, upload: payload.uploadID))
         } catch let error as StorageError {
             throw JobError.permanent(code: .imageNotFound, message: "\(error)")
         }
@@ -51,8 +51,8 @@ public struct NormalizeHandler: JobHandler {
             throw JobError.permanent(code: error.code, message: "\(error)")
         }
         let output: StorageKey = switch payload.target {
-        case .body: .bodyPhoto(user: payload.userId, photo: payload.imageId)
-        case .garment: .garment(user: payload.userId, garment: payload.imageId)
+        case .body: .bodyPhoto(user: payload.userID, photo: payload.imageID)
+        case .garment: .garment(user: payload.userID, garment: payload.imageID)
         }
         try await storage.write(image.jpeg, to: output)
         context.logger.info("normalised", metadata: ["path": "\(output.relativePath)", "width": "\(image.width)", "height": "\(image.height)"])
@@ -68,7 +68,7 @@ public struct NormalizeHandler: JobHandler {
             // their cut-out, silently. A migration could rewrite the queued ones, not those.
             // Keyed by this job: a retried or rescued run finds the job it already enqueued.
             let cutout = try await context.queue.enqueue(NewJob(
-                GarmentCutoutPayload(userId: payload.userId, garmentId: payload.imageId),
+                GarmentCutoutPayload(userID: payload.userID, garmentID: payload.imageID),
                 priority: job.priority, idempotencyKey: "garment.cutout:after:\(job.id)"))
             result["cutoutJobId"] = .number(Double(cutout.id))
         }

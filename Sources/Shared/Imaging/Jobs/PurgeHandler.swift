@@ -15,8 +15,8 @@ public struct PurgeHandler: JobHandler {
 
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(PurgeAccountPayload.self)
-        let deleted = try await storage.deleteAll(of: payload.userId)
-        context.logger.info("purged user files", metadata: ["user_id": "\(payload.userId)", "files": "\(deleted)"])
+        let deleted = try await storage.deleteAll(of: payload.userID)
+        context.logger.info("purged user files", metadata: ["user_id": "\(payload.userID)", "files": "\(deleted)"])
         return .object(["filesDeleted": .number(Double(deleted))])
     }
 }

@@ -246,7 +246,7 @@ struct RenderAttempt: Sendable {
                 span.attributes[TraceAttribute.outcome] = "undecodable"
                 return .failed("the provider's image does not decode: \(error)")
             }
-            let key = StorageKey.render(user: try StorageID(render.ownerId), render: try StorageID(render.id))
+            let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
             try await handler.storage.write(jpeg, to: key)
             span.attributes[TraceAttribute.outcome] = "stored"
             return .stored(path: key.relativePath)
@@ -254,9 +254,9 @@ struct RenderAttempt: Sendable {
     }
 
     private func tryOnRequest() async throws -> TryOnRequest {
-        let owner = try StorageID(render.ownerId)
-        let person = try await read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoId)))
-        let garmentID = try StorageID(render.garmentId)
+        let owner = try StorageID(render.ownerID)
+        let person = try await read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoID)))
+        let garmentID = try StorageID(render.garmentID)
         let cutout: Data? = switch garmentSource {
         case .cutout: try await read(.garmentCutout(user: owner, garment: garmentID))
         case .cutoutIfStored: try? await read(.garmentCutout(user: owner, garment: garmentID))

@@ -53,16 +53,16 @@ public struct RenderHandler: JobHandler {
 
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(RenderRunPayload.self)
-        let logger = context.logger.with("render_id", payload.renderId.value)
+        let logger = context.logger.with("render_id", payload.renderID.value)
         let render: RenderRecord
         let earlier: ProviderSubmission?
-        switch try await store.start(id: payload.renderId.value) {
+        switch try await store.start(id: payload.renderID.value) {
         case .started(let started, let submission):
             (render, earlier) = (started, submission)
         case .gone:
             // Deleted with its expired onboarding token before a worker got to it: nothing to do.
             logger.warning("render no longer exists")
-            return summary(payload.renderId.value, "gone")
+            return summary(payload.renderID.value, "gone")
         case .ended(let ended):
             return summary(ended.id, "already \(ended.status.rawValue)")
         case .pastDeadline(let expired, let earlier):
@@ -102,7 +102,7 @@ public struct RenderHandler: JobHandler {
             if !ended {
                 // The deadline passed (or a sweep ended it) between the download and now: the
                 // late result does not revive it.
-                try? await storage.delete(.render(user: try StorageID(render.ownerId), render: try StorageID(render.id)))
+                try? await storage.delete(.render(user: try StorageID(render.ownerID), render: try StorageID(render.id)))
                 return summary(render.id, "ended elsewhere before the result was stored")
             }
             logger.info("render complete", metadata: ["path": "\(path)"])
@@ -123,7 +123,7 @@ public struct RenderHandler: JobHandler {
     /// none (every backend failed: the normalised photo is sent instead). The job runs only once
     /// every job it runs after has completed, so the cut-out is never read while pending.
     private func garmentSource(_ payload: RenderRunPayload, _ job: ClaimedJob, _ context: JobContext) async throws -> RenderAttempt.GarmentSource {
-        guard let cutoutJob = payload.cutoutJobId else { return .cutoutIfStored }
+        guard let cutoutJob = payload.cutoutJobID else { return .cutoutIfStored }
         let result = try await context.dependencies(of: job).first { $0.id == cutoutJob }?.result
         return CutoutResult.madeCutout(result) == false ? .photo : .cutout
     }

@@ -8,6 +8,6 @@ public struct IssueTokenOperation: DispatcherOperation {
 
     public func run(_ request: IssueTokenRequest) async throws -> IssueTokenRequest.Result {
         let issued = try await tokens.issue()
-        return IssueTokenRequest.Result(token: issued.token, tokenId: issued.tokenId, expiresAt: issued.expiresAt)
+        return IssueTokenRequest.Result(token: issued.token, tokenId: issued.tokenID, expiresAt: issued.expiresAt)
     }
 }

@@ -10,8 +10,8 @@ public struct LinkAccountOperation: DispatcherOperation {
     public func run(_ request: LinkAccountRequest) async throws -> LinkAccountRequest.Result {
         let user = try storageID(request.userId, field: "userId").value
         switch try await tokens.link(token: request.ephemeralToken, userID: user, freeCredits: freeCredits) {
-        case .linked(let renderId, let granted):
-            return LinkAccountRequest.Result(userId: user, renderId: renderId, creditsGranted: granted)
+        case .linked(let renderID, let granted):
+            return LinkAccountRequest.Result(userId: user, renderId: renderID, creditsGranted: granted)
         case .invalidToken:
             throw DispatcherError(.invalidToken, "the onboarding token is unknown, expired or already linked")
         }

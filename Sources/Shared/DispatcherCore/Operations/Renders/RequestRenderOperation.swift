@@ -40,12 +40,12 @@ public struct RequestRenderOperation: DispatcherOperation {
             throw DispatcherError(.invalidCategory, "unknown category '\(request.category.prefix(64))' (one of \(GarmentCategory.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
         var renderRequest = RenderRequest(
-            renderId: try storageID(request.renderId, field: "renderId"), requester: requester,
-            ownerId: try storageID(owner, field: "ownerId"), garmentId: try storageID(request.garmentId, field: "garmentId"),
-            bodyPhotoId: try storageID(request.bodyPhotoId, field: "bodyPhotoId"), category: category)
+            renderID: try storageID(request.renderId, field: "renderId"), requester: requester,
+            ownerID: try storageID(owner, field: "ownerId"), garmentID: try storageID(request.garmentId, field: "garmentId"),
+            bodyPhotoID: try storageID(request.bodyPhotoId, field: "bodyPhotoId"), category: category)
         renderRequest.uploads = RenderUploads(
-            bodyUploadId: try request.bodyUploadId.map { try storageID($0, field: "bodyUploadId") },
-            garmentUploadId: try request.garmentUploadId.map { try storageID($0, field: "garmentUploadId") })
+            bodyUploadID: try request.bodyUploadId.map { try storageID($0, field: "bodyUploadId") },
+            garmentUploadID: try request.garmentUploadId.map { try storageID($0, field: "garmentUploadId") })
         if let after = request.after {
             guard after.count <= NewJob.maxDependencies else {
                 throw DispatcherError(.badArgument, "args.after names \(after.count) jobs; at most \(NewJob.maxDependencies)")
