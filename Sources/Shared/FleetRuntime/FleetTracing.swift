@@ -35,14 +35,46 @@ public enum FleetTracing {
         // start-up account of each variable it read stays out (OTEL_LOG_LEVEL=info shows it).
         configuration.diagnosticLogger = .custom(Logger(label: "otel"))
         configuration.diagnosticLogLevel = .warning
-        let backend: (factory: any Tracer, service: any Service)
+        // New traces are sampled by the fleet's tracer, before swift-otel is asked; swift-otel
+        // records what it is given and follows parents. It reads the sampler from the process's
+        // environment over its configuration, so the two variables are out of the environment
+        // while it is built (at start-up, before any other thread).
+        let sampler = RootSampler(ratio: try rootRatio(environment))
+        configuration.traces.sampler = .parentBasedAlwaysOn
+        let saved = samplerVariables.map { ($0, ProcessInfo.processInfo.environment[$0]) }
+        for (name, _) in saved { unsetenv(name) }
+        defer { for case let (name, value?) in saved { setenv(name, value, 1) } }
         do {
-            backend = try OTel.makeTracingBackend(configuration: configuration)
+            let backend = try OTel.makeTracingBackend(configuration: configuration)
+            InstrumentationSystem.bootstrap(RootSampledTracer(backend.factory, sampler: sampler))
+            exporter.withLock { $0 = backend.service }
         } catch {
             throw ConfigurationError(variable: "OTEL_EXPORTER_OTLP_ENDPOINT", reason: "traces cannot be exported as configured: \(error)")
         }
-        InstrumentationSystem.bootstrap(backend.factory)
-        exporter.withLock { $0 = backend.service }
+    }
+
+    private static let samplerVariables = ["OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"]
+
+    /// The share of new traces kept, from the standard variables (`docs/configuration.md`): the
+    /// `always_on` samplers (the default) keep every one, the `always_off` ones none, the
+    /// `traceidratio` ones `OTEL_TRACES_SAMPLER_ARG` (default 1). A span with a parent follows
+    /// the parent's decision whichever is named.
+    static func rootRatio(_ environment: [String: String]) throws -> Double {
+        let name = environment["OTEL_TRACES_SAMPLER"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        switch name {
+        case "", "always_on", "parentbased_always_on":
+            return 1
+        case "always_off", "parentbased_always_off":
+            return 0
+        case "traceidratio", "parentbased_traceidratio":
+            guard let argument = environment["OTEL_TRACES_SAMPLER_ARG"], !argument.isEmpty else { return 1 }
+            guard let ratio = Double(argument), (0...1).contains(ratio) else {
+                throw ConfigurationError(variable: "OTEL_TRACES_SAMPLER_ARG", reason: "a ratio from 0 to 1, not '\(argument.prefix(32))'")
+            }
+            return ratio
+        default:
+            throw ConfigurationError(variable: "OTEL_TRACES_SAMPLER", reason: "one of always_on, always_off, traceidratio and their parentbased_ forms, not '\(name.prefix(64))'")
+        }
     }
 
     /// The exporter's service, taken once by the process's run; nil when tracing is off.

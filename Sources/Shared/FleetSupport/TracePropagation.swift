@@ -8,8 +8,13 @@ public enum TracePropagation {
     /// The traceparent of `context`'s span; nil when tracing is off or no span is current.
     public static func traceParent(of context: ServiceContext? = .current) -> String? {
         guard let context else { return nil }
+        return traceParent(of: context, by: InstrumentationSystem.instrument)
+    }
+
+    /// The traceparent `instrument` writes for `context`'s span; nil when it has none.
+    public static func traceParent(of context: ServiceContext, by instrument: some Instrument) -> String? {
         var fields: [String: String] = [:]
-        InstrumentationSystem.instrument.inject(context, into: &fields, using: FieldsInjector())
+        instrument.inject(context, into: &fields, using: FieldsInjector())
         return fields[header]
     }
 
@@ -17,10 +22,24 @@ public enum TracePropagation {
     /// tracing is off (a new trace starts there).
     public static func context(continuing traceParent: String?) -> ServiceContext {
         var context = ServiceContext.topLevel
-        if let traceParent {
-            InstrumentationSystem.instrument.extract([header: traceParent], into: &context, using: FieldsExtractor())
-        }
+        if let traceParent { context = Self.context(continuing: traceParent, under: context, by: InstrumentationSystem.instrument) }
         return context
+    }
+
+    /// `context` with `traceParent`'s span as its parent, as `instrument` reads it.
+    public static func context(continuing traceParent: String, under context: ServiceContext, by instrument: some Instrument) -> ServiceContext {
+        var continued = context
+        instrument.extract([header: traceParent], into: &continued, using: FieldsExtractor())
+        return continued
+    }
+
+    /// The sampled flag of a well-formed traceparent (`00-<trace id>-<parent id>-<flags>`), read
+    /// without parsing it into a context; nil when it is malformed.
+    public static func isSampled(_ traceParent: String) -> Bool? {
+        let fields = traceParent.utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        guard fields.count == 4, fields[1].count == 32, fields[2].count == 16, fields[3].count == 2,
+              let flags = UInt8(String(decoding: fields[3], as: UTF8.self), radix: 16) else { return nil }
+        return flags & 1 == 1
     }
 
     /// Whether a tracer was bootstrapped (read once by a long-lived caller, not per job): with

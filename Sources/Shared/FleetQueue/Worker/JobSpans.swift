@@ -23,11 +23,8 @@ enum JobSpans {
     /// From the traceparent alone (`00-<trace id>-<parent id>-<flags>`): no parsing into a
     /// context, no span, for the jobs that will not be traced.
     static func decision(traceParent: String?) -> Decision {
-        guard let traceParent else { return .newTrace }
-        let fields = traceParent.utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
-        guard fields.count == 4, fields[1].count == 32, fields[2].count == 16, fields[3].count == 2,
-              let flags = UInt8(String(decoding: fields[3], as: UTF8.self), radix: 16) else { return .newTrace }
-        return flags & 1 == 1 ? .continuing(traceParent) : .untraced
+        guard let traceParent, let sampled = TracePropagation.isSampled(traceParent) else { return .newTrace }
+        return sampled ? .continuing(traceParent) : .untraced
     }
 
     /// Runs `body` (the attempt, which returns how it ended) in the job's spans when its trace is

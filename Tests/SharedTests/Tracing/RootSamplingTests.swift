@@ -1,0 +1,83 @@
+import DrillKinds
+import FakeProviders
+@testable import FleetQueue
+@testable import FleetRuntime
+import FleetSupport
+import Foundation
+import InMemoryTracing
+import Testing
+import Tracing
+
+/// New traces are sampled before the tracer is asked (`RootSampledTracer`): a trace not kept
+/// never reaches it, a kept one is recorded whole.
+@Suite struct RootSamplingTests {
+    @Test func theRatioComesFromTheStandardVariables() throws {
+        #expect(try FleetTracing.rootRatio([:]) == 1)
+        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_always_on"]) == 1)
+        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "always_off"]) == 0)
+        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"]) == 0.1)
+        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "traceidratio"]) == 1)
+        #expect(throws: ConfigurationError.self) {
+            try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"])
+        }
+        #expect(throws: ConfigurationError.self) { try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "xray"]) }
+    }
+
+    @Test func theDrawKeepsItsShare() {
+        for ratio in [0.0, 0.1, 0.5, 1.0] {
+            let sampler = RootSampler(ratio: ratio)
+            let kept = (0..<20_000).filter { _ in sampler.keeps() }.count
+            // Binomial: the standard deviation at 0.5 is 71; 1,000 is more than 14 of them.
+            #expect(abs(kept - Int(ratio * 20_000)) <= (ratio == 0 || ratio == 1 ? 0 : 1_000), "ratio \(ratio): kept \(kept)")
+        }
+        let ids = Set((0..<1_000).map { _ in RootSampler(ratio: 0).hexID(bytes: 16) })
+        #expect(ids.count == 1_000 && ids.allSatisfy { $0.count == 32 })
+    }
+
+    /// A job without a trace, under a ratio of 0: its attempt runs bare and the wrapped tracer is
+    /// never asked; under 1 it gets its two spans, one trace.
+    @Test func aJobNotKeptNeverReachesTheTracer() async {
+        let job = ClaimedJob(id: 7, kind: .drillNoop, queue: "default", priority: 2, attempt: 1, maxAttempts: 5, payload: "{}",
+                             createdAt: Date(), traceParent: nil)
+        let inner = InMemoryTracer()
+        var ran = 0
+        await JobSpans.run(job, claimedAt: Date(), tracer: RootSampledTracer(inner, sampler: RootSampler(ratio: 0))) {
+            ran += 1
+            return .completed(result: nil)
+        }
+        #expect(ran == 1 && inner.finishedSpans.isEmpty && inner.activeSpans.isEmpty)
+
+        await JobSpans.run(job, claimedAt: Date(), tracer: RootSampledTracer(inner, sampler: RootSampler(ratio: 1))) { .completed(result: nil) }
+        #expect(inner.finishedSpans.map(\.operationName) == ["queue wait", "job run"])
+    }
+
+    /// Worker processes traced at a ratio, exporting to a collector: the share of jobs without a
+    /// traceparent that reach it follows the ratio, and every job that does brings both its spans,
+    /// in a trace of its own.
+    @Test(arguments: [0.0, 0.5])
+    func aWorkerExportsTheShareOfNewTracesItKeepsWhole(_ ratio: Double) async throws {
+        let q = try await TestQueue.make()
+        let collector = try await FakeCollector.start()
+        defer { Task { await collector.stop() } }
+        let worker = try WorkerProcess(databaseURL: q.url, environment: [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.baseURL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "\(ratio)",
+        ])
+        defer { worker.signal(SIGKILL) }
+        let jobs = 400
+        _ = try await q.queue.enqueue((0..<jobs).map { _ in NewJob(kind: .drillNoop) })
+        try await q.waitUntil("all done") { try await q.states()[.completed] == jobs }
+        // The worker's batch exporter sends every 100 ms; a marker job after the others, always
+        // exported (a sampled traceparent), says the batches before it have gone out.
+        var marker = NewJob(kind: .drillNoop)
+        marker.traceParent = "00-\(String(repeating: "ef", count: 16))-\(String(repeating: "01", count: 8))-01"
+        _ = try await q.queue.enqueue(marker)
+        let collected = try await collector.spans(within: .seconds(30)) { spans in spans.contains { $0.traceID.hasPrefix("efef") } }
+        try #require(collected != nil, "no marker span; worker log: \(worker.log)")
+        let spans = collector.spans.filter { !$0.traceID.hasPrefix("efef") }
+        let traces = Dictionary(grouping: spans, by: \.traceID)
+        #expect(traces.values.allSatisfy { Set($0.map(\.name)) == ["queue wait", "job run"] && $0.count == 2 })
+        // Binomial at 0.5 over 400: a standard deviation of 10; 80 is 8 of them.
+        #expect(abs(traces.count - Int(ratio * Double(jobs))) <= (ratio == 0 ? 0 : 80), "kept \(traces.count) of \(jobs)")
+    }
+}
