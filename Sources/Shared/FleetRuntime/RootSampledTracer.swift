@@ -31,15 +31,20 @@ public struct RootSampledTracer<Inner: Tracer>: Tracer {
         line: UInt
     ) -> Span {
         let context = context()
+        if context[DroppedTrace.self] != nil { return .dropped(NoOpTracer.NoOpSpan(context: context)) }
         switch parentSampled(context) {
         case true?:
             break
         case false?:
             return .dropped(NoOpTracer.NoOpSpan(context: context))
         case nil:
-            // A new trace: one not kept still gets a context saying so, so that the spans started
-            // under it are dropped here too instead of each starting a trace of its own.
-            guard sampler.keeps() else { return .dropped(NoOpTracer.NoOpSpan(context: unsampledTrace(under: context))) }
+            // A new trace: one not kept still marks its context, so that the spans started under
+            // it are dropped here too instead of each starting a trace of its own.
+            guard sampler.keeps() else {
+                var dropped = context
+                dropped[DroppedTrace.self] = true
+                return .dropped(NoOpTracer.NoOpSpan(context: dropped))
+            }
         }
         return .kept(inner.startSpan(operationName, context: context, ofKind: kind, at: instant(), function: function, file: fileID, line: line))
     }
@@ -50,26 +55,32 @@ public struct RootSampledTracer<Inner: Tracer>: Tracer {
         TracePropagation.traceParent(of: context, by: inner).flatMap(TracePropagation.isSampled)
     }
 
-    private func unsampledTrace(under context: ServiceContext) -> ServiceContext {
-        let traceParent = "00-\(sampler.hexID(bytes: 16))-\(sampler.hexID(bytes: 8))-00"
-        return TracePropagation.context(continuing: traceParent, under: context, by: inner)
-    }
-
     public func activeSpan(identifiedBy context: ServiceContext) -> Span? {
         inner.activeSpan(identifiedBy: context).map { .kept($0) }
     }
 
     public func forceFlush() { inner.forceFlush() }
 
+    /// A dropped trace travels as a traceparent that says "not sampled" (fresh ids: no one
+    /// records them), so what it reaches in other processes (a job it enqueued) is dropped too.
     public func inject<Carrier, Inject: Injector>(_ context: ServiceContext, into carrier: inout Carrier, using injector: Inject)
     where Inject.Carrier == Carrier {
-        inner.inject(context, into: &carrier, using: injector)
+        if context[DroppedTrace.self] != nil {
+            injector.inject("00-\(sampler.hexID(bytes: 16))-\(sampler.hexID(bytes: 8))-00", forKey: TracePropagation.header, into: &carrier)
+        } else {
+            inner.inject(context, into: &carrier, using: injector)
+        }
     }
 
     public func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract)
     where Extract.Carrier == Carrier {
         inner.extract(carrier, into: &context, using: extractor)
     }
+}
+
+/// Marks the context of a new trace `RootSampledTracer` dropped.
+private enum DroppedTrace: ServiceContextKey {
+    typealias Value = Bool
 }
 
 /// A span of `RootSampledTracer`: the wrapped tracer's, or a no-op one.

@@ -22,15 +22,10 @@ public enum TracePropagation {
     /// tracing is off (a new trace starts there).
     public static func context(continuing traceParent: String?) -> ServiceContext {
         var context = ServiceContext.topLevel
-        if let traceParent { context = Self.context(continuing: traceParent, under: context, by: InstrumentationSystem.instrument) }
+        if let traceParent {
+            InstrumentationSystem.instrument.extract([header: traceParent], into: &context, using: FieldsExtractor())
+        }
         return context
-    }
-
-    /// `context` with `traceParent`'s span as its parent, as `instrument` reads it.
-    public static func context(continuing traceParent: String, under context: ServiceContext, by instrument: some Instrument) -> ServiceContext {
-        var continued = context
-        instrument.extract([header: traceParent], into: &continued, using: FieldsExtractor())
-        return continued
     }
 
     /// The sampled flag of a well-formed traceparent (`00-<trace id>-<parent id>-<flags>`), read

@@ -51,6 +51,21 @@ import Tracing
         #expect(inner.finishedSpans.map(\.operationName) == ["queue wait", "job run"])
     }
 
+    /// The spans under a dropped trace are dropped without asking the wrapped tracer, and the
+    /// trace travels on as "not sampled".
+    @Test func aDroppedTraceDropsItsChildrenAndTravelsAsNotSampled() {
+        let inner = InMemoryTracer()
+        let tracer = RootSampledTracer(inner, sampler: RootSampler(ratio: 0))
+        let root = tracer.startSpan("request", context: .topLevel)
+        let child = tracer.startSpan("enqueue", context: root.context)
+        #expect(!root.isRecording && !child.isRecording)
+        child.end()
+        root.end()
+        #expect(inner.finishedSpans.isEmpty && inner.activeSpans.isEmpty)
+        let traceParent = TracePropagation.traceParent(of: child.context, by: tracer)
+        #expect(traceParent.flatMap(TracePropagation.isSampled) == false, "\(String(describing: traceParent))")
+    }
+
     /// Worker processes traced at a ratio, exporting to a collector: the share of jobs without a
     /// traceparent that reach it follows the ratio, and every job that does brings both its spans,
     /// in a trace of its own.
