@@ -403,6 +403,18 @@ import Testing
         #expect(try await q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == jobsBefore)
         #expect(try await RenderStore(pool: q.pool).render(id: "r-slow") == nil)
         #expect(try await q.pool.query("SELECT count(*) AS n FROM credit_reservations").rows[0].int("n") == 1)
+        // A garment named by id whose cut-out is still queued (a `garment.process` sent just
+        // before) waits as long: 26 s against 24, refused in its transaction, nothing left of it.
+        _ = try await q.queue.enqueue(try NewJob(GarmentCutoutPayload(userID: try StorageID("u1"), garmentID: try StorageID("g-r-byid"))))
+        do {
+            _ = try await request("r-byid", garmentUpload: nil)
+            Issue.record("a render behind a pending cut-out of 26 s was admitted")
+        } catch let RenderRequestError.busy(retryAfter) {
+            #expect(retryAfter == 2)
+        }
+        #expect(try await q.pool.query("SELECT count(*) AS n FROM jobs").rows[0].int("n") == jobsBefore + 1)
+        #expect(try await RenderStore(pool: q.pool).render(id: "r-byid") == nil)
+        #expect(try await q.pool.query("SELECT count(*) AS n FROM credit_reservations").rows[0].int("n") == 1)
         // Photos that exist already wait for nothing: admitted whatever the cut-outs take.
         #expect(try await request("r-ready", garmentUpload: nil).status == .pending)
     }

@@ -123,15 +123,27 @@ struct AdmissionLedger<Waiter> {
     /// how long its photos are expected to take to be made.
     mutating func admit(inputWait: Duration, deadline: Duration) -> Decision {
         guard let estimate else { return .admitted(counted: false) }
+        if let retryAfter = refusal(inputWait: inputWait, deadline: deadline, ahead: unseen) {
+            return .refused(retryAfterSeconds: retryAfter)
+        }
+        let counted = estimate.load.rule != nil
+        if counted { uncommitted += 1 }
+        return .admitted(counted: counted)
+    }
+
+    /// Whether a render admitted with a shorter wait for its inputs must be refused after all,
+    /// `inputWait` found once its transaction saw what still makes the photos it names by id:
+    /// the test `admit` made, with the render itself no longer counted among those ahead.
+    func readmits(inputWait: Duration, deadline: Duration, counted: Bool) -> Int? {
+        refusal(inputWait: inputWait, deadline: deadline, ahead: unseen - (counted ? 1 : 0))
+    }
+
+    private func refusal(inputWait: Duration, deadline: Duration, ahead unseen: Int) -> Int? {
+        guard let estimate else { return nil }
         let load = estimate.load
         let ahead = LimitLoad(rule: load.rule, running: load.running, waiting: load.waiting + unseen, startedInWindow: load.startedInWindow)
         let latency = estimate.latency ?? RenderCapacity.assumedLatency(estimate.settings.provider)
-        if let retryAfter = RenderCapacity.retryAfter(load: ahead, latency: latency, inputWait: inputWait, deadline: deadline) {
-            return .refused(retryAfterSeconds: retryAfter)
-        }
-        let counted = load.rule != nil
-        if counted { uncommitted += 1 }
-        return .admitted(counted: counted)
+        return RenderCapacity.retryAfter(load: ahead, latency: latency, inputWait: inputWait, deadline: deadline)
     }
 
     /// An admitted render's transaction ended: `committed`, it stays counted until a read after.

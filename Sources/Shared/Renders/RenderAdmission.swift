@@ -95,6 +95,14 @@ public final class RenderAdmission: Service {
         ledger.withLock { $0.changed(at: .now) }
     }
 
+    /// Refuses a render `admit` let in when its inputs turn out to need `inputWait`: photos named
+    /// by id that jobs are still making, found in its transaction (`RenderInputs.pending`).
+    public func readmit(_ ticket: Ticket, inputWait: Duration, deadline: Duration) throws {
+        if let seconds = ledger.withLock({ $0.readmits(inputWait: inputWait, deadline: deadline, counted: ticket.counted) }) {
+            throw RenderRequestError.busy(retryAfterSeconds: seconds)
+        }
+    }
+
     public func ended(_ ticket: Ticket, committed: Bool) {
         ledger.withLock { $0.ended(counted: ticket.counted, committed: committed) }
     }

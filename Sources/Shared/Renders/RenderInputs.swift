@@ -30,6 +30,8 @@ struct RenderInputs: Sendable {
         var jobIDs: [Int64] = []
         /// The garment's cut-out, whose result says whether there is one to use.
         var cutoutJobID: Int64?
+        /// The kinds of the jobs found still making photos named by id.
+        var pendingKinds: Set<JobKind> = []
     }
 
     /// The kinds whose run times the wait is estimated from.
@@ -51,6 +53,12 @@ struct RenderInputs: Sendable {
         return max(body, garment)
     }
 
+    /// How long the jobs found still making the photos named by id should take: a normalisation
+    /// (the body photo's and the garment's run side by side) and then a cut-out, of those pending.
+    static func expectedWait(pending kinds: Set<JobKind>, runTimes: [JobKind: Duration]) -> Duration {
+        kinds.filter(Self.kinds.contains).reduce(Duration.zero) { $0 + (runTimes[$1] ?? assumedRunTime($1)) }
+    }
+
     /// What the render's job runs after, in the caller's transaction: the input jobs enqueued for
     /// its uploads, the jobs still making the photos it names by id (`pending`), and the jobs the
     /// caller named (`RenderRequest.after`).
@@ -59,6 +67,7 @@ struct RenderInputs: Sendable {
         let pending = try await pending(for: request, on: connection)
         inputs.jobIDs += pending.map(\.id) + request.after
         inputs.cutoutJobID = inputs.cutoutJobID ?? pending.last { $0.kind == .garmentCutout }?.id
+        inputs.pendingKinds = Set(pending.map(\.kind))
         return inputs
     }
 

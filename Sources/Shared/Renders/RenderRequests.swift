@@ -119,12 +119,17 @@ public struct RenderRequests: Sendable {
         } catch let refusal as RenderRequestError {
             // A render asked again with its id is answered whatever the load: refuse only new ones.
             if let existing = try await earlierRender(request) { return existing }
-            Counter(label: "fleet_render_busy_total", dimensions: [("provider", settings.provider)]).increment()
+            Self.countBusy(provider: settings.provider)
             throw refusal
         }
         do {
             let render = try await pool.transactionRetryingDeadlocks { connection in
-                try await insert(request, provider: settings.provider, on: connection)
+                try await insert(request, provider: settings.provider, on: connection) { pending in
+                    // Photos named by id still being made count as uploads do: a render that
+                    // cannot make its deadline behind them is refused now, its transaction undone.
+                    let pendingWait = RenderInputs.expectedWait(pending: pending, runTimes: estimate.inputRunTimes)
+                    if pendingWait > inputWait { try admission.readmit(ticket, inputWait: pendingWait, deadline: deadline) }
+                }
             }
             admission.ended(ticket, committed: true)
             // After the commit (see `PostgresPool.notify`); lost, it costs the workers' next poll.
@@ -132,6 +137,10 @@ public struct RenderRequests: Sendable {
             return render
         } catch {
             admission.ended(ticket, committed: false)
+            if let refusal = error as? RenderRequestError, case .busy = refusal {
+                Self.countBusy(provider: settings.provider)
+                throw error
+            }
             // The same render id again, found by its unique violation (or asked again after the
             // token was linked): the first render is the answer, charged once. A unique
             // violation for another id is the token's one render, already made.
@@ -168,7 +177,15 @@ public struct RenderRequests: Sendable {
     /// The render, its inputs' jobs (enqueued, or found still pending), its job (after them), the job's id on the render, then for a
     /// charged render the lock and the reservation: the user's `credits` row is locked only for the last statement and the
     /// commit, since concurrent requests of one user queue on that lock.
-    private func insert(_ request: RenderRequest, provider: String, on connection: PostgresConnection) async throws -> RenderRecord {
+    private static func countBusy(provider: String) {
+        Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
+    }
+
+    /// `checkInputs`: told the kinds of the jobs still making the photos named by id, and may
+    /// refuse the render (throwing) before its job is enqueued.
+    private func insert(
+        _ request: RenderRequest, provider: String, on connection: PostgresConnection, checkInputs: (Set<JobKind>) throws -> Void
+    ) async throws -> RenderRecord {
         var userID: String?
         var tokenID: String?
         switch request.requester {
@@ -192,6 +209,7 @@ public struct RenderRequests: Sendable {
                   request.bodyPhotoID.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
         ).rows[0].bool("charged")
         let inputs = try await RenderInputs.prepare(for: request, on: connection)
+        try checkInputs(inputs.pendingKinds)
         var run = try NewJob(RenderRunPayload(renderID: request.renderID, cutoutJobID: inputs.cutoutJobID), priority: 1, maxAttempts: 10,
                              idempotencyKey: "render:\(request.renderID.value)",
                              limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? ""))

@@ -70,7 +70,12 @@ extension TestQueue {
                 (SELECT array_agg(x::bigint ORDER BY x::bigint) FROM jsonb_array_elements_text(result -> 'after') AS x)
             """).rows[0].int("n")
         #expect(unread == 0)
-        #expect(try await q.dependencyTotals().released == 3 + 1_000 + 10 + 1)
+        // Every dependent released (each ran once, above); the counter may count more: two
+        // workers' batches settling joins of the fan-in in opposite orders can deadlock, and the
+        // victim's retry counts again what its rollback undid (a sequence is not transactional;
+        // `docs/operations.md` says so of the gauge). Seen once in a fresh clone's run: the
+        // release-once guarantee is the per-dependent count, and the race test below.
+        #expect(try await q.dependencyTotals().released >= 3 + 1_000 + 10 + 1)
     }
 
     @Test func twoDependenciesCompletingAtOnceInTwoProcessesReleaseTheirDependentOnceFiftyTimes() async throws {
