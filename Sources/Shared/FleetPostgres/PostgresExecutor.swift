@@ -20,13 +20,14 @@ extension PostgresExecutor {
     }
 
     /// Sends `payload` on `topic` in a statement of its own, delivered when the executor's
-    /// transaction commits. On a pool the statement is its own transaction, whose commit does not
-    /// wait for the disk (`PostgresPool.notify`: a notification is a hint).
+    /// transaction commits. Outside a caller's transaction the statement is its own transaction,
+    /// whose commit does not wait for the disk (`PostgresPool.notify`: a notification is a hint);
+    /// inside one, that setting would cover the caller's writes too.
     public func announce<Payload>(_ payload: Payload, on topic: NotificationTopic<Payload>) async throws {
-        if let pool = self as? PostgresPool {
-            try await pool.notify(topic, payload)
-        } else {
+        if joinsCallerTransaction {
             try await query("SELECT pg_notify($1, $2)", [topic.name, topic.encode(payload)])
+        } else {
+            try await query(PostgresPool.notifyWithoutFlushWaitSQL, [topic.name, PostgresArray([topic.encode(payload)])])
         }
     }
 }

@@ -79,11 +79,14 @@ public actor PostgresPool {
     /// Sends each of `payloads` on `topic`, in one such transaction.
     public nonisolated func notify<Payload>(_ topic: NotificationTopic<Payload>, _ payloads: [Payload]) async throws {
         guard !payloads.isEmpty else { return }
-        try await query("""
-            SELECT count(pg_notify($1, payload)) FROM unnest($2::text[]) AS payload,
-                (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
-            """, [topic.name, PostgresArray(payloads.map(topic.encode))])
+        try await query(Self.notifyWithoutFlushWaitSQL, [topic.name, PostgresArray(payloads.map(topic.encode))])
     }
+
+    /// Sends each of `$2` (text[]) on channel `$1`; its transaction's commit does not wait for the disk.
+    static let notifyWithoutFlushWaitSQL = """
+        SELECT count(pg_notify($1, payload)) FROM unnest($2::text[]) AS payload,
+            (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait
+        """
 
     private func acquire() async throws -> PostgresConnection {
         while true {
