@@ -23,7 +23,7 @@ struct SoakSuite: AsyncParsableCommand {
             mixed load's capacity (sent as fast as it goes for --capacity-seconds, the workers draining); \
             --rate skips both. Phase 2 enqueues --load-fraction of the smaller for --minutes, the pruner running every \
             --prune-every-seconds with a retention of --prune-after-seconds for completed, cancelled and dead \
-            jobs. Targets: throughput and p99 of the last 5 minutes within 10 % of the first 5; table + \
+            jobs. Targets: throughput and p99 of the last 10 minutes within 10 % of the first 10; table + \
             index size at the end within 10 % of the size one minute after the retention first applies.
             """)
 
@@ -423,8 +423,8 @@ struct Summary {
     let pruneAfterSeconds: Int
     let pruneErrors: Int
 
-    /// Minutes compared at each end: 5, or half the run when it is shorter than 10 minutes.
-    var window: Int { max(1, min(5, samples.count / 2)) }
+    /// Minutes compared at each end: 10, or half the run when it is shorter than 20 minutes.
+    var window: Int { max(1, min(10, samples.count / 2)) }
     var first: ArraySlice<MinuteSample> { samples.prefix(window) }
     var last: ArraySlice<MinuteSample> { samples.suffix(window) }
 
