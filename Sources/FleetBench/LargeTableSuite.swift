@@ -4,6 +4,7 @@ import DrillKinds
 import FleetPostgres
 import FleetQueue
 import Foundation
+import Logging
 
 /// `fleet-bench large`: what a big `jobs` table costs. A fleet running 200 jobs/s keeps some
 /// 17 million finished rows for a day; here the queue (enqueue, drain, enqueue-to-start) and the
@@ -86,20 +87,15 @@ struct LargeTableSuite: AsyncParsableCommand {
         }
     }
 
-    /// The prune of `pruneJobs` rows in the pruner's batches, while enqueue-to-start is measured
-    /// beside it; then the same latency without it.
+    /// The prune of `pruneJobs` rows by the dispatcher's pruner (its batches of 10,000), while
+    /// enqueue-to-start is measured beside it; then the same latency without it.
     private func measurePrune(bench: FleetQueueBench, database: BenchDatabase, into report: inout Report) async throws {
         progress("pruning \(pruneJobs) rows while a worker takes jobs")
-        let driver = PostgresQueueDriver(executor: database.pool)
+        let pruner = Pruner(driver: PostgresQueueDriver(executor: database.pool), logger: Logger(label: "fleet-bench"))
         let target = pruneJobs
         let beside = try await startLatencies(bench, beside: {
             let started = ContinuousClock.now
-            var deleted = 0
-            while deleted < target {
-                let batch = try await driver.jobDeleteFinished(Retention(), limit: min(10_000, target - deleted))
-                guard batch > 0 else { break }
-                deleted += batch
-            }
+            let deleted = try await pruner.runOnce()
             return (deleted, (ContinuousClock.now - started).seconds)
         })
         guard let (deleted, seconds) = beside.alongside, deleted == target else {
