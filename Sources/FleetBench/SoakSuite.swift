@@ -115,6 +115,16 @@ struct SoakSuite: AsyncParsableCommand {
             }
         }
 
+        // The dispatcher's `counts.fold` task, every 5 s as it runs there: the count triggers'
+        // changes are folded away, as in a fleet, instead of piling up for the whole soak.
+        let folder = JobCountFolder(driver: PostgresQueueDriver(executor: database.pool))
+        let folding = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(5))
+                _ = try? await folder.runOnce()
+            }
+        }
+
         if !json {
             print(String(format: "soak: %d minute(s) at %.0f jobs/s", minutes, target)
                   + (measured.map { String(format: " (%.2f of %.0f jobs/s: drain rate %.0f, mixed-load capacity %.0f)", loadFraction, $0, drainRate!, capacity!) } ?? " (--rate)")
@@ -148,8 +158,10 @@ struct SoakSuite: AsyncParsableCommand {
         }
         load.cancel()
         pruning.cancel()
+        folding.cancel()
         await load.value
         await pruning.value
+        await folding.value
         try await bench.stop(processes)
         let summary = Summary(samples: samples, target: target, pruneAfterSeconds: pruneAfterSeconds,
                               pruneErrors: counters.pruneErrors.load(ordering: .relaxed))
