@@ -102,7 +102,9 @@ import Testing
         let status = Task { try await client.status(jobId: job.jobId) }
         let cancel = Task { try await client.cancel(jobId: job.jobId) }
         let keyed = Task { try await client.enqueue(kind: "drill.noop", options: JobOptions(idempotencyKey: "held")) }
-        try await Task.sleep(for: .milliseconds(300))
+        // Long enough for the three frames to be written even when the machine is loaded: a
+        // request not yet written when the process dies is safe to send again, cancel included.
+        try await Task.sleep(for: .seconds(2))
         await dispatcher.kill()
         try await dispatcher.start()
         try await withDeadline(.seconds(30), "the held requests") {
