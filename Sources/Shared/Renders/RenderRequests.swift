@@ -181,6 +181,7 @@ public struct RenderRequests: Sendable {
     /// The render, its inputs' jobs (enqueued, or found still pending), its job (after them), the job's id on the render, then for a
     /// charged render the lock and the reservation: the user's `credits` row is locked only for the last statement and the
     /// commit, since concurrent requests of one user queue on that lock.
+    ///
     /// `checkInputs`: told the kinds of the jobs still making the photos named by id, and may
     /// refuse the render (throwing) before its job is enqueued.
     private func insert(
