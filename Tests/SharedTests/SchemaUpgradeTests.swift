@@ -84,10 +84,10 @@ import Testing
         for migration in triggers {
             #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
         }
-        // The dependencies' settlement (17, then set-based in 18): released jobs' kinds, and the
-        // ends of failed dependents.
-        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [17, 18])
-        for version in [17, 18] {
+        // The dependencies' settlement (17, then set-based in 18, locking in id order in 21):
+        // released jobs' kinds, and the ends of failed dependents.
+        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [17, 18, 21])
+        for version in [17, 18, 21] {
             let dependencies = notifying.first { $0.version == version }?.sql ?? ""
             #expect(dependencies.contains("pg_notify('\(QueueChannel.jobs.name)', kind)"), "\(version)")
             #expect(dependencies.contains("pg_notify('\(QueueChannel.finished.name)', ids)"), "\(version)")

@@ -1,5 +1,6 @@
 import DrillKinds
 @testable import FleetQueue
+import FleetPostgres
 import FleetSupport
 import Foundation
 import Testing
@@ -165,6 +166,44 @@ extension TestQueue {
         #expect(try await q.sql.query("SELECT count(*) AS n FROM job_dependencies").rows[0].int("n") == 0)
         let totals = try await q.dependencyTotals()
         #expect(totals.released == 5_000 && totals.failed == 6_000)
+    }
+
+    /// Transactions ending dependencies that share dependents queue, never deadlock: a settlement
+    /// locks the waiting dependents in id order before it updates any. Checked on the order
+    /// itself: with the highest-id dependent held by another transaction, a settlement waiting for
+    /// it already holds every other one (in any other order, some would still be free). For a
+    /// completion and for a failure.
+    @Test func settlementsLockTheirDependentsInIDOrderSoSharedDependentsNeverDeadlock() async throws {
+        let q = try await TestQueue.make()
+        for ending in ["completed", "dead"] {
+            let dependency = try await q.enqueue(try q.script())
+            let dependents = try await q.queue.enqueue(try (0..<100).map { _ in try q.script(after: [dependency]) }).map(\.id).sorted()
+            // Rows move when they are updated (a job enqueued after a dependent sets its
+            // `has_dependents`): every dependent but the highest-id one moves after it in the
+            // table, so a settlement going in the table's order would meet the held one first.
+            _ = try await q.sql.query("UPDATE jobs SET priority = priority WHERE id = ANY ($1::bigint[])", [PostgresArray(Array(dependents.dropLast()))])
+            let holder = try await PostgresConnection.connect(q.url)
+            try await holder.query("BEGIN")
+            _ = try await holder.query("SELECT id FROM jobs WHERE id = $1 FOR NO KEY UPDATE", [dependents.last!])
+            let ender = try await PostgresConnection.connect(q.url)
+            let ended = Task { try await ender.query("UPDATE jobs SET state = '\(ending)', finished_at = now() WHERE id = $1", [dependency]) }
+            try await q.waitUntil(timeout: .seconds(20), "the settlement waiting for the held dependent") {
+                try await q.sql.query("""
+                    SELECT count(*) AS n FROM pg_stat_activity
+                    WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE jobs SET state%'
+                    """).rows[0].int("n") == 1
+            }
+            let free = try await q.sql.query("""
+                SELECT count(*) AS n FROM (SELECT id FROM jobs WHERE id = ANY ($1::bigint[]) FOR NO KEY UPDATE SKIP LOCKED) AS free
+                """, [PostgresArray(Array(dependents.dropLast()))]).rows[0].int("n")
+            #expect(free == 0, "\(free) of the 99 other dependents not locked yet by the \(ending) settlement")
+            try await holder.query("COMMIT")
+            _ = try await ended.value
+            let states = try await q.sql.query(
+                "SELECT state::text AS state, count(*) AS n FROM jobs WHERE id = ANY ($1::bigint[]) GROUP BY state", [PostgresArray(dependents)]
+            ).rows.map { (try $0.string("state"), try $0.int("n")) }
+            #expect(states.count == 1 && states.first! == (ending == "completed" ? "available" : "cancelled", 100))
+        }
     }
 
     @Test func aDeadDependencyCancelsItsDependentsTransitivelyWithOneCallbackEachAndARetryRunsThemAgain() async throws {

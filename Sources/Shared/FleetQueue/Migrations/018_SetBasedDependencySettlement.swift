@@ -17,69 +17,7 @@ extension QueueMigrations {
         DROP TRIGGER jobs_dependents ON jobs;
         DROP FUNCTION jobs_settle_dependents();
 
-        CREATE FUNCTION jobs_settle_dependencies(ended bigint[]) RETURNS void LANGUAGE plpgsql AS $$
-        DECLARE
-            completed_ids bigint[];
-            failed_ids bigint[];
-            settled bigint;
-        BEGIN
-            -- The ended jobs' states as the ending statements left them: each kind of settlement
-            -- runs only when it has something to settle (most statements end only completions).
-            SELECT array_agg(id) FILTER (WHERE state = 'completed'), array_agg(id) FILTER (WHERE state IN ('dead', 'cancelled'))
-            INTO completed_ids, failed_ids FROM jobs WHERE id = ANY (ended);
-            -- Completed: each waiting dependent's count goes down by the number of its dependencies
-            -- ended here, under its row lock. Two transactions completing two dependencies of one
-            -- job both update its row: the second waits for the first's lock, then reads the row as
-            -- the first left it (READ COMMITTED re-checks an updated row), so the count reaches zero
-            -- exactly once.
-            IF completed_ids IS NOT NULL THEN
-                WITH edges AS (
-                    DELETE FROM job_dependencies WHERE depends_on = ANY (completed_ids) RETURNING job_id
-                ),
-                per_dependent AS (
-                    SELECT job_id AS id, count(*)::integer AS completed FROM edges GROUP BY job_id
-                ),
-                counted AS (
-                    UPDATE jobs SET waiting_on = jobs.waiting_on - per_dependent.completed,
-                        state = CASE WHEN jobs.waiting_on = per_dependent.completed THEN 'available'::job_state ELSE 'waiting'::job_state END
-                    FROM per_dependent WHERE jobs.id = per_dependent.id AND jobs.state = 'waiting'
-                    RETURNING jobs.kind, jobs.state
-                )
-                SELECT (SELECT count(nextval('job_dependency_releases')) FROM counted WHERE state = 'available')
-                     + (SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind")))
-                        FROM (SELECT DISTINCT kind FROM counted WHERE state = 'available') AS released)
-                INTO settled;
-            END IF;
-
-            -- Dead or cancelled: every waiting job downstream at once (one statement, not a level
-            -- per trigger, so a long chain does not nest), each naming the job it ran after and the
-            -- one that failed.
-            IF failed_ids IS NOT NULL THEN
-                WITH RECURSIVE failed_jobs AS (
-                    SELECT id, kind, state FROM jobs WHERE id = ANY (failed_ids)
-                ),
-                doomed(id, after, root) AS (
-                    SELECT job_dependencies.job_id, failed.id, failed.id
-                    FROM failed_jobs AS failed JOIN job_dependencies ON job_dependencies.depends_on = failed.id
-                    UNION
-                    SELECT job_dependencies.job_id, doomed.id, doomed.root
-                    FROM doomed JOIN job_dependencies ON job_dependencies.depends_on = doomed.id
-                ),
-                blamed AS (
-                    SELECT DISTINCT ON (doomed.id) doomed.id, doomed.after, failed.id AS root, failed.kind AS root_kind, failed.state AS root_state
-                    FROM doomed JOIN failed_jobs AS failed ON failed.id = doomed.root ORDER BY doomed.id, doomed.after <> doomed.root, doomed.after
-                ),
-                unlinked AS (
-                    DELETE FROM job_dependencies WHERE depends_on = ANY (failed_ids)
-                ),
-                cancelled AS (
-                    \(DependencySettlementSQL.cancelWaiting(
-                        from: "blamed", after: "blamed.after", root: "blamed.root", rootKind: "blamed.root_kind", rootState: "blamed.root_state"))
-                ),
-                notified AS (\(PostgresQueueDriver.notifyFinished(from: "cancelled")))
-                SELECT (SELECT count(nextval('job_dependency_failures')) FROM cancelled) + (SELECT sent FROM notified) INTO settled;
-            END IF;
-        END $$;
+        \(DependencySettlementSQL.settleFunction(lockingInIDOrder: false))
 
         CREATE FUNCTION jobs_note_ended_dependency() RETURNS trigger LANGUAGE plpgsql AS $$
         DECLARE

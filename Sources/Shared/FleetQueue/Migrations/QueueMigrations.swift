@@ -6,6 +6,6 @@ import FleetPostgres
 public enum QueueMigrations {
     public static let all = [
         jobQueue, scheduleSlots, jobControl, concurrencyLimits, jobCallbackColumn, consoleIndexes, jobTraces, workerLocks, finishedJobsIndex,
-        finishWatches, waitingState, jobDependencies, setBasedDependencySettlement, largeTableReads,
+        finishWatches, waitingState, jobDependencies, setBasedDependencySettlement, largeTableReads, orderedDependencySettlement,
     ]
 }
