@@ -80,11 +80,15 @@ struct PipelineSuite: AsyncParsableCommand {
         let processes = try await bench.startWorkers(1)
         defer { processes.forEach { $0.signal(SIGKILL) } }
         var commits: [Double] = []
+        // The pair in one graph, one transaction: enqueued one after the other, a dependency that
+        // ended before the dependent's enqueue committed waited for that commit inside its own
+        // completion, whose `finished_at` (its transaction's start) then counted the wait.
+        let pair = try JobGraph([
+            JobGraph.Node(name: "dependency", job: NewJob(kind: .drillNoop)),
+            JobGraph.Node(name: "dependent", job: NewJob(kind: .drillNoop), runsAfter: ["dependency"]),
+        ])
         for _ in 0..<samples {
-            let dependency = try await bench.queue.enqueue(NewJob(kind: .drillNoop)).id
-            var dependent = NewJob(kind: .drillNoop)
-            dependent.after = [dependency]
-            _ = try await bench.queue.enqueue(dependent)
+            _ = try await bench.queue.enqueue(pair)
             try await Task.sleep(for: .milliseconds(10))
             let committing = ContinuousClock.now
             // Transactional: the message waits for the commit, and the commit for the disk.
