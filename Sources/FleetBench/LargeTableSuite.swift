@@ -5,6 +5,7 @@ import FleetPostgres
 import FleetQueue
 import Foundation
 import Logging
+import Synchronization
 
 /// `fleet-bench large`: what a big `jobs` table costs. A fleet running 200 jobs/s keeps some
 /// 17 million finished rows for a day; here the queue (enqueue, drain, enqueue-to-start) and the
@@ -25,6 +26,7 @@ struct LargeTableSuite: AsyncParsableCommand {
     @Option(help: "drill.noop jobs per drain measurement.") var drainJobs = 20_000
     @Option(help: "Jobs per enqueue-to-start measurement, one at a time.") var latencySamples = 200
     @Option(help: "Calls per read (stats, each jobs.list filter, each console page) and round.") var readSamples = 30
+    @Option(help: "Rows the prune deletes per statement (the pruner's default).") var pruneBatch = Pruner.defaultBatch
 
     static let smallTable = 1_000
 
@@ -87,15 +89,16 @@ struct LargeTableSuite: AsyncParsableCommand {
         }
     }
 
-    /// The prune of `pruneJobs` rows by the dispatcher's pruner (its batches of 10,000), while
-    /// enqueue-to-start is measured beside it; then the same latency without it.
+    /// The prune of `pruneJobs` rows by the dispatcher's pruner (in batches of `pruneBatch`), while
+    /// enqueue-to-start is measured beside it from its start to its end; then the same latency
+    /// without it.
     private func measurePrune(bench: FleetQueueBench, database: BenchDatabase, into report: inout Report) async throws {
         progress("pruning \(pruneJobs) rows while a worker takes jobs")
         let pruner = Pruner(driver: PostgresQueueDriver(executor: database.pool), logger: Logger(label: "fleet-bench"))
         let target = pruneJobs
         let beside = try await startLatencies(bench, beside: {
             let started = ContinuousClock.now
-            let deleted = try await pruner.runOnce()
+            let deleted = try await pruner.runOnce(batch: pruneBatch)
             return (deleted, (ContinuousClock.now - started).seconds)
         })
         guard let (deleted, seconds) = beside.alongside, deleted == target else {
@@ -139,8 +142,9 @@ struct LargeTableSuite: AsyncParsableCommand {
         return rate
     }
 
-    /// Milliseconds from just before enqueueing each of `latencySamples` jobs, one at a time, to
-    /// its handler starting on an idle worker, with `alongside` running meanwhile (and its result).
+    /// Milliseconds from just before enqueueing each job, one at a time, to its handler starting
+    /// on an idle worker: `latencySamples` jobs, or with `alongside`, as many as fit from its start
+    /// to its end (and its result), so every sample has it running beside.
     private func startLatencies<T: Sendable>(
         _ bench: FleetQueueBench, beside alongside: (@Sendable () async throws -> T)?
     ) async throws -> (p50: Double, p99: Double, alongside: T?) {
@@ -148,18 +152,25 @@ struct LargeTableSuite: AsyncParsableCommand {
         let first = try await nextJobID(pool)
         let processes = try await bench.startWorkers(1)
         defer { processes.forEach { $0.signal(SIGKILL) } }
-        async let result = alongside?()
-        for _ in 0..<latencySamples {
+        let finished = Mutex(false)
+        async let result: T? = {
+            guard let alongside else { return nil }
+            defer { finished.withLock { $0 = true } }
+            return try await alongside()
+        }()
+        var sent = 0
+        while alongside == nil ? sent < latencySamples : !finished.withLock({ $0 }) {
             _ = try await bench.queue.enqueue(NewJob(kind: .drillNoop, payload: "{\"sentAtNs\":\(wallClockNanoseconds())}"))
+            sent += 1
             try await Task.sleep(for: .milliseconds(15))
         }
         let value = try await result
-        try await waitUntilCompleted(latencySamples, from: first, pool)
+        try await waitUntilCompleted(sent, from: first, pool)
         try await bench.stop(processes)
         let latencies = try await pool.query("""
             SELECT (result->>'startLatencyNs')::float8 / 1e6 AS ms FROM jobs WHERE id >= $1 AND kind = 'drill.noop' ORDER BY 1
             """, [first]).rows.map { try $0.double("ms") }
-        guard latencies.count == latencySamples else { throw BenchError("\(latencies.count) of \(latencySamples) latency samples recorded") }
+        guard latencies.count == sent else { throw BenchError("\(latencies.count) of \(sent) latency samples recorded") }
         try await deleteDrillJobs(from: first, pool)
         return (percentile(latencies, 0.50), percentile(latencies, 0.99), value)
     }
@@ -254,7 +265,7 @@ struct LargeTableSuite: AsyncParsableCommand {
         [
             "enqueue: \(enqueueJobs) drill.noop in batches of 1,000; drain: \(drainJobs), one worker process; start: \(latencySamples) jobs one at a time, 15 ms apart",
             "reads: \(readSamples) calls each (stats over an hour; jobs.list pages of 50, every fifth from the top, the others the next page; console pages over loopback by a logged-in client)",
-            "prune: \(pruneJobs) rows past retention in the pruner's batches of 10,000 while a worker takes jobs, against the same latency after it",
+            "prune: \(pruneJobs) rows past retention in the pruner's batches of \(pruneBatch) while a worker takes jobs, start latency sampled every 15 ms from its start to its end, against \(latencySamples) samples after it",
             "jobs after the prune: \(tableBytes / 1_048_576) MiB with indexes, heap \(heapBytes / 1_048_576) MiB",
             "server: \(try await database.settings())",
         ].forEach { Swift.print($0) }
