@@ -120,8 +120,13 @@ struct SoakSuite: AsyncParsableCommand {
         let folder = JobCountFolder(driver: PostgresQueueDriver(executor: database.pool))
         let folding = Task {
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(5))
-                _ = try? await folder.runOnce()
+                do {
+                    try await Task.sleep(for: .seconds(5))
+                    _ = try await folder.runOnce()
+                } catch {
+                    if Task.isCancelled { return }
+                    _ = counters.foldErrors.add(1, ordering: .relaxed)
+                }
             }
         }
 
@@ -164,7 +169,7 @@ struct SoakSuite: AsyncParsableCommand {
         await folding.value
         try await bench.stop(processes)
         let summary = Summary(samples: samples, target: target, pruneAfterSeconds: pruneAfterSeconds,
-                              pruneErrors: counters.pruneErrors.load(ordering: .relaxed))
+                              pruneErrors: counters.pruneErrors.load(ordering: .relaxed), foldErrors: counters.foldErrors.load(ordering: .relaxed))
         if json {
             print(summary.json(drainRate: drainRate, capacity: capacity, loadFraction: rate == nil ? loadFraction : nil, workers: workers, reloptions: setup.reloptions))
         } else {
@@ -291,6 +296,7 @@ final class SoakCounters: Sendable {
     let pruned = Atomic<Int>(0)
     let pruneMs = Atomic<Int>(0)
     let pruneErrors = Atomic<Int>(0)
+    let foldErrors = Atomic<Int>(0)
 
     struct Snapshot { let enqueued, enqueueErrors, pruned, pruneMs: Int }
 
@@ -434,6 +440,7 @@ struct Summary {
     let target: Double
     let pruneAfterSeconds: Int
     let pruneErrors: Int
+    let foldErrors: Int
 
     /// Minutes compared at each end: 10, or half the run when it is shorter than 20 minutes.
     var window: Int { max(1, min(10, samples.count / 2)) }
@@ -475,7 +482,7 @@ struct Summary {
                   + "size at minute \(referenceMinute) (retention + 1 min) against minute \(samples.count)",
                   header: ["measure", "unit", "first", "last", "ratio", "target", "result"], rows: rows)
         print(String(format: "enqueued %.0f jobs/s on average (target %.0f)", enqueuedRate, target)
-              + "; largest table+index after minute \(referenceMinute): \(megabytes(maxSizeAfterReference)) MB; prune errors: \(pruneErrors)")
+              + "; largest table+index after minute \(referenceMinute): \(megabytes(maxSizeAfterReference)) MB; prune errors: \(pruneErrors); fold errors: \(foldErrors)")
         print("p99: median of the per-minute p99s; throughput: completed + dead jobs per minute, mean")
     }
 
@@ -490,7 +497,7 @@ struct Summary {
             "p99_first_ms":\(number(firstP99)),"p99_last_ms":\(number(lastP99)),"p99_ratio":\(number(p99Ratio)),"p99_pass":\(p99Met),\
             "size_reference_minute":\(referenceMinute),"size_reference_bytes":\(referenceSize),"size_end_bytes":\(endSize),\
             "size_max_after_reference_bytes":\(maxSizeAfterReference),"size_ratio":\(number(sizeRatio)),"size_pass":\(sizeMet),\
-            "prune_errors":\(pruneErrors),"pass":\(allMet)}
+            "prune_errors":\(pruneErrors),"fold_errors":\(foldErrors),"pass":\(allMet)}
             """
     }
 }
