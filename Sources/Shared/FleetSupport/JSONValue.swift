@@ -9,19 +9,7 @@ public enum JSONValue: Codable, Hashable, Sendable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// A decoder's `userInfo` entry holding the value its text was encoded from (see
-    /// `init(from:)`).
-    public static let parsedSource = CodingUserInfoKey(rawValue: "FleetSupport.JSONValue.parsedSource")!
-
     public init(from decoder: any Decoder) throws {
-        // Decoding the text of a value already parsed (the dispatcher's arguments): the value is
-        // taken from that tree at the decoder's path. Rebuilding it below tries each case in turn
-        // at every level, and each refusal costs in proportion to the depth: 5 s of CPU for 64 KiB
-        // nested 60 deep.
-        if let source = decoder.userInfo[Self.parsedSource] as? JSONValue, let value = source.value(at: decoder.codingPath) {
-            self = value
-            return
-        }
         let container = try decoder.singleValueContainer()
         if container.decodeNil() { self = .null }
         else if let value = try? container.decode(Bool.self) { self = .bool(value) }
@@ -56,24 +44,6 @@ public enum JSONValue: Codable, Hashable, Sendable {
     }
 
     public var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
-
-    /// The value at a decoder's coding path: object fields by name, array items by index.
-    func value(at path: [any CodingKey]) -> JSONValue? {
-        var value = self
-        for key in path {
-            switch value {
-            case .object(let fields):
-                guard let field = fields[key.stringValue] else { return nil }
-                value = field
-            case .array(let items):
-                guard let index = key.intValue, items.indices.contains(index) else { return nil }
-                value = items[index]
-            default:
-                return nil
-            }
-        }
-        return value
-    }
 
     /// An object's field; nil for a missing field or a value that is not an object.
     public subscript(key: String) -> JSONValue? {

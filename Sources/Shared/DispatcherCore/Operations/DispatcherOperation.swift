@@ -65,27 +65,21 @@ public struct OperationRegistry: Sendable {
 }
 
 /// Turns a request's `args` into its typed request, refusing fields it does not know: a
-/// misspelt option (`idempotency_key`) must not be silently ignored. Linear in the arguments:
-/// their `JSONValue` fields (payloads) are taken from the parsed tree, and the check reads the
-/// request's text with the one-pass parser.
+/// misspelt option (`idempotency_key`) must not be silently ignored. Straight from the parsed
+/// arguments (`JSONValueDecoder`), linear in them: a field is understood when the request's
+/// decoding asked for it.
 enum ArgumentDecoder {
     static func decode<Request: DispatcherRequest>(_ type: Request.Type, from arguments: JSONValue) throws -> Request {
-        let encoder = WireFormat.makeEncoder()
-        let decoder = WireFormat.makeDecoder()
-        decoder.userInfo[JSONValue.parsedSource] = arguments
-        let request: Request
+        let decoded: (value: Request, unreadFields: [String])
         do {
-            request = try decoder.decode(Request.self, from: try encoder.encode(arguments))
+            decoded = try JSONValueDecoder(parseDate: WireFormat.parseDate).decode(Request.self, from: arguments, root: "args")
         } catch let error as DecodingError {
             throw DispatcherError(.badArgument, describe(error))
         }
-        // What the request reads is what it writes back; any other non-null field was not understood.
-        // (It is no deeper than the arguments, which the frame's depth limit bounds.)
-        let understood = try JSONValue(parsing: try encoder.encode(request), maxDepth: WireFormat.maxDepth)
-        if let unknown = arguments.unknownFields(comparedWith: understood, path: "args").first {
+        if let unknown = decoded.unreadFields.first {
             throw DispatcherError(.badArgument, "unknown field \(unknown)")
         }
-        return request
+        return decoded.value
     }
 
     private static func describe(_ error: DecodingError) -> String {
@@ -111,25 +105,6 @@ enum ArgumentDecoder {
         case is [String: Any].Type: "an object"
         case is [Any].Type: "an array"
         default: "\(type)"
-        }
-    }
-}
-
-extension JSONValue {
-    /// Paths of object fields, not null, present here and absent from `other` (the same value as
-    /// decoded and encoded again).
-    func unknownFields(comparedWith other: JSONValue, path: String) -> [String] {
-        switch (self, other) {
-        case (.object(let mine), .object(let known)):
-            return mine.keys.sorted().flatMap { key -> [String] in
-                guard let value = mine[key], value != .null else { return [] }
-                guard let counterpart = known[key] else { return ["\(path).\(key)"] }
-                return value.unknownFields(comparedWith: counterpart, path: "\(path).\(key)")
-            }
-        case (.array(let mine), .array(let known)) where mine.count == known.count:
-            return zip(mine, known).enumerated().flatMap { $1.0.unknownFields(comparedWith: $1.1, path: "\(path)[\($0)]") }
-        default:
-            return []
         }
     }
 }

@@ -36,10 +36,15 @@ public enum WireFormat {
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
             let text = try container.decode(String.self)
-            if let date = (try? iso8601WithMilliseconds.parse(text)) ?? (try? Date.ISO8601FormatStyle().parse(text)) { return date }
+            if let date = parseDate(text) { return date }
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text)' is not an ISO 8601 date")
         }
         return decoder
+    }
+
+    /// An ISO 8601 date with or without fractional seconds; nil for anything else.
+    public static func parseDate(_ text: String) -> Date? {
+        (try? iso8601WithMilliseconds.parse(text)) ?? (try? Date.ISO8601FormatStyle().parse(text))
     }
 
     private static let iso8601WithMilliseconds = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
