@@ -26,6 +26,11 @@ public struct JSONValueDecoder {
         let decoded = try ValueDecoder(value: value, codingPath: [], reads: reads, parseDate: parseDate).decodeValue(T.self)
         return (decoded, reads.unread(root: root))
     }
+
+    /// A coding path as the unread fields are named: `root.field[2].other`.
+    public static func describe(_ path: [any CodingKey], root: String) -> String {
+        path.reduce(root) { text, key in key.intValue.map { "\(text)[\($0)]" } ?? "\(text).\(key.stringValue)" }
+    }
 }
 
 /// The objects a decoding opened, each with the keys asked of it (an object may be opened more
@@ -34,7 +39,7 @@ private final class FieldReads {
     private var objects: [String: (fields: [String: JSONValue], read: Set<String>)] = [:]
 
     func opened(_ fields: [String: JSONValue], at path: [any CodingKey]) -> String {
-        let key = Self.describe(path, root: "")
+        let key = JSONValueDecoder.describe(path, root: "")
         if objects[key] == nil { objects[key] = (fields, []) }
         return key
     }
@@ -49,11 +54,6 @@ private final class FieldReads {
                 value == .null || object.read.contains(field) ? nil : "\(root)\(path).\(field)"
             }
         }.sorted()
-    }
-
-    /// `.field[2].other`, appended to a root name.
-    static func describe(_ path: [any CodingKey], root: String) -> String {
-        path.reduce(root) { text, key in key.intValue.map { "\(text)[\($0)]" } ?? "\(text).\(key.stringValue)" }
     }
 }
 

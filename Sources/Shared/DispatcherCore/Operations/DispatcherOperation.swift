@@ -84,8 +84,7 @@ enum ArgumentDecoder {
 
     private static func describe(_ error: DecodingError) -> String {
         func path(_ context: DecodingError.Context, _ last: (any CodingKey)? = nil) -> String {
-            (["args"] + (context.codingPath + [last].compactMap { $0 }).map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue })
-                .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+            JSONValueDecoder.describe(context.codingPath + [last].compactMap { $0 }, root: "args")
         }
         switch error {
         case .keyNotFound(let key, let context): return "missing field \(path(context, key))"
