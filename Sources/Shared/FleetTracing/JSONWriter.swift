@@ -34,25 +34,10 @@ struct JSONWriter: OTLPWriter {
 
     mutating func id(_ field: Field, _ bytes: [UInt8]) { string(field, bytes.hexString) }
 
-    mutating func enumeration(_ field: Field, _ value: Int) {
-        guard value != 0 else { return }
-        raw(field, String(value))
-    }
-
-    mutating func fixed64(_ field: Field, _ value: UInt64) {
-        guard value != 0 else { return }
-        string(field, String(value))
-    }
-
-    mutating func fixed32(_ field: Field, _ value: UInt32) {
-        guard value != 0 else { return }
-        raw(field, String(value))
-    }
-
-    mutating func int64(_ field: Field, _ value: Int64) {
-        guard value != 0 else { return }
-        string(field, String(value))
-    }
+    mutating func enumeration(_ field: Field, _ value: Int) { integer(field, value, quoted: false) }
+    mutating func fixed64(_ field: Field, _ value: UInt64) { integer(field, value, quoted: true) }
+    mutating func fixed32(_ field: Field, _ value: UInt32) { integer(field, value, quoted: false) }
+    mutating func int64(_ field: Field, _ value: Int64) { integer(field, value, quoted: true) }
 
     mutating func bool(_ field: Field, _ value: Bool) {
         guard value else { return }
@@ -88,6 +73,12 @@ struct JSONWriter: OTLPWriter {
         quoted(field.name)
         text.append(UInt8(ascii: ":"))
         separated = true
+    }
+
+    /// 64-bit integers are quoted (a JavaScript number holds 53 bits), others are bare.
+    private mutating func integer(_ field: Field, _ value: some BinaryInteger, quoted: Bool) {
+        guard value != 0 else { return }
+        if quoted { string(field, String(value)) } else { raw(field, String(value)) }
     }
 
     private mutating func raw(_ field: Field, _ value: String) {
