@@ -24,7 +24,7 @@ enum ProcessTracing {
         var logger = Logger(label: "otel")
         logger.logLevel = configuration.logLevel
         // Header values stay out: they hold the collector's API keys.
-        logger.info("traces exported", metadata: [
+        logger.info("tracing on", metadata: [
             "url": "\(HTTPClientError.redacted(configuration.tracesURL))", "protocol": "\(configuration.format.rawValue)",
             "headers": "\(configuration.headers.map(\.name))", "resource": "\(configuration.resource.map { "\($0.key)=\($0.value)" })",
             "sampler_ratio": "\(configuration.ratio)", "schedule_delay": "\(configuration.scheduleDelay)",
