@@ -32,7 +32,8 @@ struct JSONWriter: OTLPWriter {
         quoted(value)
     }
 
-    mutating func id(_ field: Field, _ bytes: [UInt8]) { string(field, bytes.hexString) }
+    mutating func traceID(_ field: Field, _ id: TraceID) { string(field, id.hex) }
+    mutating func spanID(_ field: Field, _ id: SpanID) { string(field, id.hex) }
 
     mutating func enumeration(_ field: Field, _ value: Int) { integer(field, value, quoted: false) }
     mutating func fixed64(_ field: Field, _ value: UInt64) { integer(field, value, quoted: true) }

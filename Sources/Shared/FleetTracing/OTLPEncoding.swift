@@ -43,10 +43,10 @@ public struct OTLPTraceRequest {
 
     private static func span<Writer: OTLPWriter>(_ record: SpanRecord, into w: inout Writer) {
         let span = record.snapshot
-        w.id(Field(1, "traceId"), record.context.traceID.bytes)
-        w.id(Field(2, "spanId"), record.context.spanID.bytes)
+        w.traceID(Field(1, "traceId"), record.context.traceID)
+        w.spanID(Field(2, "spanId"), record.context.spanID)
         if let traceState = record.context.traceState { w.string(Field(3, "traceState"), traceState) }
-        if let parent = record.parentSpanID { w.id(Field(4, "parentSpanId"), parent.bytes) }
+        if let parent = record.parentSpanID { w.spanID(Field(4, "parentSpanId"), parent) }
         w.string(Field(5, "name"), span.name)
         w.enumeration(Field(6, "kind"), kindNumber(record.kind))
         w.fixed64(Field(7, "startTimeUnixNano"), record.start)
@@ -58,8 +58,8 @@ public struct OTLPTraceRequest {
             attributes(event.attributes, field: Field(3, "attributes"), into: &w)
         }
         w.each(Field(13, "links"), span.links) { w, link in
-            w.id(Field(1, "traceId"), link.context.traceID.bytes)
-            w.id(Field(2, "spanId"), link.context.spanID.bytes)
+            w.traceID(Field(1, "traceId"), link.context.traceID)
+            w.spanID(Field(2, "spanId"), link.context.spanID)
             if let traceState = link.context.traceState { w.string(Field(3, "traceState"), traceState) }
             attributes(link.attributes, field: Field(4, "attributes"), into: &w)
         }
@@ -86,6 +86,7 @@ public struct OTLPTraceRequest {
 
     private static func attributes<Writer: OTLPWriter>(_ attributes: SpanAttributes, field: Field, into w: inout Writer) {
         var all: [(String, SpanAttribute)] = []
+        all.reserveCapacity(attributes.count)
         attributes.forEach { all.append(($0, $1)) }
         w.each(field, all) { w, attribute in
             w.keyValue(attribute.0) { anyValue(attribute.1, into: &$0) }
@@ -152,7 +153,8 @@ protocol OTLPWriter {
     mutating func each<Items: Collection>(_ field: Field, _ items: Items, _ body: (inout Self, Items.Element) -> Void)
     mutating func string(_ field: Field, _ value: String)
     /// Trace and span ids: bytes in protobuf, hex in JSON.
-    mutating func id(_ field: Field, _ bytes: [UInt8])
+    mutating func traceID(_ field: Field, _ id: TraceID)
+    mutating func spanID(_ field: Field, _ id: SpanID)
     mutating func enumeration(_ field: Field, _ value: Int)
     mutating func fixed64(_ field: Field, _ value: UInt64)
     mutating func fixed32(_ field: Field, _ value: UInt32)

@@ -12,13 +12,19 @@ struct ProtobufWriter: OTLPWriter {
 
     mutating func message(_ field: Field, repeated: Bool, _ body: (inout Self) -> Void) {
         tag(field, .lengthDelimited)
-        // The body is written in place, then its length put before it: the length of a message
-        // is known only once it is written, and each level moves its bytes once.
-        let start = bytes.count
+        // A message's length is known once it is written: one byte is kept for it (most of the
+        // messages here are shorter than 128 bytes), and a longer one moves its bytes over once
+        // for the rest of the varint.
+        let lengthAt = bytes.count
+        bytes.append(0)
         body(&self)
-        var length = ProtobufWriter()
-        length.varint(UInt64(bytes.count - start))
-        bytes.insert(contentsOf: length.bytes, at: start)
+        var length = bytes.count - lengthAt - 1
+        let extra = (Int.bitWidth - length.leadingZeroBitCount - 1) / 7
+        if extra > 0 { bytes.insert(contentsOf: repeatElement(0, count: extra), at: lengthAt + 1) }
+        for index in lengthAt...(lengthAt + extra) {
+            bytes[index] = UInt8(truncatingIfNeeded: length) | (index < lengthAt + extra ? 0x80 : 0)
+            length >>= 7
+        }
     }
 
     mutating func each<Items: Collection>(_ field: Field, _ items: Items, _ body: (inout Self, Items.Element) -> Void) {
@@ -27,10 +33,24 @@ struct ProtobufWriter: OTLPWriter {
 
     mutating func string(_ field: Field, _ value: String) {
         guard !value.isEmpty else { return }
-        lengthDelimited(field, Array(value.utf8))
+        tag(field, .lengthDelimited)
+        varint(UInt64(value.utf8.count))
+        bytes.append(contentsOf: value.utf8)
     }
 
-    mutating func id(_ field: Field, _ bytes: [UInt8]) { lengthDelimited(field, bytes) }
+    /// Ids are bytes, most significant first.
+    mutating func traceID(_ field: Field, _ id: TraceID) {
+        tag(field, .lengthDelimited)
+        varint(16)
+        append(id.high.bigEndian)
+        append(id.low.bigEndian)
+    }
+
+    mutating func spanID(_ field: Field, _ id: SpanID) {
+        tag(field, .lengthDelimited)
+        varint(8)
+        append(id.value.bigEndian)
+    }
 
     mutating func enumeration(_ field: Field, _ value: Int) {
         guard value != 0 else { return }
@@ -41,13 +61,13 @@ struct ProtobufWriter: OTLPWriter {
     mutating func fixed64(_ field: Field, _ value: UInt64) {
         guard value != 0 else { return }
         tag(field, .fixed64)
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        append(value.littleEndian)
     }
 
     mutating func fixed32(_ field: Field, _ value: UInt32) {
         guard value != 0 else { return }
         tag(field, .fixed32)
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        append(value.littleEndian)
     }
 
     /// int64 is a varint of the two's complement (a negative number takes ten bytes).
@@ -66,16 +86,13 @@ struct ProtobufWriter: OTLPWriter {
     mutating func double(_ field: Field, _ value: Double) {
         guard value != 0 else { return }
         tag(field, .fixed64)
-        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        append(value.bitPattern.littleEndian)
     }
 
     func finished() -> Data { Data(bytes) }
 
-    private mutating func lengthDelimited(_ field: Field, _ value: [UInt8]) {
-        tag(field, .lengthDelimited)
-        varint(UInt64(value.count))
-        bytes.append(contentsOf: value)
-    }
+    /// The value's bytes as they are in memory (the caller picks the byte order).
+    private mutating func append(_ value: some FixedWidthInteger) { withUnsafeBytes(of: value) { bytes.append(contentsOf: $0) } }
 
     private mutating func tag(_ field: Field, _ type: WireType) { varint(UInt64(field.number) << 3 | type.rawValue) }
 

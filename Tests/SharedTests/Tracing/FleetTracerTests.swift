@@ -132,6 +132,23 @@ import Tracing
         #expect(try r.messages(15).isEmpty && r.messages(9).isEmpty)
     }
 
+    /// Nested lengths of one, two and three bytes (a message of 128 bytes and more, of 16 KiB
+    /// and more) all read back.
+    @Test func aLargeBatchDecodes() throws {
+        let tracer = Self.tracer(capacity: 1_000, batchSize: 1_000)
+        for index in 0..<300 {
+            let span = tracer.startSpan("span \(index)", context: .topLevel)
+            span.attributes["padding"] = String(repeating: "x", count: index)
+            span.end()
+        }
+        let spans = tracer.buffer.takeBatch()
+        let body = OTLPTraceRequest(resource: [("service.name", "s")], spans: spans).encoded(as: .protobuf)
+        #expect(body.count > 1 << 14)
+        let decoded = try Wire(Array(body)).messages(1)[0].messages(2)[0].messages(2)
+        #expect(try decoded.map { try $0.string(5) } == spans.map(\.snapshot.name))
+        #expect(try decoded.map { try $0.messages(9)[0].messages(2)[0].bytes(1)?.count ?? 0 } == Array(0..<300))
+    }
+
     /// OTLP/JSON: ids in hex, enums as integers, 64-bit integers and times as strings.
     @Test func jsonEncodingFollowsTheOTLPMapping() throws {
         let tracer = Self.tracer()
