@@ -13,7 +13,8 @@ import PackageDescription
 //   DispatcherProtocol                 (FleetSupport only: no domain)
 //   FleetAccess                        (FleetPostgres, DispatcherProtocol for the roles)
 //   FleetSchema                        (every owner's migrations: FleetQueue, FleetCallbacks, Renders, FleetAccess)
-//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP, FleetSchema)
+//   FleetTracing                       (FleetHTTPClient: the tracer and its OTLP/HTTP exporter)
+//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP, FleetSchema, FleetTracing)
 //
 // Above them: DispatcherCore (the dispatcher's server), FleetCommands (the workers' shared CLI),
 // the executables, and the test support (DrillKinds, FakeProviders).
@@ -31,7 +32,6 @@ let cryptoExtras = Target.Dependency.product(name: "_CryptoExtras", package: "sw
 let mustache = Target.Dependency.product(name: "Mustache", package: "swift-mustache")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
 let tracing = Target.Dependency.product(name: "Tracing", package: "swift-distributed-tracing")
-let otel = Target.Dependency.product(name: "OTel", package: "swift-otel")
 
 let package = Package(
     name: "wearbloom-fleet",
@@ -58,8 +58,6 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
-        // OTLP/HTTP only: the gRPC exporter's packages would double the first build.
-        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // System libraries, found by their pkg-config names (Debian's -dev packages).
@@ -136,11 +134,21 @@ let package = Package(
             dependencies: ["FleetPostgres", "FleetQueue", "LiveSettings", "FleetCallbacks", "Renders", "FleetAccess"],
             path: "Sources/Shared/FleetSchema"
         ),
+        // Traces: the tracer (sampling, spans, W3C traceparent), its bounded buffer of finished spans
+        // and the exporter service that sends them as OTLP/HTTP (protobuf or JSON, encoded here).
+        .target(
+            name: "FleetTracing",
+            dependencies: ["FleetSupport", "FleetHTTPClient", log, serviceLifecycle, tracing],
+            path: "Sources/Shared/FleetTracing"
+        ),
         // What every executable does at start: settings, JSON logs, traces (OTLP/HTTP when asked), the
         // HTTP listener with probes and metrics, migrations, the worker's run loop under a ServiceGroup.
         .target(
             name: "FleetRuntime",
-            dependencies: ["FleetSupport", "FleetPostgres", "FleetQueue", "FleetHTTP", "FleetSchema", log, prometheus, serviceLifecycle, tracing, otel],
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetQueue", "FleetHTTP", "FleetSchema", "FleetTracing",
+                log, prometheus, serviceLifecycle, tracing,
+            ],
             path: "Sources/Shared/FleetRuntime"
         ),
 
@@ -211,7 +219,7 @@ let package = Package(
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
-                "FleetSchema", "CVips", "CFleetShims",
+                "FleetSchema", "FleetTracing", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,

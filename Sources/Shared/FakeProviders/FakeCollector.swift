@@ -122,10 +122,6 @@ private struct ExportRequest: Decodable {
     }
 }
 
-/// OTLP/JSON's ids are hex by the spec, but protobuf's JSON mapping (swift-otel's exporter)
-/// writes bytes as base64: either way, lowercase hex.
-private func hexID(_ text: String) -> String {
-    if text.count == 16 || text.count == 32, text.allSatisfy({ $0.isHexDigit }) { return text.lowercased() }
-    guard let bytes = Data(base64Encoded: text) else { return text }
-    return bytes.map { String(format: "%02x", $0) }.joined()
-}
+/// OTLP/JSON's ids are hex (its one departure from protobuf's JSON mapping, which would write
+/// bytes as base64); lowercase here whatever case was sent.
+private func hexID(_ text: String) -> String { text.lowercased() }

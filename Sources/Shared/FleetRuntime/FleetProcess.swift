@@ -1,6 +1,7 @@
 import FleetHTTP
 import FleetPostgres
 import FleetSchema
+import FleetTracing
 import FleetQueue
 import Foundation
 import Logging
@@ -16,10 +17,10 @@ public enum FleetProcess {
         let environment = ProcessInfo.processInfo.environment
         let settings = try FleetSettings.load(
             from: environment, defaultConcurrency: defaultConcurrency, defaultHTTPAddress: defaultHTTPAddress)
-        let traced = FleetTracing.isEnabled(environment)
-        FleetLogging.bootstrap(format: settings.logFormat, level: settings.logLevel, metadataProvider: traced ? FleetTracing.logMetadata : nil)
+        let traced = ProcessTracing.isEnabled(environment)
+        FleetLogging.bootstrap(format: settings.logFormat, level: settings.logLevel, metadataProvider: traced ? .traceContext : nil)
         FleetMetrics.bootstrap()
-        try FleetTracing.bootstrap(environment)
+        try ProcessTracing.bootstrap(environment)
         return settings
     }
 
@@ -82,7 +83,7 @@ public enum FleetProcess {
         let main = StartupThenServices(startup: startup, started: http?.started, logger: logger)
         var all = http?.around([main]) ?? [main]
         // The trace exporter first: a group stops its services in reverse, so it sends the drain's spans.
-        if let exporter = FleetTracing.takeExporter() { all.insert(exporter, at: 0) }
+        if let exporter = ProcessTracing.takeExporter() { all.insert(exporter, at: 0) }
         let group = ServiceGroup(configuration: .init(
             services: all.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

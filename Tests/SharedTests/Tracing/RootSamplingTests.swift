@@ -1,67 +1,68 @@
 import DrillKinds
 import FakeProviders
 @testable import FleetQueue
-@testable import FleetRuntime
 import FleetSupport
+import FleetTracing
 import Foundation
-import InMemoryTracing
 import Testing
 import Tracing
 
-/// New traces are sampled before the tracer is asked (`RootSampledTracer`): a trace not kept
-/// never reaches it, a kept one is recorded whole.
+/// New traces are sampled before any span is recorded (`FleetTracer`): a trace not kept makes no
+/// record and reaches no buffer, a kept one is recorded whole.
 @Suite struct RootSamplingTests {
     @Test func theRatioComesFromTheStandardVariables() throws {
-        #expect(try FleetTracing.rootRatio([:]) == 1)
-        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_always_on"]) == 1)
-        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "always_off"]) == 0)
-        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"]) == 0.1)
-        #expect(try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "traceidratio"]) == 1)
+        #expect(try TracingConfiguration.rootRatio([:]) == 1)
+        #expect(try TracingConfiguration.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_always_on"]) == 1)
+        #expect(try TracingConfiguration.rootRatio(["OTEL_TRACES_SAMPLER": "always_off"]) == 0)
+        #expect(try TracingConfiguration.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"]) == 0.1)
+        #expect(try TracingConfiguration.rootRatio(["OTEL_TRACES_SAMPLER": "traceidratio"]) == 1)
         #expect(throws: ConfigurationError.self) {
-            try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"])
+            try TracingConfiguration.rootRatio(["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"])
         }
-        #expect(throws: ConfigurationError.self) { try FleetTracing.rootRatio(["OTEL_TRACES_SAMPLER": "xray"]) }
+        #expect(throws: ConfigurationError.self) { try TracingConfiguration.rootRatio(["OTEL_TRACES_SAMPLER": "xray"]) }
     }
 
     @Test func theDrawKeepsItsShare() {
         for ratio in [0.0, 0.1, 0.5, 1.0] {
-            let sampler = RootSampler(ratio: ratio)
-            let kept = (0..<20_000).filter { _ in sampler.keeps() }.count
+            let random = TraceRandom()
+            let kept = (0..<20_000).filter { _ in random.draw(ratio) }.count
             // Binomial: the standard deviation at 0.5 is 71; 1,000 is more than 14 of them.
             #expect(abs(kept - Int(ratio * 20_000)) <= (ratio == 0 || ratio == 1 ? 0 : 1_000), "ratio \(ratio): kept \(kept)")
         }
-        let ids = Set((0..<1_000).map { _ in RootSampler(ratio: 0).hexID(bytes: 16) })
+        // Each tracer seeds its own sequence: ids differ across tracers as within one.
+        let ids = Set((0..<1_000).map { _ in TraceRandom().traceID().hex })
         #expect(ids.count == 1_000 && ids.allSatisfy { $0.count == 32 })
     }
 
-    /// A job without a trace, under a ratio of 0: its attempt runs bare and the wrapped tracer is
-    /// never asked; under 1 it gets its two spans, one trace.
+    /// A job without a trace, under a ratio of 0: its attempt runs bare and nothing is recorded;
+    /// under 1 it gets its two spans, one trace.
     @Test func aJobNotKeptNeverReachesTheTracer() async {
         let job = ClaimedJob(id: 7, kind: .drillNoop, queue: "default", priority: 2, attempt: 1, maxAttempts: 5, payload: "{}",
                              createdAt: Date(), traceParent: nil)
-        let inner = InMemoryTracer()
+        let buffer = SpanBuffer(capacity: 100, batchSize: 10)
         var ran = 0
-        await JobSpans.run(job, claimedAt: Date(), tracer: RootSampledTracer(inner, sampler: RootSampler(ratio: 0))) {
+        await JobSpans.run(job, claimedAt: Date(), tracer: FleetTracer(ratio: 0, buffer: buffer)) {
             ran += 1
             return .completed(result: nil)
         }
-        #expect(ran == 1 && inner.finishedSpans.isEmpty && inner.activeSpans.isEmpty)
+        #expect(ran == 1 && buffer.count == 0)
 
-        await JobSpans.run(job, claimedAt: Date(), tracer: RootSampledTracer(inner, sampler: RootSampler(ratio: 1))) { .completed(result: nil) }
-        #expect(inner.finishedSpans.map(\.operationName) == ["queue wait", "job run"])
+        await JobSpans.run(job, claimedAt: Date(), tracer: FleetTracer(ratio: 1, buffer: buffer)) { .completed(result: nil) }
+        let spans = buffer.takeBatch()
+        #expect(spans.map(\.snapshot.name) == ["queue wait", "job run"])
+        #expect(Set(spans.map(\.context.traceID)).count == 1)
     }
 
-    /// The spans under a dropped trace are dropped without asking the wrapped tracer, and the
-    /// trace travels on as "not sampled".
+    /// The spans under a dropped trace are dropped too, and the trace travels on as "not sampled".
     @Test func aDroppedTraceDropsItsChildrenAndTravelsAsNotSampled() {
-        let inner = InMemoryTracer()
-        let tracer = RootSampledTracer(inner, sampler: RootSampler(ratio: 0))
+        let buffer = SpanBuffer(capacity: 100, batchSize: 10)
+        let tracer = FleetTracer(ratio: 0, buffer: buffer)
         let root = tracer.startSpan("request", context: .topLevel)
         let child = tracer.startSpan("enqueue", context: root.context)
         #expect(!root.isRecording && !child.isRecording)
         child.end()
         root.end()
-        #expect(inner.finishedSpans.isEmpty && inner.activeSpans.isEmpty)
+        #expect(buffer.count == 0)
         let traceParent = TracePropagation.traceParent(of: child.context, by: tracer)
         #expect(traceParent.flatMap(TracePropagation.isSampled) == false, "\(String(describing: traceParent))")
     }

@@ -47,21 +47,28 @@ enum JobSpans {
             _ = await body()
             return
         }
-        wait.attributes[TraceAttribute.kind] = job.kind.rawValue
-        wait.attributes[TraceAttribute.jobID] = job.id
-        wait.attributes[TraceAttribute.attempt] = job.attempt
+        wait.attributes = attributes(of: job)
         // Clocks differ between the database and this host: the wait never ends before it started.
         wait.end(at: WallInstant(max(claimedAt, job.createdAt)))
         // A continued trace's run is the wait's sibling, under the enqueue; a new one's follows the wait.
         let runParent = job.traceParent == nil ? wait.context : parent
         await tracer.withSpan("job run", context: runParent, ofKind: .consumer) { span in
-            span.attributes[TraceAttribute.kind] = job.kind.rawValue
-            span.attributes[TraceAttribute.jobID] = job.id
-            span.attributes[TraceAttribute.attempt] = job.attempt
+            span.attributes = attributes(of: job)
             let outcome = await body()
             span.attributes[TraceAttribute.outcome] = outcome.map(Self.label) ?? "abandoned"
             if case .dead(let error, _)? = outcome { span.setStatus(SpanStatus(code: .error, message: error)) }
         }
+    }
+
+    /// The job's attributes, set on a span at once: each `span.attributes[…] = …` reads the
+    /// span's attributes and writes them back, a copy each with a recording tracer.
+    private static func attributes(of job: ClaimedJob) -> SpanAttributes {
+        var attributes: SpanAttributes = [:]
+        attributes.reserveCapacity(4)  // and the run's outcome
+        attributes[TraceAttribute.kind] = job.kind.rawValue
+        attributes[TraceAttribute.jobID] = job.id
+        attributes[TraceAttribute.attempt] = job.attempt
+        return attributes
     }
 
     private static func label(_ outcome: JobOutcome.Kind) -> String {
