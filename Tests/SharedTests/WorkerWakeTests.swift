@@ -89,6 +89,16 @@ import Testing
         ])
     }
 
+    @Test func controlCharactersAreEscapedAndReadBack() throws {
+        let handler = JSONLogHandler(label: "dispatcher", level: .info)
+        let message = "tab\there, bell\u{7}, nul\u{0}, return\r, back\\slash, é"
+        let event = LogEvent(level: .info, message: "\(message)", metadata: [:], source: nil, file: #fileID, function: #function, line: #line)
+        let line = handler.line(for: event, at: "t")
+        #expect(line.contains(#""msg":"tab\there, bell\u0007, nul\u0000, return\r, back\\slash, é""#))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        #expect(object["msg"] == message)
+    }
+
     /// Inside a span, the provider (tracing's) adds the span's ids; the handler's and the event's
     /// own metadata win over it.
     @Test func aMetadataProvidersFieldsComeUnderTheHandlersAndTheEvents() throws {

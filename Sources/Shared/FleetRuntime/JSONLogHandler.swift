@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 import Logging
 import Synchronization
@@ -52,19 +53,9 @@ public struct JSONLogHandler: LogHandler {
 
 /// A JSON string literal for `text`.
 func quoted(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case let control where control.value < 0x20: out += String(format: "\\u%04x", control.value)
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
+    var literal: [UInt8] = []
+    literal.appendJSONString(text)
+    return String(decoding: literal, as: UTF8.self)
 }
 
 /// Whole-line writes to standard error, so lines from many tasks never interleave.

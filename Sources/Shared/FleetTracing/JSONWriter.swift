@@ -87,20 +87,5 @@ struct JSONWriter: OTLPWriter {
         text.append(contentsOf: value.utf8)
     }
 
-    private mutating func quoted(_ value: String) {
-        text.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                text.append(UInt8(ascii: "\\"))
-                text.append(byte)
-            case 0..<0x20:
-                text.append(contentsOf: "\\u00".utf8)
-                text.append(contentsOf: [byte].hexString.utf8)
-            default:
-                text.append(byte)
-            }
-        }
-        text.append(UInt8(ascii: "\""))
-    }
+    private mutating func quoted(_ value: String) { text.appendJSONString(value) }
 }
