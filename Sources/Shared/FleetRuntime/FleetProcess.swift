@@ -17,7 +17,7 @@ public enum FleetProcess {
         let environment = ProcessInfo.processInfo.environment
         let settings = try FleetSettings.load(
             from: environment, defaultConcurrency: defaultConcurrency, defaultHTTPAddress: defaultHTTPAddress)
-        let traced = ProcessTracing.isEnabled(environment)
+        let traced = TracingConfiguration.isEnabled(environment)
         FleetLogging.bootstrap(format: settings.logFormat, level: settings.logLevel, metadataProvider: traced ? .traceContext : nil)
         FleetMetrics.bootstrap()
         try ProcessTracing.bootstrap(environment)

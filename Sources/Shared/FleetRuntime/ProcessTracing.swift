@@ -14,8 +14,6 @@ enum ProcessTracing {
     /// process's group, first, so it stops last and sends the spans of the drain.
     private static let exporter = Mutex<OTLPExporter?>(nil)
 
-    static func isEnabled(_ environment: [String: String]) -> Bool { TracingConfiguration.isEnabled(environment) }
-
     /// Installs the fleet's tracer when `environment` turns tracing on. The service is named after
     /// the executable (`dispatcher`, `render-worker`…) unless `OTEL_SERVICE_NAME` says otherwise.
     static func bootstrap(_ environment: [String: String]) throws {
