@@ -99,12 +99,13 @@ import Testing
         let client = try await dispatcher.client()
         let job = try await client.enqueue(kind: "drill.noop")
         dispatcher.signal(SIGSTOP)
+        let writtenBefore = client.requestsWritten
         let status = Task { try await client.status(jobId: job.jobId) }
         let cancel = Task { try await client.cancel(jobId: job.jobId) }
         let keyed = Task { try await client.enqueue(kind: "drill.noop", options: JobOptions(idempotencyKey: "held")) }
-        // Long enough for the three frames to be written even when the machine is loaded: a
-        // request not yet written when the process dies is safe to send again, cancel included.
-        try await Task.sleep(for: .seconds(2))
+        // The three frames must be in the stopped process's socket before it dies: a request not
+        // yet written then is safe to send again, cancel included, and would prove nothing.
+        try await waitFor("the three held frames written") { client.requestsWritten >= writtenBefore + 3 }
         await dispatcher.kill()
         try await dispatcher.start()
         try await withDeadline(.seconds(30), "the held requests") {
@@ -124,11 +125,13 @@ import Testing
         try await dispatcher.start()
         let client = try await dispatcher.client()
         let job = try await client.enqueue(kind: "drill.noop")
+        let writtenBefore = client.requestsWritten
         let waited = Task { try await client.wait(jobId: job.jobId, timeoutMs: 60_000) }
-        try await Task.sleep(for: .milliseconds(300))
+        try await waitFor("the wait's frame written") { client.requestsWritten > writtenBefore }
         await dispatcher.kill()
         try await dispatcher.start()
-        try await Task.sleep(for: .milliseconds(500))
+        // The cancel may reach the new process before or after the wait is sent again: either
+        // way the wait ends with the job cancelled.
         let other = try await dispatcher.client()
         _ = try await other.cancel(jobId: job.jobId)
         try await withDeadline(.seconds(30), "the wait") {

@@ -53,6 +53,7 @@ public final class DispatcherClient: Sendable {
     private let reconnect: ReconnectPolicy
     private let nextID = Atomic<Int64>(0)
     private let nextConnection = Atomic<Int>(0)
+    private let writtenFrames = Atomic<Int>(0)
     private let encoder = WireFormat.makeEncoder()
     private let decoder = WireFormat.makeDecoder()
 
@@ -98,7 +99,9 @@ public final class DispatcherClient: Sendable {
             let live = try await connection.live()
             let id = nextID.add(1, ordering: .relaxed).newValue
             do {
-                return try await ChannelExchange.send(request, id: id, traceparent: traceparent, on: live.channel, encoder: encoder, decoder: decoder)
+                return try await ChannelExchange.send(
+                    request, id: id, traceparent: traceparent, on: live.channel, encoder: encoder, decoder: decoder,
+                    written: { [self] in writtenFrames.add(1, ordering: .relaxed) })
             } catch let ended as ConnectionEnded {
                 if ended.sent {
                     guard reconnect.enabled else { throw DispatcherClientError.connectionClosed }
@@ -113,6 +116,10 @@ public final class DispatcherClient: Sendable {
             }
         }
     }
+
+    /// How many request frames were written whole to the socket (the kernel took them): whether a
+    /// request may have reached the dispatcher, which decides if it is sent again after a break.
+    public var requestsWritten: Int { writtenFrames.load(ordering: .relaxed) }
 
     public func close() async {
         for connection in connections { await connection.close() }

@@ -19,13 +19,17 @@ struct ConnectionEnded: Error {
 /// One request and its answer on one channel.
 enum ChannelExchange {
     static func send<Request: DispatcherRequest>(
-        _ request: Request, id: Int64, traceparent: TraceParent?, on channel: any Channel, encoder: JSONEncoder, decoder: JSONDecoder
+        _ request: Request, id: Int64, traceparent: TraceParent?, on channel: any Channel, encoder: JSONEncoder, decoder: JSONDecoder,
+        written: @escaping @Sendable () -> Void = {}
     ) async throws -> Request.Result {
         let frame = try WireFormat.frame(RequestFrame(id: .number(id), args: request, traceparent: traceparent), encoder: encoder)
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
         // A write that never reaches the router (channel already closed) must still end the wait.
-        channel.writeAndFlush(PendingRequest(id: id, frame: frame, promise: promise)).whenFailure {
-            promise.fail(ConnectionEnded(sent: false, cause: $0))
+        channel.writeAndFlush(PendingRequest(id: id, frame: frame, promise: promise)).whenComplete { outcome in
+            switch outcome {
+            case .success: written()
+            case .failure(let error): promise.fail(ConnectionEnded(sent: false, cause: error))
+            }
         }
         let response = Data(try await promise.futureResult.get().readableBytesView)
         let header = try decoder.decode(ResponseHeader.self, from: response)
