@@ -201,13 +201,22 @@ test('render ops: an onboarding token, its one render, linking, credits and busi
   assert.equal(render.userId, null);
   assert.equal(render.charged, false);
   assert.equal((await client.renderStatus(render.id)).id, render.id);
+  // A misspelt field is sent as written and refused naming it: never dropped on the way.
+  await assert.rejects(client.requestRender({ renderId: `typo-${port}`, ephemeralToken: onboarding, garmentId: 'g1', bodyPhotoId: 'b1', body_upload_id: 'up1', category: 'tops' }),
+    { code: 'BAD_ARGUMENT', reason: 'unknown field args.body_upload_id' });
+  await assert.rejects(client.renderStatus(`typo-${port}`), { code: 'NOT_FOUND' });
+  await assert.rejects(client.waitRender(render.id, 200), TypeError);
+  await assert.rejects(client.listJobs({}, { limt: 5 }), { code: 'BAD_ARGUMENT', reason: 'unknown field args.limt' });
+  await assert.rejects(DispatcherClient.connect({ host: '127.0.0.1', port, tokn: token }), { name: 'TypeError', message: 'DispatcherClient.connect: unknown option tokn' });
   const waited = await client.waitRender(render.id, { timeoutMs: 200 });
   assert.equal(waited.timedOut, true);
   await assert.rejects(client.requestRender({ renderId: `onb2-${port}`, ephemeralToken: onboarding, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
     { code: 'TOKEN_ALREADY_USED' });
   await assert.rejects(client.requestRender({ renderId: 'x1', ephemeralToken: onboarding, ownerId: 'someone', garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
     { code: 'BAD_ARGUMENT' });
-  await assert.rejects(client.renderFeedback({ renderId: render.id, userId: 'nobody', vote: 'down' }), { code: 'NOT_FOUND' });
+  // Feedback moves credits, so it is a user's: before linking the refusal says to link first.
+  await assert.rejects(client.renderFeedback({ renderId: render.id, userId: 'nobody', vote: 'down' }),
+    { code: 'NOT_FOUND', reason: `render ${render.id} belongs to an onboarding token not linked yet: link it first (account.link), then send feedback as that user` });
 
   const user = `user-${port}`;
   assert.deepEqual(await client.linkAccount({ ephemeralToken: onboarding, userId: user }), { userId: user, renderId: render.id, creditsGranted: 3 });
