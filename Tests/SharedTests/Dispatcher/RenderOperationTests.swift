@@ -1,4 +1,5 @@
 @testable import DispatcherProtocol
+import FleetSupport
 import Foundation
 @testable import Renders
 import Testing
