@@ -19,9 +19,10 @@ import Testing
     @Test func helpListsEachCommandOnceAndTheAccessTokensNameDatabaseURL() async throws {
         let help = try await Self.dispatcher(["--help"])
         #expect(help.status == 0)
-        let commands = help.output.split(separator: "\n").compactMap { line -> String? in
-            guard line.hasPrefix("  "), let first = line.split(separator: " ").first else { return nil }
-            return String(first)
+        // `  status, job   Print one job…`: the names before the description, aliases included.
+        let commands = help.output.split(separator: "\n").flatMap { line -> [String] in
+            guard line.hasPrefix("  "), !line.hasPrefix("   "), let names = line.dropFirst(2).components(separatedBy: "  ").first else { return [] }
+            return names.replacingOccurrences(of: " (default)", with: "").components(separatedBy: ", ")
         }
         #expect(commands.filter { $0 == "job" }.count == 1, "\(help.output)")
         #expect(Set(commands).count == commands.count, "\(help.output)")
