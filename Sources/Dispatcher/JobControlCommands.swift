@@ -217,12 +217,17 @@ struct AccessTokenCommand: AsyncParsableCommand {
         } catch PostgresError.connectionFailed(let message) {
             let environment = ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""
             let target = environment.isEmpty ? "DATABASE_URL is not set, so libpq's defaults were tried" : "DATABASE_URL could not be reached"
-            throw ValidationError("""
+            throw DatabaseUnreachable(description: """
                 cannot connect to PostgreSQL (\(target)): \(message.trimmingCharacters(in: .whitespacesAndNewlines))
                 access-token reads and writes the fleet's database directly: set DATABASE_URL to it \
                 (for the embedded one: export DATABASE_URL=$(scripts/pg.sh url)).
                 """)
         }
+    }
+
+    /// The database is not where DATABASE_URL points (or it is unset): not a usage error.
+    struct DatabaseUnreachable: Error, CustomStringConvertible {
+        let description: String
     }
 
     struct Create: AsyncParsableCommand {
