@@ -4,14 +4,13 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { DispatcherClient, DispatcherError, ConnectionClosedError } = require('..');
 
-const { binDir, databaseURL, freePort, exited } = require('./support');
+const { binDir, databaseURL, exited, startDispatcher, startWorker } = require('./support');
 
 const token = crypto.randomBytes(24).toString('hex');
 const socketPath = path.join(os.tmpdir(), `dispatcher-node-${process.pid}.sock`);
@@ -19,29 +18,8 @@ let port;
 let dispatcher;
 const environment = () => ({ ...process.env, DATABASE_URL: databaseURL, FLEET_LOG_LEVEL: 'warning' });
 
-
-
 before(async () => {
-  port = await freePort();
-  // Its HTTP listener on a free port too: the default 9090 may be taken on a shared machine.
-  const httpPort = await freePort();
-  dispatcher = spawn(path.join(binDir, 'dispatcher'), ['run'], {
-    env: {
-      ...environment(), FLEET_DISPATCHER_TCP: `127.0.0.1:${port}`, FLEET_DISPATCHER_SOCKET: socketPath, FLEET_DISPATCHER_TOKEN: token,
-      FLEET_HTTP_ADDRESS: `127.0.0.1:${httpPort}`,
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      (await DispatcherClient.connect({ path: socketPath })).close();
-      return;
-    } catch (error) {
-      if (Date.now() > deadline || dispatcher.exitCode !== null) throw new Error(`the dispatcher did not start: ${error}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
+  ({ child: dispatcher, port } = await startDispatcher({ token, socketPath }));
 });
 
 after(async () => {
@@ -176,9 +154,7 @@ test('wait returns when a worker completes the job, and times out otherwise', as
 
   const job = await client.enqueue('drill.noop');
   const waited = client.wait(job.jobId, { timeoutMs: 60_000 });
-  const worker = spawn(path.join(binDir, 'fleet-drill'), [], {
-    env: { ...environment(), FLEET_POLL_INTERVAL_MS: '200' }, stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const worker = startWorker('fleet-drill');
   try {
     const result = await waited;
     assert.equal(result.timedOut, false);
