@@ -48,11 +48,12 @@ function upload(owner, uploadId, photo) {
   fs.copyFileSync(photo, file);
 }
 
-/** Every file below `folder`, relative to it. */
-function files(folder) {
+/** Every file below `folder`, relative to it, sorted (walked by hand: Node 18's readdir has no `recursive`). */
+function files(folder, prefix = '') {
   if (!fs.existsSync(folder)) return [];
-  return fs.readdirSync(folder, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile())
-    .map((entry) => path.relative(folder, path.join(entry.parentPath ?? entry.path, entry.name))).sort();
+  return fs.readdirSync(folder, { withFileTypes: true }).flatMap((entry) => entry.isDirectory()
+    ? files(path.join(folder, entry.name), `${prefix}${entry.name}/`)
+    : [`${prefix}${entry.name}`]).sort();
 }
 
 test('the backend quickstart: onboarding render, link, balance, paid render, feedback refund, purge', async () => {
