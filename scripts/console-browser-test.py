@@ -250,7 +250,7 @@ def run(fleet, driver):
     answer = connection.getresponse()
     answer.read()
     check(answer.status == 403, "a POST without the CSRF token is refused (403)")
-    check(not any(p["name"] == "drill.noop" for p in fleet.ask("stats")["pauses"]), "... and nothing was paused")
+    check(not any(p["name"] == "drill.noop" for p in fleet.ask("stats", "--json")["pauses"]), "... and nothing was paused")
 
     # ---- the look on a phone and in dark mode -----------------------------------------------
     driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})

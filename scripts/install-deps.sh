@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the fleet builds and runs with, when any is missing, and
 # `prometheus` for its promtool (scripts/check-signals.sh checks the alert rules with it).
+# node-typescript: tsc checks clients/node/index.d.ts (scripts/test.sh, the Node step).
 # chromium and chromium-driver: the console's browser test (scripts/console-browser-test.py).
 # pgbouncer: the tests through a transaction pooler (scripts/pgbouncer.sh starts its own; the
 # package's system-wide server, on port 6432, is stopped and disabled as prometheus' is).
 set -euo pipefail
-packages=(libpq-dev libvips-dev libvips-tools libcurl4-openssl-dev libsodium-dev postgresql python3-venv chromium chromium-driver pgbouncer)
+packages=(libpq-dev libvips-dev libvips-tools libcurl4-openssl-dev libsodium-dev postgresql python3-venv chromium chromium-driver pgbouncer node-typescript)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 missing=()
 for package in "${packages[@]}"; do

@@ -126,7 +126,7 @@ struct EnqueueGraph: AsyncParsableCommand {
 }
 
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print one job: state, attempts, every attempt's error.", aliases: ["job"])
+    static let configuration = CommandConfiguration(abstract: "Print one job: state, attempts, every attempt's error.")
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The job id.") var id: Int64
 
@@ -170,9 +170,10 @@ struct Cancel: AsyncParsableCommand {
 }
 
 struct Stats: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Queue depth, lag and failures per kind; live workers.")
+    static let configuration = CommandConfiguration(abstract: "Queue depth, lag and failures per kind; live workers, pauses, limits (a table; --json for scripts).")
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Count finished jobs over this many seconds.") var window = StatsRequest.defaultWindowSeconds
+    @OptionGroup var output: OutputFormat
 
-    func run() async throws { try printJSON(try await connection.send(StatsRequest(windowSeconds: window))) }
+    func run() async throws { try output.print(try await connection.send(StatsRequest(windowSeconds: window)), table: StatsTable.text) }
 }

@@ -49,14 +49,15 @@ struct Jobs: AsyncParsableCommand {
         subcommands: [List.self, RetryMany.self, DiscardMany.self])
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "Jobs matching a filter, newest first, one page.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Jobs matching a filter, newest first, one page (a table; --json for scripts).")
         @OptionGroup var connection: ConnectionOptions
         @OptionGroup var filter: JobFilterOptions
         @Option(help: "Jobs per page (at most \(JobsListRequest.maxLimit)).") var limit = JobsListRequest.defaultLimit
         @Option(help: "The nextCursor of the previous page.") var cursor: String?
+        @OptionGroup var output: OutputFormat
 
         func run() async throws {
-            try printJSON(try await connection.send(JobsListRequest(filter: filter.filter, limit: limit, cursor: cursor)))
+            try output.print(try await connection.send(JobsListRequest(filter: filter.filter, limit: limit, cursor: cursor)), table: JobsTable.text)
         }
     }
 
@@ -203,13 +204,30 @@ struct AccessTokenCommand: AsyncParsableCommand {
         commandName: "access-token", abstract: "Named access tokens with a role (submit, read, operate), in the database.",
         discussion: """
             Every dispatcher picks a change up within 2 seconds. Rotate without downtime: create the new token, \
-            move the clients, revoke the old one. Needs FLEET_DATABASE_URL.
+            move the clients, revoke the old one. Talks to the database itself (DATABASE_URL), not to a dispatcher.
             """,
         subcommands: [Create.self, List.self, Revoke.self])
 
-    static func store() throws -> AccessTokenStore {
+    /// Runs `body` on the tokens' table; a database it cannot reach is answered with where it looked.
+    static func withStore<T>(_ body: (AccessTokenStore) async throws -> T) async throws -> T {
         let settings = try FleetProcess.bootstrap()
-        return AccessTokenStore(pool: settings.makePool(maxConnections: 1, applicationName: "dispatcher access-token"))
+        let store = AccessTokenStore(pool: settings.makePool(maxConnections: 1, applicationName: "dispatcher access-token"))
+        do {
+            return try await body(store)
+        } catch PostgresError.connectionFailed(let message) {
+            let environment = ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""
+            let target = environment.isEmpty ? "DATABASE_URL is not set, so libpq's defaults were tried" : "DATABASE_URL could not be reached"
+            throw DatabaseUnreachable(description: """
+                cannot connect to PostgreSQL (\(target)): \(message.trimmingCharacters(in: .whitespacesAndNewlines))
+                access-token reads and writes the fleet's database directly: set DATABASE_URL to it \
+                (for the embedded one: export DATABASE_URL=$(scripts/pg.sh url)).
+                """)
+        }
+    }
+
+    /// The database is not where DATABASE_URL points (or it is unset): not a usage error.
+    struct DatabaseUnreachable: Error, CustomStringConvertible {
+        let description: String
     }
 
     struct Create: AsyncParsableCommand {
@@ -217,14 +235,14 @@ struct AccessTokenCommand: AsyncParsableCommand {
         @Option(help: "Its name, in the audit trail and the logs (A-Z a-z 0-9 . _ -; not 'default' or 'unix-socket').") var name: String
         @Option(help: "submit, read or operate.") var role: AccessRole
 
-        func run() async throws { print(try await AccessTokenCommand.store().create(name: name, role: role)) }
+        func run() async throws { print(try await AccessTokenCommand.withStore { try await $0.create(name: name, role: role) }) }
     }
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Names, roles and dates (never the tokens).")
 
         func run() async throws {
-            for token in try await AccessTokenCommand.store().list() {
+            for token in try await AccessTokenCommand.withStore({ try await $0.list() }) {
                 let revoked = token.revokedAt.map { " revoked \($0.formatted(.iso8601))" } ?? ""
                 let renamed = token.renamedFrom.map { " (was named '\($0)', a name the system reserves)" } ?? ""
                 print("\(token.name)\t\(token.role.rawValue)\tcreated \(token.createdAt.formatted(.iso8601))\(revoked)\(renamed)")
@@ -236,6 +254,6 @@ struct AccessTokenCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Revoke a token: refused from the next request on, open connections included.")
         @Option(help: "The token's name.") var name: String
 
-        func run() async throws { try await AccessTokenCommand.store().revoke(name: name) }
+        func run() async throws { try await AccessTokenCommand.withStore { try await $0.revoke(name: name) } }
     }
 }

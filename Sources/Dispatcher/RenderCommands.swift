@@ -36,11 +36,33 @@ struct RequestRender: AsyncParsableCommand {
 }
 
 struct RenderStatus: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Print one render.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Print one render.",
+        discussion: """
+            With --jobs, also its render.run job and the jobs it runs after (the photos' normalise and cut-out \
+            jobs, and the request's `after`), each with its state and last error: where a failed input shows.
+            """)
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The render id.") var renderId: String
+    @Flag(help: "Also print its job and the jobs it runs after.") var jobs = false
 
-    func run() async throws { try printJSON(try await connection.send(RenderStatusRequest(renderId: renderId))) }
+    /// The render with the jobs that decide it.
+    struct WithJobs: Encodable {
+        let render: RenderView
+        let jobs: [JobStatus]
+    }
+
+    func run() async throws {
+        let render = try await connection.send(RenderStatusRequest(renderId: renderId))
+        guard jobs else { return try printJSON(render) }
+        var found: [JobStatus] = []
+        if let jobID = render.jobId {
+            let run = try await connection.send(StatusRequest(jobId: jobID))
+            found = [run]
+            for input in run.after { found.append(try await connection.send(StatusRequest(jobId: input))) }
+        }
+        try printJSON(WithJobs(render: render, jobs: found))
+    }
 }
 
 struct WaitRender: AsyncParsableCommand {
@@ -71,12 +93,11 @@ struct RenderFeedback: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "feedback", abstract: "Thumbs up or down on a complete render (down refunds its credit once).")
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The render id.") var renderId: String
-    @Argument(help: "up or down.") var vote: String
+    @Argument(help: "up or down.") var vote: RenderFeedbackRequest.Vote
     @Option(help: "The render's user.") var user: String
     @Option(help: "The quick category picked (fit, colour, quality…).") var category: String?
 
     func run() async throws {
-        guard let vote = RenderFeedbackRequest.Vote(rawValue: vote) else { throw ValidationError("vote must be up or down") }
         try printJSON(try await connection.send(RenderFeedbackRequest(renderId: renderId, userId: user, vote: vote, category: category)))
     }
 }
@@ -97,5 +118,21 @@ struct LinkAccount: AsyncParsableCommand {
     func run() async throws {
         guard let token = ProcessInfo.processInfo.environment[tokenVariable], !token.isEmpty else { throw ValidationError("\(tokenVariable) is not set") }
         try printJSON(try await connection.send(LinkAccountRequest(ephemeralToken: token, userId: user)))
+    }
+}
+
+extension RenderFeedbackRequest.Vote: ExpressibleByArgument {}
+
+/// `dispatcher credits …`: a user's balance.
+struct Credits: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A user's credits and subscription.", subcommands: [Get.self])
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a user's balance: granted, consumed, reserved, available, and whether renders are free now (subscribed).")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The user id.") var user: String
+
+        func run() async throws { try printJSON(try await connection.send(CreditsGetRequest(userId: user))) }
     }
 }

@@ -104,6 +104,8 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: "\(root)/u1/garments/g1.jpg"))
         let refused = try #require(try await q.queue.job(id: bad.id))
         #expect(refused.state == .dead && refused.attempt == 1 && refused.errors.first?.code == "IMAGE_INVALID")
+        // The code travels beside the message: the message does not repeat it.
+        #expect(refused.errors.first.map { !$0.error.contains("IMAGE_INVALID") && !$0.error.isEmpty } == true, "\(refused.errors)")
     }
 
     @Test func aGarmentGoesThroughNormaliseThenCutoutInARealImageWorker() async throws {

@@ -1,7 +1,8 @@
 // Types of the Wearbloom dispatcher client. The protocol: docs/protocol.md in the fleet repository.
-// Dates are ISO 8601 strings; optional fields arrive as explicit nulls.
-
-import { EventEmitter } from 'node:events';
+// Dates are ISO 8601 strings; optional fields arrive as explicit nulls. Self-contained: no
+// @types/node needed (bytes are Uint8Array, which Node's Buffer is).
+// Every result interface lists the fields the dispatcher sends, no more, no fewer:
+// test/types.test.js compares them with real answers.
 
 export declare const PROTOCOL: 'wearbloom-dispatcher';
 export declare const VERSION: 1;
@@ -256,6 +257,8 @@ export interface QueueStats {
   kinds: KindStats[];
   workers: WorkerStats[];
   pauses: QueuePause[];
+  /** The fleet-wide limits and their use, as `limits()`. */
+  limits: LimitView[];
   serverTime: string;
 }
 
@@ -331,12 +334,12 @@ export interface Render {
   updatedAt: string;
 }
 
-export interface RenderRequest {
+/** Exactly one of userId (a user's render, paid with a credit unless they subscribe) and ephemeralToken (the onboarding render). */
+export type RenderRequest = RenderRequestFields & ({ userId: string; ephemeralToken?: never } | { ephemeralToken: string; userId?: never });
+
+export interface RenderRequestFields {
   /** The caller's id for the render; the same id again returns the first render. */
   renderId: string;
-  /** Exactly one of userId and ephemeralToken. */
-  userId?: string;
-  ephemeralToken?: string;
   /** Default userId; with a token always the token's id. */
   ownerId?: string;
   garmentId: string;
@@ -363,6 +366,85 @@ export interface OnboardingToken {
   token: string;
   tokenId: string;
   expiresAt: string;
+}
+
+export interface PingResult {
+  pong: true;
+  serverTime: string;
+}
+
+export interface AuthResult {
+  authenticated: true;
+  /** The access token's name (`default` for FLEET_DISPATCHER_TOKEN). */
+  name: string;
+  role: AccessRole;
+}
+
+export interface FeedbackResult {
+  renderId: string;
+  vote: 'up' | 'down';
+  /** true only for the call that gave the credit back. */
+  refunded: boolean;
+}
+
+export interface RenderList {
+  renders: Render[];
+}
+
+export interface LinkResult {
+  userId: string;
+  /** The onboarding render now the user's, if the token had one. */
+  renderId: string | null;
+  creditsGranted: number;
+}
+
+/** A user's credits as the app shows them, and whether renders are free now. */
+export interface CreditBalance {
+  userId: string;
+  granted: number;
+  consumed: number;
+  /** Held by renders under way: consumed when they complete, released when they fail. */
+  reserved: number;
+  /** granted − consumed − reserved: what new renders may still reserve. */
+  available: number;
+  /**
+   * Renders are free now (not charged): trial or paid and not expired, cancelled until its end,
+   * paid within Apple's billing grace. The rule render charging applies.
+   */
+  subscribed: boolean;
+  /** The latest subscription (the one ending last); null when the user never had one. */
+  subscription: CreditSubscription | null;
+}
+
+export interface CreditSubscription {
+  status: 'trial' | 'subscribed' | 'expired' | 'cancelled';
+  expiresAt: string | null;
+}
+
+export interface JobsPage {
+  jobs: JobSummary[];
+  /** Pass back for the next page; null: no more. */
+  nextCursor: string | null;
+}
+
+export interface BulkResult {
+  count: number;
+  dryRun: boolean;
+}
+
+export interface DiscardResult {
+  jobId: number;
+  discarded: true;
+}
+
+export interface PauseResult {
+  changed: boolean;
+  pauses: QueuePause[];
+}
+
+export interface AuditPage {
+  entries: AuditEntry[];
+  nextCursor: string | null;
 }
 
 export interface ConnectOptions {
@@ -396,13 +478,13 @@ export interface ConnectOptions {
   backoff?: { initialMs?: number; maxMs?: number };
 }
 
-/** PEM strings or Buffers, as `tls.connect` takes them. */
+/** PEM strings or bytes (a Buffer), as `tls.connect` takes them. */
 export interface TLSOptions {
   /** The CA(s) the server's certificate must chain to; the system's CAs when left out. */
-  ca?: string | Buffer | Array<string | Buffer>;
+  ca?: string | Uint8Array | Array<string | Uint8Array>;
   /** A client certificate and its key, for a dispatcher that requires them (`FLEET_DISPATCHER_TLS_CLIENT_CA`). */
-  cert?: string | Buffer;
-  key?: string | Buffer;
+  cert?: string | Uint8Array;
+  key?: string | Uint8Array;
   /**
    * The name to verify the certificate against (and send as SNI); default `host`. An IP address
    * as `host` is verified against the certificate's IP addresses.
@@ -417,7 +499,12 @@ export interface DispatcherClientEvents {
   reconnect: [greeting: Greeting];
 }
 
-export declare class DispatcherClient extends EventEmitter {
+/**
+ * An EventEmitter (node:events) with the client's two events. Every method sends the fields it is
+ * given whole: a field the dispatcher does not know rejects with BAD_ARGUMENT naming it (never
+ * silently dropped); a non-object where an object belongs rejects with a TypeError.
+ */
+export declare class DispatcherClient {
   /** Opens `poolSize` connections; rejects when one fails (nothing listening, a refused token, an incompatible server). */
   static connect(options: ConnectOptions): Promise<DispatcherClient>;
   /** The latest connection's greeting. */
@@ -425,6 +512,9 @@ export declare class DispatcherClient extends EventEmitter {
   on<E extends keyof DispatcherClientEvents>(event: E, listener: (...args: DispatcherClientEvents[E]) => void): this;
   once<E extends keyof DispatcherClientEvents>(event: E, listener: (...args: DispatcherClientEvents[E]) => void): this;
   off<E extends keyof DispatcherClientEvents>(event: E, listener: (...args: DispatcherClientEvents[E]) => void): this;
+  removeListener<E extends keyof DispatcherClientEvents>(event: E, listener: (...args: DispatcherClientEvents[E]) => void): this;
+  removeAllListeners(event?: keyof DispatcherClientEvents): this;
+  listenerCount(event: keyof DispatcherClientEvents): number;
   /**
    * Any op by name; resolves with its result or rejects with a DispatcherError, a
    * ConnectionLostError (connection broken, not safe to repeat), a NotConnectedError (no
@@ -432,9 +522,9 @@ export declare class DispatcherClient extends EventEmitter {
    */
   /** `traceparent`: a W3C traceparent; the dispatcher's spans for the request join that trace. */
   call<T = unknown>(op: string, args?: object, trace?: TraceOptions): Promise<T>;
-  ping(): Promise<{ pong: true; serverTime: string }>;
+  ping(): Promise<PingResult>;
   /** Authenticates every open connection and keeps the token for reconnections; a refused token closes the client. */
-  auth(token: string): Promise<{ authenticated: true; name: string; role: AccessRole }>;
+  auth(token: string): Promise<AuthResult>;
   enqueue(kind: string, payload?: { [key: string]: JsonValue }, options?: JobOptions, trace?: TraceOptions): Promise<EnqueuedJob>;
   /**
    * `profile`: a normalise profile's name (built in: `upload`, the default, at most 1200 px wide; `trial-room`,
@@ -462,23 +552,29 @@ export declare class DispatcherClient extends EventEmitter {
   renderStatus(renderId: string): Promise<Render>;
   waitRender(renderId: string, options?: { timeoutMs?: number }): Promise<RenderWaitResult>;
   /** A thumbs-down on a complete render refunds its credit once. */
-  renderFeedback(feedback: { renderId: string; userId: string; vote: 'up' | 'down'; category?: string }): Promise<{ renderId: string; vote: 'up' | 'down'; refunded: boolean }>;
-  listRenders(userId: string, options?: { limit?: number }): Promise<{ renders: Render[] }>;
+  /**
+   * Feedback is a user's: an onboarding render takes it once its token is linked (`linkAccount`);
+   * before that it rejects with NOT_FOUND saying so. `vote` other than up/down: BAD_ARGUMENT listing them.
+   */
+  renderFeedback(feedback: { renderId: string; userId: string; vote: 'up' | 'down'; category?: string }): Promise<FeedbackResult>;
+  listRenders(userId: string, options?: { limit?: number }): Promise<RenderList>;
   issueToken(): Promise<OnboardingToken>;
-  linkAccount(link: { ephemeralToken: string; userId: string }): Promise<{ userId: string; renderId: string | null; creditsGranted: number }>;
+  linkAccount(link: { ephemeralToken: string; userId: string }): Promise<LinkResult>;
+  /** A user's balance ("credits left") and whether renders are free for them now; zeros for a user never seen. */
+  credits(userId: string): Promise<CreditBalance>;
   /** Job control: `read` or `operate` to look, `operate` to change; others reject with FORBIDDEN. */
   getJob(jobId: number): Promise<JobStatus>;
   /** Newest first; pass nextCursor back for the next page (null: no more). */
-  listJobs(filter?: JobFilter, options?: { limit?: number; cursor?: string }): Promise<{ jobs: JobSummary[]; nextCursor: string | null }>;
+  listJobs(filter?: JobFilter, options?: { limit?: number; cursor?: string }): Promise<JobsPage>;
   /** A dead or cancelled job back to available; JOB_NOT_RETRYABLE otherwise. */
   retryJob(jobId: number, options?: { runAt?: string }): Promise<JobStatus>;
-  retryJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<{ count: number; dryRun: boolean }>;
+  retryJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<BulkResult>;
   /** Deletes a finished job; JOB_NOT_FINISHED otherwise. */
-  discardJob(jobId: number): Promise<{ jobId: number; discarded: true }>;
-  discardJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<{ count: number; dryRun: boolean }>;
-  pause(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
-  resume(target: { kind: string } | { queue: string }): Promise<{ changed: boolean; pauses: QueuePause[] }>;
-  listAudit(options?: { limit?: number; cursor?: string }): Promise<{ entries: AuditEntry[]; nextCursor: string | null }>;
+  discardJob(jobId: number): Promise<DiscardResult>;
+  discardJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<BulkResult>;
+  pause(target: { kind: string; queue?: never } | { queue: string; kind?: never }): Promise<PauseResult>;
+  resume(target: { kind: string; queue?: never } | { queue: string; kind?: never }): Promise<PauseResult>;
+  listAudit(options?: { limit?: number; cursor?: string }): Promise<AuditPage>;
   /** The fleet-wide limits and their use (a read or operate token). */
   limits(): Promise<LimitsResult>;
   /** Creates or replaces a limit (an operate token); every worker honours it from its next claim. */
@@ -533,7 +629,7 @@ export class CallbackVerificationError extends Error {
  */
 export function verifyCallback<Event = CallbackEvent>(
   headers: Record<string, string | string[] | undefined> | { get(name: string): string | null },
-  body: Buffer | string,
+  body: Uint8Array | string,
   secret: string | string[],
   options?: { toleranceSeconds?: number; now?: number },
 ): { id: string; timestamp: number; event: Event | null };

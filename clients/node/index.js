@@ -15,7 +15,7 @@ const VERSION = 1;
 /** Ops answered the same however often they are sent (reads, waits, and render.request, which carries its renderId). */
 const SAFE_OPS = new Set([
   'ping', 'status', 'wait', 'stats', 'job.get', 'jobs.list', 'audit.list',
-  'render.status', 'render.wait', 'renders.list', 'render.request', 'limits.list', 'limit.set',
+  'render.status', 'render.wait', 'renders.list', 'render.request', 'limits.list', 'limit.set', 'credits.get',
 ]);
 /** Ops that are safe to repeat only with `options.idempotencyKey`. */
 const KEYED_OPS = new Set(['enqueue', 'image.normalize', 'garment.process', 'account.purge']);
@@ -224,8 +224,11 @@ class DispatcherClient extends EventEmitter {
    */
   static async connect({
     host, port, path, token, tls: tlsOptions, maxFrameBytes = 64 * 1024 * 1024, connectTimeoutMs = 5000,
-    poolSize = 1, reconnect = true, reconnectTimeoutMs = 30_000, backoff = {},
+    poolSize = 1, reconnect = true, reconnectTimeoutMs = 30_000, backoff = {}, ...unknown
   } = {}) {
+    // The client's own options: a misspelt one (`tsl`, `poolsize`) would silently change nothing.
+    const misspelt = Object.keys(unknown)[0] ?? Object.keys(backoff).find((name) => name !== 'initialMs' && name !== 'maxMs');
+    if (misspelt !== undefined) throw new TypeError(`DispatcherClient.connect: unknown option ${misspelt in unknown ? misspelt : `backoff.${misspelt}`}`);
     if (!Number.isInteger(poolSize) || poolSize < 1) throw new RangeError(`poolSize must be a positive integer, not ${poolSize}`);
     const client = new DispatcherClient({
       host, port, path, token, tls: tlsOptions, maxFrameBytes, connectTimeoutMs, poolSize, reconnect, reconnectTimeoutMs,
@@ -292,47 +295,59 @@ class DispatcherClient extends EventEmitter {
       throw error;
     }
   }
+  // Every method sends the fields it is given as they are (its positional arguments beside them):
+  // the dispatcher refuses a field it does not know with BAD_ARGUMENT naming it ("unknown field
+  // args.body_upload_id"), so a misspelt option is never silently dropped, and a field a newer
+  // dispatcher knows works without a newer client. Only a non-object where an object belongs is
+  // refused here (a TypeError): spreading it would drop it.
   enqueue(kind, payload = {}, options = undefined, { traceparent } = {}) {
     return this.call('enqueue', { kind, payload, options }, { traceparent });
   }
-  normalizeImage({ userId, uploadId, target, imageId, profile }, options = undefined) {
-    return this.call('image.normalize', { userId, uploadId, target, imageId, profile, options });
-  }
-  processGarment({ userId, uploadId, garmentId }, options = undefined) {
-    return this.call('garment.process', { userId, uploadId, garmentId, options });
-  }
+  normalizeImage(image, options = undefined) { return this.#send('image.normalize', { options }, image); }
+  processGarment(garment, options = undefined) { return this.#send('garment.process', { options }, garment); }
   purgeAccount(userId, options = undefined) { return this.call('account.purge', { userId, options }); }
-  enqueueGraph(jobs, { idempotencyKey } = {}) { return this.call('jobs.enqueueGraph', { jobs, idempotencyKey }); }
+  enqueueGraph(jobs, options = undefined) { return this.#send('jobs.enqueueGraph', { jobs }, options); }
   status(jobId) { return this.call('status', { jobId }); }
-  wait(jobId, { timeoutMs } = {}) { return this.call('wait', { jobId, timeoutMs }); }
+  wait(jobId, options = undefined) { return this.#send('wait', { jobId }, options); }
   cancel(jobId) { return this.call('cancel', { jobId }); }
-  stats({ windowSeconds } = {}) { return this.call('stats', { windowSeconds }); }
-  requestRender({ renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl, after },
-    { traceparent } = {}) {
-    return this.call('render.request',
-      { renderId, userId, ephemeralToken, ownerId, garmentId, bodyPhotoId, bodyUploadId, garmentUploadId, category, callbackUrl, after },
-      { traceparent });
-  }
+  stats(options = undefined) { return this.#send('stats', {}, options); }
+  requestRender(request, { traceparent } = {}) { return this.#send('render.request', {}, request, { traceparent }); }
   renderStatus(renderId) { return this.call('render.status', { renderId }); }
-  waitRender(renderId, { timeoutMs } = {}) { return this.call('render.wait', { renderId, timeoutMs }); }
-  renderFeedback({ renderId, userId, vote, category }) { return this.call('render.feedback', { renderId, userId, vote, category }); }
-  listRenders(userId, { limit } = {}) { return this.call('renders.list', { userId, limit }); }
+  waitRender(renderId, options = undefined) { return this.#send('render.wait', { renderId }, options); }
+  renderFeedback(feedback) { return this.#send('render.feedback', {}, feedback); }
+  listRenders(userId, options = undefined) { return this.#send('renders.list', { userId }, options); }
   issueToken() { return this.call('token.issue'); }
-  linkAccount({ ephemeralToken, userId }) { return this.call('account.link', { ephemeralToken, userId }); }
+  linkAccount(link) { return this.#send('account.link', {}, link); }
+  /** A user's balance: granted, consumed, reserved, available, and whether renders are free now. */
+  credits(userId) { return this.call('credits.get', { userId }); }
   // Job control (a token with the read or operate role; docs/protocol.md).
   getJob(jobId) { return this.call('job.get', { jobId }); }
-  listJobs(filter = undefined, { limit, cursor } = {}) { return this.call('jobs.list', { filter, limit, cursor }); }
-  retryJob(jobId, { runAt } = {}) { return this.call('job.retry', { jobId, runAt }); }
-  retryJobs(filter, { limit, dryRun } = {}) { return this.call('jobs.retry', { filter, limit, dryRun }); }
+  listJobs(filter = undefined, options = undefined) { return this.#send('jobs.list', { filter }, options); }
+  retryJob(jobId, options = undefined) { return this.#send('job.retry', { jobId }, options); }
+  retryJobs(filter, options = undefined) { return this.#send('jobs.retry', { filter }, options); }
   discardJob(jobId) { return this.call('job.discard', { jobId }); }
-  discardJobs(filter, { limit, dryRun } = {}) { return this.call('jobs.discard', { filter, limit, dryRun }); }
-  pause({ kind, queue }) { return this.call('queue.pause', { kind, queue }); }
-  resume({ kind, queue }) { return this.call('queue.resume', { kind, queue }); }
-  listAudit({ limit, cursor } = {}) { return this.call('audit.list', { limit, cursor }); }
+  discardJobs(filter, options = undefined) { return this.#send('jobs.discard', { filter }, options); }
+  pause(target) { return this.#send('queue.pause', {}, target); }
+  resume(target) { return this.#send('queue.resume', {}, target); }
+  listAudit(options = undefined) { return this.#send('audit.list', {}, options); }
   // Fleet-wide limits (docs/queue.md, "Limits"): read and operate tokens see them, operate sets them.
   limits() { return this.call('limits.list'); }
-  setLimit({ key, maxRunning, rate, rateWindowSeconds }) { return this.call('limit.set', { key, maxRunning, rate, rateWindowSeconds }); }
+  setLimit(limit) { return this.#send('limit.set', {}, limit); }
   removeLimit(key) { return this.call('limit.remove', { key }); }
+
+  /** `fields` (an object or undefined) sent whole beside `args`; anything else rejects with a TypeError. */
+  #send(op, args, fields, trace = {}) {
+    if (fields !== undefined && (fields === null || typeof fields !== 'object' || Array.isArray(fields))) {
+      return Promise.reject(new TypeError(`${op}: expected an object of fields, not ${fields === null ? 'null' : Array.isArray(fields) ? 'an array' : typeof fields}`));
+    }
+    const sent = { ...fields };
+    for (const [name, value] of Object.entries(args)) {
+      if (value === undefined) continue;
+      if (Object.hasOwn(sent, name)) return Promise.reject(new TypeError(`${op}: ${name} is given twice (as an argument and as a field)`));
+      sent[name] = value;
+    }
+    return this.call(op, sent, trace);
+  }
 
   /** Closes every connection and stops reconnecting; requests in flight or waiting reject with ConnectionClosedError. */
   close() {

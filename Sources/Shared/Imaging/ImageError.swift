@@ -18,11 +18,14 @@ public enum ImageError: CodedError, CustomStringConvertible, Sendable, Equatable
         }
     }
 
-    public var description: String {
+    /// What is wrong, without the code: a job's error keeps its code beside it.
+    public var reason: String {
         switch self {
-        case .tooLarge(let reason), .invalid(let reason), .unsupported(let reason): "\(code): \(reason)"
+        case .tooLarge(let reason), .invalid(let reason), .unsupported(let reason): reason
         }
     }
+
+    public var description: String { "\(code): \(reason)" }
 }
 
 /// The image jobs' codes (`docs/images.md`).

@@ -108,6 +108,33 @@ enum CreditLedger {
                (SELECT status::text FROM renders WHERE id = $1 AND user_id = $2) AS status
         """
 
+    /// Whether `user` (a placeholder such as `$2`) subscribes now, with Apple's billing grace in
+    /// seconds at `grace`: trial or paid and not expired; cancelled until the period ends; paid
+    /// within the grace. The one rule of what renders free: charging and the balance read use it.
+    static func subscribesNow(user: String, grace: String) -> String {
+        """
+        EXISTS (SELECT 1 FROM subscriptions WHERE user_id = \(user) AND (
+            (status IN ('trial', 'subscribed', 'cancelled') AND expires_at > now())
+            OR (status = 'subscribed' AND expires_at + make_interval(secs => \(grace)) > now())))
+        """
+    }
+
+    /// `$1` user, `$2` billing grace in seconds: the balance the app shows. Granted and consumed
+    /// (0 without a credits row), the open reservations, the latest subscription's status and end
+    /// (the one ending last), and whether it counts as subscribed now (`subscribesNow`).
+    static let balance = """
+        SELECT coalesce(c.total_granted, 0) AS granted, coalesce(c.total_consumed, 0) AS consumed,
+               (SELECT count(*) FROM credit_reservations WHERE user_id = $1) AS reserved,
+               s.status AS subscription_status, extract(epoch FROM s.expires_at) AS subscription_expires_at,
+               \(subscribesNow(user: "$1", grace: "$2")) AS subscribed
+        FROM (SELECT $1::text AS user_id) AS u
+        LEFT JOIN credits AS c ON c.user_id = u.user_id
+        LEFT JOIN LATERAL (
+            SELECT status, expires_at FROM subscriptions WHERE user_id = u.user_id
+            ORDER BY expires_at DESC NULLS LAST, updated_at DESC LIMIT 1
+        ) AS s ON true
+        """
+
     /// Locks the user's credits row, then reserves one credit for `render` if the balance less
     /// the open reservations allows one; false when it does not. Run inside the transaction
     /// that creates the render: the reservation is a new statement after the lock, so its count

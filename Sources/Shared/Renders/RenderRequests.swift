@@ -89,7 +89,7 @@ public struct RenderRequests: Sendable {
 
     /// `admission` must be running (`RenderAdmission.run`).
     public init(
-        pool: PostgresPool, admission: RenderAdmission, deadline: Duration = .seconds(30), billingGrace: Duration = .seconds(16 * 86_400),
+        pool: PostgresPool, admission: RenderAdmission, deadline: Duration = .seconds(30), billingGrace: Duration = CreditBalances.appleBillingGrace,
         supportedCategories: @escaping @Sendable (String) -> Set<GarmentCategory> = TryOnProviders.supportedCategories
     ) {
         self.pool = pool
@@ -196,15 +196,11 @@ public struct RenderRequests: Sendable {
         case .user(let user):
             userID = user
         }
-        // Charged unless a user subscribes: trial or paid and not expired; cancelled until the
-        // period ends; paid within Apple's billing grace. Onboarding renders are never charged.
+        // Charged unless a user subscribes (`CreditLedger.subscribesNow`). Onboarding renders are never charged.
         let charged = try await connection.query("""
             INSERT INTO renders (id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, charged, deadline_at, callback_url)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2::text IS NOT NULL AND NOT EXISTS (
-                SELECT 1 FROM subscriptions WHERE user_id = $2 AND (
-                    (status IN ('trial', 'subscribed', 'cancelled') AND expires_at > now())
-                    OR (status = 'subscribed' AND expires_at + make_interval(secs => $10) > now()))
-            ), now() + make_interval(secs => $9), $11)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2::text IS NOT NULL AND NOT \(CreditLedger.subscribesNow(user: "$2", grace: "$10")),
+                    now() + make_interval(secs => $9), $11)
             RETURNING charged
             """, [request.renderID.value, userID, tokenID, request.ownerID.value, request.garmentID.value,
                   request.bodyPhotoID.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]

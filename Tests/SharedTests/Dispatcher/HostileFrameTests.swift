@@ -87,7 +87,8 @@ import Testing
                 (#"{"kind":"drill.noop","options":{"delaySeconds":-1}}"#, "enqueue", "args.options.delaySeconds must be between 0 and 31622400"),
                 (#"{"jobId":"seven"}"#, "status", "args.jobId: expected an integer"),
                 (#"{}"#, "status", "missing field args.jobId"),
-                (#"{"userId":"u1","uploadId":"x","target":"hat","imageId":"i"}"#, "image.normalize", "args.target: not a valid value"),
+                (#"{"userId":"u1","uploadId":"x","target":"hat","imageId":"i"}"#, "image.normalize", "args.target: 'hat' is not one of body, garment"),
+                (#"{"renderId":"r1","userId":"u1","vote":"thumbs-down"}"#, "render.feedback", "args.vote: 'thumbs-down' is not one of up, down"),
                 (#"{"userId":"../u1","uploadId":"x","target":"body","imageId":"i"}"#, "image.normalize", "args.userId must be 1 to 64 characters of A-Z a-z 0-9 _ -"),
                 (#"{"renderId":"r1","userId":"broke","garmentId":"g","bodyPhotoId":"b","category":"tops"}"#, "render.request", "no credit left"),
             ]

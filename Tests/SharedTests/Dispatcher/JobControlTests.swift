@@ -17,7 +17,7 @@ import Testing
         return [
             "enqueue": submitters, "jobs.enqueueGraph": submitters, "image.normalize": submitters, "garment.process": submitters, "account.purge": submitters,
             "cancel": submitters, "render.request": submitters, "render.feedback": submitters, "token.issue": submitters,
-            "account.link": submitters,
+            "account.link": submitters, "credits.get": submitters,
             "status": everyone, "wait": everyone, "render.status": everyone, "render.wait": everyone, "renders.list": everyone,
             "stats": readers, "job.get": readers, "jobs.list": readers, "audit.list": readers,
             "job.retry": operators, "jobs.retry": operators, "job.discard": operators, "jobs.discard": operators,
@@ -210,7 +210,7 @@ import Testing
                 guard status == 0 else { throw TestFailure("dispatcher \(arguments.joined(separator: " ")) exited \(status): \(text)") }
                 return try JSONValue(json: text)
             }
-            let page = try await dispatcherCommand("jobs", "list", "--state", "dead", "--code", "PROVIDER_DOWN", "--since", "1h", "--limit", "2")
+            let page = try await dispatcherCommand("jobs", "list", "--state", "dead", "--code", "PROVIDER_DOWN", "--since", "1h", "--limit", "2", "--json")
             guard case .array(let jobs)? = page["jobs"] else { throw TestFailure("no jobs in \(page.jsonText)") }
             #expect(jobs.map { $0["id"] } == dead.suffix(2).reversed().map { .number(Double($0)) })
             #expect(page["nextCursor"] != .null)

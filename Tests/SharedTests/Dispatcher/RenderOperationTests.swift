@@ -1,4 +1,5 @@
 @testable import DispatcherProtocol
+import FleetSupport
 import Foundation
 @testable import Renders
 import Testing
@@ -203,6 +204,55 @@ import Testing
             #expect(reserved == ["u1"])
             // The owner still gets it back.
             #expect(try await client.send(Self.request("secret-render", user: "u1")).userId == "u1")
+            await client.close()
+        }
+    }
+
+    /// `credits.get` answers what render charging would do: the balance less what renders under
+    /// way hold, and "subscribed" by the same rule (Apple's billing grace included), nulls explicit.
+    @Test func aBalanceShowsGrantedConsumedReservedAndTheSubscriptionRenderChargingUses() async throws {
+        try await TestDispatcher.run { dispatcher in
+            let client = try await dispatcher.client(.tcp)
+            func subscribe(_ user: String, _ status: String, expiresIn seconds: Double) async throws {
+                try await dispatcher.queue.pool.query("""
+                    INSERT INTO subscriptions (user_id, status, started_at, expires_at)
+                    VALUES ($1, $2, now() - interval '30 days', now() + make_interval(secs => $3))
+                    """, [user, status, seconds])
+            }
+            try await Self.grant(dispatcher, "u1", credits: 3)
+            _ = try await client.send(Self.request("r1"))
+            let store = RenderStore(pool: dispatcher.queue.pool)
+            _ = try await client.send(Self.request("r2"))
+            guard case .started = try await store.start(id: "r2") else { throw TestFailure("r2 not started") }
+            #expect(try await store.complete(id: "r2", resultPath: "u1/renders/r2.jpg"))
+            let balance = try await client.credits(userId: "u1")
+            #expect(balance == CreditBalanceView(userId: "u1", granted: 3, consumed: 1, reserved: 1, available: 1, subscribed: false, subscription: nil))
+
+            // Never seen: zeros, and the nulls are on the wire.
+            let raw = try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                try await raw.send(#"{"id":1,"op":"credits.get","args":{"userId":"nobody"}}"# + "\n")
+                return try await raw.response()
+            }
+            #expect(raw["result"] == (try JSONValue(json: #"{"userId":"nobody","granted":0,"consumed":0,"reserved":0,"available":0,"subscribed":false,"subscription":null}"#)),
+                    "\(raw.jsonText)")
+
+            // Within Apple's billing grace a lapsed paid subscription still renders free; past it, or
+            // cancelled and ended, it does not. Each answer agrees with the charge of a real request.
+            let cases: [(user: String, status: String, expiresIn: Double, subscribed: Bool)] = [
+                ("trial", "trial", 86_400, true), ("grace", "subscribed", -10 * 86_400, true),
+                ("lapsed", "subscribed", -20 * 86_400, false), ("ended", "cancelled", -60, false),
+            ]
+            for entry in cases {
+                try await subscribe(entry.user, entry.status, expiresIn: entry.expiresIn)
+                try await Self.grant(dispatcher, entry.user, credits: 1)
+                let answer = try await client.send(CreditsGetRequest(userId: entry.user))
+                #expect(answer.subscribed == entry.subscribed && answer.subscription?.status == entry.status, "\(entry.user): \(answer)")
+                #expect(abs((answer.subscription?.expiresAt?.timeIntervalSinceNow ?? .infinity) - entry.expiresIn) < 600, "\(entry.user): \(answer)")
+                let render = try await client.send(Self.request("r-\(entry.user)", user: entry.user))
+                #expect(render.charged == !entry.subscribed, "\(entry.user)")
+            }
+            #expect(await Self.code { try await client.send(CreditsGetRequest(userId: "../u1")) } == "BAD_ARGUMENT")
             await client.close()
         }
     }

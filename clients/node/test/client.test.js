@@ -4,14 +4,13 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { DispatcherClient, DispatcherError, ConnectionClosedError } = require('..');
 
-const { binDir, databaseURL, freePort, exited } = require('./support');
+const { binDir, databaseURL, exited, startDispatcher, startWorker } = require('./support');
 
 const token = crypto.randomBytes(24).toString('hex');
 const socketPath = path.join(os.tmpdir(), `dispatcher-node-${process.pid}.sock`);
@@ -19,29 +18,8 @@ let port;
 let dispatcher;
 const environment = () => ({ ...process.env, DATABASE_URL: databaseURL, FLEET_LOG_LEVEL: 'warning' });
 
-
-
 before(async () => {
-  port = await freePort();
-  // Its HTTP listener on a free port too: the default 9090 may be taken on a shared machine.
-  const httpPort = await freePort();
-  dispatcher = spawn(path.join(binDir, 'dispatcher'), ['run'], {
-    env: {
-      ...environment(), FLEET_DISPATCHER_TCP: `127.0.0.1:${port}`, FLEET_DISPATCHER_SOCKET: socketPath, FLEET_DISPATCHER_TOKEN: token,
-      FLEET_HTTP_ADDRESS: `127.0.0.1:${httpPort}`,
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      (await DispatcherClient.connect({ path: socketPath })).close();
-      return;
-    } catch (error) {
-      if (Date.now() > deadline || dispatcher.exitCode !== null) throw new Error(`the dispatcher did not start: ${error}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
+  ({ child: dispatcher, port } = await startDispatcher({ token, socketPath }));
 });
 
 after(async () => {
@@ -176,9 +154,7 @@ test('wait returns when a worker completes the job, and times out otherwise', as
 
   const job = await client.enqueue('drill.noop');
   const waited = client.wait(job.jobId, { timeoutMs: 60_000 });
-  const worker = spawn(path.join(binDir, 'fleet-drill'), [], {
-    env: { ...environment(), FLEET_POLL_INTERVAL_MS: '200' }, stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const worker = startWorker('fleet-drill');
   try {
     const result = await waited;
     assert.equal(result.timedOut, false);
@@ -201,13 +177,22 @@ test('render ops: an onboarding token, its one render, linking, credits and busi
   assert.equal(render.userId, null);
   assert.equal(render.charged, false);
   assert.equal((await client.renderStatus(render.id)).id, render.id);
+  // A misspelt field is sent as written and refused naming it: never dropped on the way.
+  await assert.rejects(client.requestRender({ renderId: `typo-${port}`, ephemeralToken: onboarding, garmentId: 'g1', bodyPhotoId: 'b1', body_upload_id: 'up1', category: 'tops' }),
+    { code: 'BAD_ARGUMENT', reason: 'unknown field args.body_upload_id' });
+  await assert.rejects(client.renderStatus(`typo-${port}`), { code: 'NOT_FOUND' });
+  await assert.rejects(client.waitRender(render.id, 200), TypeError);
+  await assert.rejects(client.listJobs({}, { limt: 5 }), { code: 'BAD_ARGUMENT', reason: 'unknown field args.limt' });
+  await assert.rejects(DispatcherClient.connect({ host: '127.0.0.1', port, tokn: token }), { name: 'TypeError', message: 'DispatcherClient.connect: unknown option tokn' });
   const waited = await client.waitRender(render.id, { timeoutMs: 200 });
   assert.equal(waited.timedOut, true);
   await assert.rejects(client.requestRender({ renderId: `onb2-${port}`, ephemeralToken: onboarding, garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
     { code: 'TOKEN_ALREADY_USED' });
   await assert.rejects(client.requestRender({ renderId: 'x1', ephemeralToken: onboarding, ownerId: 'someone', garmentId: 'g1', bodyPhotoId: 'b1', category: 'tops' }),
     { code: 'BAD_ARGUMENT' });
-  await assert.rejects(client.renderFeedback({ renderId: render.id, userId: 'nobody', vote: 'down' }), { code: 'NOT_FOUND' });
+  // Feedback moves credits, so it is a user's: before linking the refusal says to link first.
+  await assert.rejects(client.renderFeedback({ renderId: render.id, userId: 'nobody', vote: 'down' }),
+    { code: 'NOT_FOUND', reason: `render ${render.id} belongs to an onboarding token not linked yet: link it first (account.link), then send feedback as that user` });
 
   const user = `user-${port}`;
   assert.deepEqual(await client.linkAccount({ ephemeralToken: onboarding, userId: user }), { userId: user, renderId: render.id, creditsGranted: 3 });

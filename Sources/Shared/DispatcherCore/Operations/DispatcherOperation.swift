@@ -90,7 +90,9 @@ enum ArgumentDecoder {
         case .keyNotFound(let key, let context): return "missing field \(path(context, key))"
         case .typeMismatch(let type, let context): return "\(path(context)): expected \(expectedName(type))"
         case .valueNotFound(let type, let context): return "\(path(context)): expected \(expectedName(type)), got null"
-        case .dataCorrupted(let context): return "\(path(context)): not a valid value"
+        case .dataCorrupted(let context):
+            guard let unknown = context.underlyingError as? UnknownWireCase else { return "\(path(context)): not a valid value" }
+            return "\(path(context)): '\(unknown.value.prefix(64))' is not one of \(unknown.known.joined(separator: ", "))"
         @unknown default: return "\(error)"
         }
     }

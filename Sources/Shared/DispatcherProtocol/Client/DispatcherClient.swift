@@ -147,4 +147,7 @@ extension DispatcherClient {
     public func cancel(jobId: Int64) async throws -> CancelRequest.Result { try await send(CancelRequest(jobId: jobId)) }
 
     public func stats(windowSeconds: Int? = nil) async throws -> QueueStats { try await send(StatsRequest(windowSeconds: windowSeconds)) }
+
+    /// A user's balance and whether renders are free for them now (`credits.get`).
+    public func credits(userId: String) async throws -> CreditBalanceView { try await send(CreditsGetRequest(userId: userId)) }
 }

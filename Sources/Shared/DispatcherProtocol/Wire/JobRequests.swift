@@ -201,7 +201,7 @@ public struct NormalizeImageRequest: DispatcherRequest {
     public static let op = "image.normalize"
     public typealias Result = EnqueuedJobResult
     /// What the upload becomes.
-    public enum Target: String, Codable, Sendable { case body, garment }
+    public enum Target: String, Codable, Sendable, WireEnum { case body, garment }
     public let userId: String
     public let uploadId: String
     public let target: Target

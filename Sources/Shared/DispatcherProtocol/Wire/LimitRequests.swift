@@ -34,8 +34,8 @@ public struct LimitView: Codable, Sendable, Equatable {
 }
 
 public struct LimitsResult: Codable, Sendable, Equatable {
-    /// For `limit.set` and `limit.remove`: whether a rule was created, changed or removed.
-    public let changed: Bool?
+    /// For `limit.set` and `limit.remove`: whether a rule was created, changed or removed; null for `limits.list`.
+    @ExplicitNull public private(set) var changed: Bool?
     public let limits: [LimitView]
 
     public init(changed: Bool?, limits: [LimitView]) {

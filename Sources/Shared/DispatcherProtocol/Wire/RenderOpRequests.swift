@@ -145,7 +145,7 @@ public struct WaitRenderRequest: DispatcherRequest {
 /// `render.feedback`: thumbs up or down on a complete render; a thumbs-down refunds its credit once.
 public struct RenderFeedbackRequest: DispatcherRequest {
     public static let op = "render.feedback"
-    public enum Vote: String, Codable, Sendable { case up, down }
+    public enum Vote: String, Codable, Sendable, WireEnum { case up, down }
     public struct Result: Codable, Sendable, Equatable {
         public let renderId: String
         public let vote: Vote

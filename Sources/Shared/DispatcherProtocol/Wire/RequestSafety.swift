@@ -37,6 +37,7 @@ extension AuditListRequest { public var isSafeToRepeat: Bool { true } }
 extension RenderStatusRequest { public var isSafeToRepeat: Bool { true } }
 extension WaitRenderRequest { public var isSafeToRepeat: Bool { true } }
 extension ListRendersRequest { public var isSafeToRepeat: Bool { true } }
+extension CreditsGetRequest { public var isSafeToRepeat: Bool { true } }
 /// The render id makes a second `render.request` answer with the first one's render.
 extension RequestRenderRequest { public var isSafeToRepeat: Bool { true } }
 

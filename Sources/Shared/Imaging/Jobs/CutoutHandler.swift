@@ -41,7 +41,7 @@ public struct CutoutHandler: JobHandler {
             }
             throw error  // every backend failed for now: retried with backoff
         } catch let error as ImageError {
-            throw JobError.permanent(code: error.code, message: "\(error)")
+            throw JobError.permanent(code: error.code, message: error.reason)
         }
         let cutoutKey = StorageKey.garmentCutout(user: payload.userID, garment: payload.garmentID)
         let previewKey = StorageKey.garmentPreview(user: payload.userID, garment: payload.garmentID)

@@ -48,7 +48,7 @@ public struct NormalizeHandler: JobHandler {
         do {
             image = try await offload { try normalizer.normalize(path: input) }
         } catch let error as ImageError {
-            throw JobError.permanent(code: error.code, message: "\(error)")
+            throw JobError.permanent(code: error.code, message: error.reason)
         }
         let output: StorageKey = switch payload.target {
         case .body: .bodyPhoto(user: payload.userID, photo: payload.imageID)

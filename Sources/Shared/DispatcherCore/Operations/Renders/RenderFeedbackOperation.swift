@@ -16,6 +16,10 @@ public struct RenderFeedbackOperation: DispatcherOperation {
         case .recorded(let refunded):
             return RenderFeedbackRequest.Result(renderId: request.renderId, vote: request.vote, refunded: refunded)
         case .notFound:
+            // Feedback moves credits, so it is a user's: an onboarding render takes it once linked.
+            if let render = try await store.render(id: request.renderId), render.userID == nil {
+                throw DispatcherError(.notFound, "render \(request.renderId) belongs to an onboarding token not linked yet: link it first (account.link), then send feedback as that user")
+            }
             throw DispatcherError(.notFound, "no render \(request.renderId) of user \(request.userId)")
         case .notComplete:
             throw DispatcherError(.renderNotComplete, "render \(request.renderId) is not complete; feedback is for finished renders")

@@ -5,7 +5,7 @@ import Renders
 
 extension OperationRegistry {
     /// Every render and onboarding op: `render.request`, `render.status`, `render.wait`,
-    /// `render.feedback`, `renders.list`, `token.issue`, `account.link`.
+    /// `render.feedback`, `renders.list`, `token.issue`, `account.link`, `credits.get`.
     public static func renderOperations(
         pool: PostgresPool, admission: RenderAdmission, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed
     ) -> [any DispatcherOperation] {
@@ -19,6 +19,7 @@ extension OperationRegistry {
             ListRendersOperation(store: store),
             IssueTokenOperation(tokens: tokens),
             LinkAccountOperation(tokens: tokens, freeCredits: settings.freeCredits),
+            CreditsGetOperation(balances: CreditBalances(pool: pool)),
         ]
     }
 }
