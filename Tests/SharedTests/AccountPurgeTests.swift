@@ -152,6 +152,34 @@ import Testing
         #expect(try await f.rowsNaming("u1", tree: tree) == 0)
         await f.client.close()
     }
+
+    /// A photo still being made in the token's tree when the purge starts (its normalisation held
+    /// by a pause): the purge waits for it, then deletes it too, rather than deleting the tree
+    /// and letting the photo land in it after.
+    @Test func aPurgeWaitsForThePhotoStillBeingMadeInTheTree() async throws {
+        let f = try await Fleet.start()
+        defer { f.stop() }
+        let issued = try await f.client.send(IssueTokenRequest())
+        try AtomicFile.write(RenderFixture.bodyPhoto, to: "\(f.root)/\(issued.tokenId)/uploads/upB")
+        _ = try await f.client.pause(kind: "image.normalize")
+        let normalize = try await f.client.send(NormalizeImageRequest(userId: issued.tokenId, uploadId: "upB", target: .body, imageId: "b1"))
+        _ = try await f.client.send(LinkAccountRequest(ephemeralToken: issued.token, userId: "u1"))
+
+        let purge = try await f.client.send(PurgeAccountRequest(userId: "u1", options: JobOptions(maxAttempts: 20)))
+        try await f.q.waitUntil("the purge refused while the photo is being made") {
+            try await f.q.queue.job(id: purge.jobId)?.errors.contains { $0.error.contains("still write into") } == true
+        }
+        #expect(f.files(under: issued.tokenId) == ["uploads/upB"])
+        _ = try await f.client.send(QueueResumeRequest(kind: "image.normalize"))
+
+        #expect(try await f.client.send(WaitRequest(jobId: normalize.jobId, timeoutMs: 60_000)).job.state == .completed)
+        let ended = try await f.client.send(WaitRequest(jobId: purge.jobId, timeoutMs: 60_000)).job
+        #expect(ended.state == .completed, "\(ended)\n\(f.logs)")
+        #expect(ended.result == .object(["filesDeleted": .number(2)]))
+        #expect(f.files().isEmpty)
+        #expect(try await f.rowsNaming("u1", tree: issued.tokenId) == 0)
+        await f.client.close()
+    }
 }
 
 /// Migration 22 on an installation whose accounts were purged while their linked onboarding
