@@ -181,7 +181,7 @@ let package = Package(
         .executableTarget(
             name: "ImageWorker",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "FleetRuntime",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders", "FleetRuntime",
                 "FleetCommands", argumentParser, log,
             ]
         ),

@@ -7,6 +7,7 @@ import FleetStorage
 import Foundation
 import Imaging
 import Logging
+import Renders
 import FleetCommands
 
 @main
@@ -29,10 +30,13 @@ struct Run: WorkerRunCommand {
         let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
         // The profiles' one-row reads only: the queue has its own pool.
         let settingsPool = settings.makePool(maxConnections: 2, applicationName: executable)
+        // A purge holds its connection while it deletes the files (the rows naming the trees stay
+        // locked until they are gone): one connection per purge running at once.
+        let purgePool = settings.makePool(maxConnections: max(1, settings.worker.concurrency[.accountPurge] ?? 1), applicationName: executable)
         return [
             NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: StoredNormalizeProfiles(pool: settingsPool)),
             CutoutHandler(storage: storage, chain: try removal.makeChain(http: CurlHTTPClient())),
-            PurgeHandler(storage: storage),
+            PurgeHandler(storage: storage, accounts: AccountErasure(pool: purgePool)),
         ]
     }
 }

@@ -34,6 +34,23 @@ import Testing
         #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30)) == .refused(retryAfterSeconds: 1))
     }
 
+    /// A render needing a paused kind is refused at once, counted nowhere; one needing only kinds
+    /// that run is decided on the load as before.
+    @Test func aRenderNeedingAPausedKindIsRefusedAndNothingIsCounted() {
+        var idle = Self.full
+        idle.load = LimitLoad(rule: idle.load.rule, running: 0, waiting: 0, startedInWindow: 0)
+        idle.pausedKinds = [.garmentCutout]
+        var ledger = Self.ledger(with: idle)
+        #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30), needs: [.renderRun, .imageNormalize, .garmentCutout])
+            == .paused(kinds: [.garmentCutout], retryAfterSeconds: 30))
+        #expect(ledger.unseen == 0)
+        #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30), needs: [.renderRun, .imageNormalize]) == .admitted(counted: true))
+        idle.pausedKinds = [.renderRun, .imageNormalize]
+        ledger = Self.ledger(with: idle)
+        #expect(ledger.admit(inputWait: .zero, deadline: .seconds(30), needs: [.renderRun, .imageNormalize])
+            == .paused(kinds: [.imageNormalize, .renderRun], retryAfterSeconds: 30))
+    }
+
     /// A limit set or removed through this dispatcher: a request after it decides on a read
     /// started after the change, not on the fresh estimate read before it.
     @Test func aLimitChangedHereMakesTheNextRequestWaitForANewRead() {

@@ -10,7 +10,7 @@ import Testing
         #expect(topic.encode(.cancel(jobID: 42, owner: "render-worker@h:1:ab")) == #"{"action":"cancel","jobId":42,"owner":"render-worker@h:1:ab"}"#)
         #expect(topic.encode(.cancel(jobID: 42, owner: nil)) == #"{"action":"cancel","jobId":42}"#)
         #expect(topic.encode(.limits) == #"{"action":"limits"}"#)
-        for event in [QueueControl.cancel(jobID: 7, owner: "w/1 \"x\""), .cancel(jobID: 7, owner: nil), .limits] {
+        for event in [QueueControl.cancel(jobID: 7, owner: "w/1 \"x\""), .cancel(jobID: 7, owner: nil), .limits, .pauses] {
             #expect(topic.decode(topic.encode(event)) == event)
         }
     }

@@ -4,6 +4,7 @@ import FleetQueue
 import FleetSchema
 import FleetSupport
 import Foundation
+import Imaging
 @testable import Renders
 import Testing
 
@@ -86,7 +87,10 @@ import Testing
         }
         // The dependencies' settlement (17, then set-based in 18, locking in id order in 21):
         // released jobs' kinds, and the ends of failed dependents.
-        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [17, 18, 21])
+        // And the purges migration 22 enqueues wake the image workers.
+        #expect(notifying.filter { !$0.sql.contains("_enqueue_callback()") }.map(\.version) == [17, 18, 21, 22])
+        let purges = notifying.first { $0.version == 22 }?.sql ?? ""
+        #expect(purges.contains("pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.accountPurge.rawValue)')"))
         for version in [17, 18, 21] {
             let dependencies = notifying.first { $0.version == version }?.sql ?? ""
             #expect(dependencies.contains("pg_notify('\(QueueChannel.jobs.name)', kind)"), "\(version)")

@@ -96,7 +96,7 @@ import Testing
         // The image worker runs them.
         let claimed = try await q.driver.jobClaim(ClaimRequest(owner: "test-image-worker", lease: .seconds(30), slots: [.accountPurge: 10])).jobs
         #expect(claimed.count == 6)
-        let purge = PurgeHandler(storage: FileImageStorage(root: root))
+        let purge = PurgeHandler(storage: FileImageStorage(root: root), accounts: AccountErasure(pool: q.pool))
         let context = JobContext(logger: testLogger, workerID: "test-image-worker", queue: q.queue)
         for job in claimed { _ = try await purge.run(job, context: context) }
 

@@ -31,12 +31,12 @@ public struct DispatcherStack: Sendable {
         let reads = readPool.map { JobQueue(driver: PostgresQueueDriver(executor: $0), knownKinds: FleetKinds.all) }
         let batcher = settings.groupCommit == .on ? EnqueueBatcher(queue: queue) : nil
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck, logger: logger)
-        let admission = RenderAdmission(pool: pool, logger: logger)
+        let admission = RenderAdmission(pool: pool, notifier: notifier, logger: logger)
         let operations = OperationRegistry(
             OperationRegistry.jobOperations(
                 queue: queue, reads: reads, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
                 outbound: outbound, logger: logger)
-                + OperationRegistry.jobControlOperations(queue: queue, reads: reads, limitsChanged: { admission.limitsChanged() }, logger: logger)
+                + OperationRegistry.jobControlOperations(queue: queue, reads: reads, admissionChanged: { admission.controlsChanged() }, logger: logger)
                 + OperationRegistry.renderOperations(pool: pool, admission: admission, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()

@@ -48,6 +48,12 @@ private final class FieldReads {
         objects[object]?.read.insert(field)
     }
 
+    /// Every field of the object at `path` read (it was decoded whole, as a `JSONValue`).
+    func readWhole(at path: [any CodingKey]) {
+        let key = JSONValueDecoder.describe(path, root: "")
+        if let fields = objects[key]?.fields { objects[key]?.read = Set(fields.keys) }
+    }
+
     func unread(root: String) -> [String] {
         objects.flatMap { path, object in
             object.fields.compactMap { field, value in
@@ -97,7 +103,10 @@ private struct ValueDecoder: Decoder {
 
     /// Types `JSONDecoder` reads itself rather than through their own `init(from:)`.
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
-        if T.self == JSONValue.self { return value as! T }
+        if T.self == JSONValue.self {
+            reads.readWhole(at: codingPath)
+            return value as! T
+        }
         if T.self == Date.self {
             guard case .string(let text) = value else { throw mismatch(String.self) }
             guard let date = parseDate(text) else {
@@ -105,6 +114,9 @@ private struct ValueDecoder: Decoder {
             }
             return date as! T
         }
+        // Noted before the type's own decoding: a type that never opens the object (one with no
+        // fields, `{}` on the wire) leaves every field sent to it unread, not unseen.
+        if case .object(let fields) = value { _ = reads.opened(fields, at: codingPath) }
         return try T(from: self)
     }
 

@@ -1,7 +1,9 @@
 import FleetQueue
+import FleetSupport
 
 /// What render admission reads at once (`RenderAdmission.read`): the render settings, and for
-/// their provider its rule and load, its recent run time, and the input kinds' recent run times.
+/// their provider its rule and load, its recent run time, the input kinds' recent run times, and
+/// which of the kinds a render runs an operator paused.
 public struct AdmissionEstimate: Sendable, Equatable {
     public var settings: RenderSettings
     public var load: LimitLoad
@@ -9,12 +11,16 @@ public struct AdmissionEstimate: Sendable, Equatable {
     public var latency: Duration?
     /// The input jobs' recent run times (`RenderInputs.expectedWait`).
     public var inputRunTimes: [JobKind: Duration]
+    /// Of `render.run` and its input kinds, those paused (`dispatcher pause`, by kind or by their
+    /// queue): a render needing one would wait out its deadline in the queue.
+    public var pausedKinds: Set<JobKind>
 
-    public init(settings: RenderSettings, load: LimitLoad, latency: Duration?, inputRunTimes: [JobKind: Duration]) {
+    public init(settings: RenderSettings, load: LimitLoad, latency: Duration?, inputRunTimes: [JobKind: Duration], pausedKinds: Set<JobKind> = []) {
         self.settings = settings
         self.load = load
         self.latency = latency
         self.inputRunTimes = inputRunTimes
+        self.pausedKinds = pausedKinds
     }
 }
 
@@ -51,6 +57,8 @@ struct AdmissionLedger<Waiter> {
         /// until `ended` and a read after.
         case admitted(counted: Bool)
         case refused(retryAfterSeconds: Int)
+        /// A kind the render needs is paused: it would only time out.
+        case paused(kinds: [JobKind], retryAfterSeconds: Int)
     }
 
     private(set) var estimate: AdmissionEstimate?
@@ -120,9 +128,11 @@ struct AdmissionLedger<Waiter> {
 
     /// Whether a render asked now would start in time on the current estimate, counting the
     /// renders admitted here that it does not show (`RenderCapacity.retryAfter`). `inputWait`:
-    /// how long its photos are expected to take to be made.
-    mutating func admit(inputWait: Duration, deadline: Duration) -> Decision {
+    /// how long its photos are expected to take to be made; `needs`: the kinds it runs (its own
+    /// and its inputs'), refused at once when one is paused.
+    mutating func admit(inputWait: Duration, deadline: Duration, needs: Set<JobKind> = [.renderRun]) -> Decision {
         guard let estimate else { return .admitted(counted: false) }
+        if let refusal = pausedRefusal(needs: needs, deadline: deadline) { return refusal }
         if let retryAfter = refusal(inputWait: inputWait, deadline: deadline, ahead: unseen) {
             return .refused(retryAfterSeconds: retryAfter)
         }
@@ -136,6 +146,13 @@ struct AdmissionLedger<Waiter> {
     /// the test `admit` made, with the render itself no longer counted among those ahead.
     func readmits(inputWait: Duration, deadline: Duration, counted: Bool) -> Int? {
         refusal(inputWait: inputWait, deadline: deadline, ahead: unseen - (counted ? 1 : 0))
+    }
+
+    /// `.paused` when one of `needs` is paused on the current estimate. A pause has no known end:
+    /// the caller is told to come back after one render's deadline.
+    func pausedRefusal(needs: Set<JobKind>, deadline: Duration) -> Decision? {
+        let paused = needs.intersection(estimate?.pausedKinds ?? []).sorted { $0.rawValue < $1.rawValue }
+        return paused.isEmpty ? nil : .paused(kinds: paused, retryAfterSeconds: max(1, Int(deadline.seconds.rounded(.up))))
     }
 
     private func refusal(inputWait: Duration, deadline: Duration, ahead unseen: Int) -> Int? {

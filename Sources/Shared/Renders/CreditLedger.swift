@@ -71,11 +71,12 @@ enum CreditLedger {
         SELECT id, provider, charged, submission FROM done
         """
 
-    /// `$1` onboarding tokens (text[]): deletes their renders, releasing any reservation they
-    /// held. A row per render deleted, with its storage owner.
-    static let deleteRendersOfTokens = """
+    /// `$1` onboarding tokens (text[]), `$2` users (text[]): deletes their renders (an expired
+    /// token's, a purged account's), releasing any reservation they held. A row per render
+    /// deleted, with its storage owner.
+    static let deleteRenders = """
         WITH gone AS (
-            DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) RETURNING id, owner_id
+            DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) OR user_id = ANY($2::text[]) RETURNING id, owner_id
         ), released AS (
             DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM gone) RETURNING user_id, render_id
         ), ledger AS (

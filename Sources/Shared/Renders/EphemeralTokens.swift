@@ -58,7 +58,8 @@ public struct EphemeralTokens: Sendable {
     }
 
     /// Links a token to a new account, once: its render moves to the user (its files stay in
-    /// the token's storage tree, named by the render's `owner_id`), and the user gets
+    /// the token's storage tree, named by the render's `owner_id`; the tree is the user's from
+    /// now on, and `account.purge` of the user deletes it, `AccountErasure`), and the user gets
     /// `freeCredits` once (ledger key `grant:link:{tokenId}`).
     public func link(token: String, userID: String, freeCredits: Int) async throws -> LinkOutcome {
         try await pool.withConnection { connection in
@@ -107,7 +108,7 @@ public struct EphemeralTokens: Sendable {
                     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
                     """, [limit]).rows.map { try $0.string("id") }
                 guard !expired.tokenIDs.isEmpty else { return expired }
-                let renders = try await connection.query(CreditLedger.deleteRendersOfTokens, [PostgresArray(expired.tokenIDs)]).rows
+                let renders = try await connection.query(CreditLedger.deleteRenders, [PostgresArray(expired.tokenIDs), PostgresArray([String]())]).rows
                 expired.renderIDs = try renders.map { try $0.string("id") }
                 try await connection.query("DELETE FROM ephemeral_tokens WHERE id = ANY($1::text[])", [PostgresArray(expired.tokenIDs)])
                 let trees = try await connection.query("""

@@ -31,7 +31,10 @@ public final class RenderAdmission: Service {
     private typealias Waiter = CheckedContinuation<AdmissionEstimate, any Error>
 
     private let pool: PostgresPool
+    /// Where pauses and limit changes made through any dispatcher are heard (`fleet_control`).
+    private let notifier: Notifier?
     private let queue: JobQueue
+    private let driver: any QueueDriver
     private let interval: Duration
     private let maxAge: Duration
     private let logger: Logger
@@ -40,13 +43,17 @@ public final class RenderAdmission: Service {
     private let demandsInput: AsyncStream<Void>.Continuation
 
     /// `maxAge` zero: every request waits for a read started after it arrived (tests that
-    /// change the load between requests).
+    /// change the load between requests). `notifier`: the process's LISTEN connection; with it, a
+    /// request after a pause, a resume or a limit change through any dispatcher waits for a read
+    /// started after it was heard, rather than deciding on an estimate up to `maxAge` old.
     public init(
-        pool: PostgresPool, interval: Duration = RenderAdmission.defaultInterval,
+        pool: PostgresPool, notifier: Notifier? = nil, interval: Duration = RenderAdmission.defaultInterval,
         maxAge: Duration = RenderAdmission.defaultMaxAge, logger: Logger = Logger(label: "fleet.render-admission")
     ) {
         self.pool = pool
-        self.queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: nil)
+        self.notifier = notifier
+        driver = PostgresQueueDriver(executor: pool)
+        queue = JobQueue(driver: driver, knownKinds: nil)
         self.interval = interval
         self.maxAge = maxAge
         self.logger = logger
@@ -58,10 +65,14 @@ public final class RenderAdmission: Service {
     /// stops, requests are refused with `Stopped`.
     public func run() async {
         await cancelWhenGracefulShutdown {
-            for await _ in self.demands {
-                await self.refresh()
-                try? await Task.sleep(for: self.interval)
-                if Task.isCancelled { break }
+            await withDiscardingTaskGroup { group in
+                if let notifier = self.notifier { group.addTask { await self.followControl(notifier) } }
+                for await _ in self.demands {
+                    await self.refresh()
+                    try? await Task.sleep(for: self.interval)
+                    if Task.isCancelled { break }
+                }
+                group.cancelAll()
             }
         }
         for waiter in ledger.withLock({ $0.stop() }) { waiter.resume(throwing: Stopped()) }
@@ -80,18 +91,29 @@ public final class RenderAdmission: Service {
         }
     }
 
-    /// Admits a render due by `deadline` on the current estimate or throws `RenderRequestError.busy`; an admitted
-    /// render's `Ticket` goes back through `ended` when its transaction ends, committed or not.
-    public func admit(inputWait: Duration, deadline: Duration) throws -> Ticket {
-        switch ledger.withLock({ $0.admit(inputWait: inputWait, deadline: deadline) }) {
+    /// Admits a render due by `deadline` that runs the kinds `needs` on the current estimate, or
+    /// throws `RenderRequestError.busy` or `.paused`; an admitted render's `Ticket` goes back
+    /// through `ended` when its transaction ends, committed or not.
+    public func admit(inputWait: Duration, deadline: Duration, needs: Set<JobKind>) throws -> Ticket {
+        let decision = ledger.withLock { $0.admit(inputWait: inputWait, deadline: deadline, needs: needs) }
+        switch decision {
         case .admitted(let counted): return Ticket(counted: counted)
         case .refused(let seconds): throw RenderRequestError.busy(retryAfterSeconds: seconds)
+        case .paused(let kinds, let seconds): throw RenderRequestError.paused(kinds: kinds, retryAfterSeconds: seconds)
         }
     }
 
-    /// A limit was changed through this process: the next request decides on a read started
-    /// after the change (other dispatchers see it with their next read).
-    public func limitsChanged() {
+    /// Refuses a render `admit` let in whose photos named by id are still being made by jobs of a
+    /// paused kind (found in its transaction, `RenderInputs.pending`).
+    public func refuseIfPaused(_ kinds: Set<JobKind>, deadline: Duration) throws {
+        if case .paused(let paused, let seconds)? = ledger.withLock({ $0.pausedRefusal(needs: kinds, deadline: deadline) }) {
+            throw RenderRequestError.paused(kinds: paused, retryAfterSeconds: seconds)
+        }
+    }
+
+    /// A limit or a pause was changed through this process: the next request decides on a read
+    /// started after the change (other dispatchers hear it on `fleet_control`).
+    public func controlsChanged() {
         ledger.withLock { $0.changed(at: .now) }
     }
 
@@ -107,10 +129,27 @@ public final class RenderAdmission: Service {
         ledger.withLock { $0.ended(counted: ticket.counted, committed: committed) }
     }
 
+    /// Pauses, resumes and limit changes, wherever made: the next request waits for a read after.
+    private func followControl(_ notifier: Notifier) async {
+        let subscription = notifier.subscribe(to: [QueueChannel.control])
+        defer { subscription.unsubscribe() }
+        for await event in subscription.events {
+            switch event {
+            case .mightHaveMissed:
+                ledger.withLock { $0.changed(at: .now) }
+            case .notification(_, let payload):
+                switch QueueChannel.control.decode(payload) {
+                case .pauses?, .limits?: ledger.withLock { $0.changed(at: .now) }
+                case .cancel?, nil: break
+                }
+            }
+        }
+    }
+
     private func refresh() async {
         let read = ledger.withLock { $0.readStarted(at: .now) }
         do {
-            let estimate = try await Self.read(from: pool, queue: queue)
+            let estimate = try await Self.read(from: pool, queue: queue, driver: driver)
             for waiter in ledger.withLock({ $0.readEnded(read, with: estimate) }) { waiter.resume(returning: estimate) }
         } catch {
             logger.warning("render admission: the provider's load was not read", metadata: ["error": "\(error)"])
@@ -118,14 +157,19 @@ public final class RenderAdmission: Service {
         }
     }
 
-    /// The settings, then for their provider: its rule and load, its recent run time, and the
-    /// input kinds' recent run times.
-    static func read(from pool: PostgresPool, queue: JobQueue) async throws -> AdmissionEstimate {
+    /// The settings, then for their provider: its rule and load, its recent run time, the input
+    /// kinds' recent run times, and which of the render's kinds are paused.
+    static func read(from pool: PostgresPool, queue: JobQueue, driver: any QueueDriver) async throws -> AdmissionEstimate {
         let settings = try await RenderSettings.load(from: pool)
         let provider = settings.provider
         let latency = try await pool.query("SELECT seconds FROM provider_latency WHERE provider = $1", [provider]).rows.first
             .map { Duration.seconds(try $0.double("seconds")) }
         let load = try await ConcurrencyLimits(executor: pool).load(key: RenderCapacity.providerKey(provider), kind: .renderRun)
-        return AdmissionEstimate(settings: settings, load: load, latency: latency, inputRunTimes: try await queue.recentRunTimes(of: RenderInputs.kinds))
+        let pauses = try await JobControl(driver: driver).pauses().map(\.target)
+        // Render jobs and their inputs go to the default queue (`NewJob`'s).
+        let paused = ([.renderRun] + RenderInputs.kinds).filter { pauses.contains(.kind($0)) || pauses.contains(PauseTarget(scope: .queue, name: "default")) }
+        return AdmissionEstimate(
+            settings: settings, load: load, latency: latency, inputRunTimes: try await queue.recentRunTimes(of: RenderInputs.kinds),
+            pausedKinds: Set(paused))
     }
 }

@@ -37,6 +37,14 @@ struct RenderInputs: Sendable {
     /// The kinds whose run times the wait is estimated from.
     static let kinds: [JobKind] = [.imageNormalize, .garmentCutout]
 
+    /// The kinds a render with `uploads` runs: its own, and its uploads' normalisations and cut-out.
+    static func kinds(runBy uploads: RenderUploads) -> Set<JobKind> {
+        var kinds: Set<JobKind> = [.renderRun]
+        if !uploads.isEmpty { kinds.insert(.imageNormalize) }
+        if uploads.garmentUploadID != nil { kinds.insert(.garmentCutout) }
+        return kinds
+    }
+
     /// A run time before any is on record: a normalisation is libvips on one photo; a cut-out
     /// goes to a remote model (Replicate answers in a few seconds) before the local fallback.
     static func assumedRunTime(_ kind: JobKind) -> Duration {

@@ -56,6 +56,9 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
     /// At the provider's capacity now, the render could not finish within its deadline:
     /// nothing reserved, nothing queued (`RenderAdmission`).
     case busy(retryAfterSeconds: Int)
+    /// A kind the render runs (`render.run`, or an input's) is paused by an operator: it would
+    /// only time out in the queue. Nothing reserved, nothing queued.
+    case paused(kinds: [JobKind], retryAfterSeconds: Int)
 
     /// What went wrong, for people; the code travels beside it.
     public var message: String {
@@ -67,6 +70,8 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
         case .tokenAlreadyUsed: "the onboarding token's free render was already requested"
         case .renderIdConflict: "the render id is taken; choose another"
         case .busy(let seconds): "the provider is busy: the render could not finish in time; try again in \(seconds) s"
+        case .paused(let kinds, let seconds):
+            "\(kinds.map(\.rawValue).joined(separator: ", ")) \(kinds.count == 1 ? "is" : "are") paused by an operator: the render could not finish in time; try again in \(seconds) s"
         }
     }
 
@@ -115,7 +120,7 @@ public struct RenderRequests: Sendable {
         let inputWait = request.uploads.isEmpty ? .zero : RenderInputs.expectedWait(for: request.uploads, runTimes: estimate.inputRunTimes)
         let ticket: RenderAdmission.Ticket
         do {
-            ticket = try admission.admit(inputWait: inputWait, deadline: deadline)
+            ticket = try admission.admit(inputWait: inputWait, deadline: deadline, needs: RenderInputs.kinds(runBy: request.uploads))
         } catch let refusal as RenderRequestError {
             // A render asked again with its id is answered whatever the load: refuse only new ones.
             if let existing = try await earlierRender(request) { return existing }
@@ -128,6 +133,7 @@ public struct RenderRequests: Sendable {
                     // Photos named by id still being made count as uploads do: a render that
                     // cannot make its deadline behind them is refused now, its transaction undone.
                     let pendingWait = RenderInputs.expectedWait(pending: pending, runTimes: estimate.inputRunTimes)
+                    try admission.refuseIfPaused(pending, deadline: deadline)
                     if pendingWait > inputWait { try admission.readmit(ticket, inputWait: pendingWait, deadline: deadline) }
                 }
             }

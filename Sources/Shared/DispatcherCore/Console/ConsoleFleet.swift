@@ -61,8 +61,9 @@ struct ConsoleFleet: Sendable {
         jobDiscard = JobDiscardOperation(control: control)
         jobsDiscard = JobsDiscardOperation(control: control)
         cancel = CancelOperation(queue: queue)
-        pause = QueuePauseOperation(control: control, knownKinds: queue.knownKinds)
-        resume = QueueResumeOperation(control: control)
+        // The console has no render admission of its own: the dispatcher's hears its pauses on `fleet_control`.
+        pause = QueuePauseOperation(control: control, knownKinds: queue.knownKinds, changed: {})
+        resume = QueueResumeOperation(control: control, changed: {})
         audit = AuditListOperation(control: readControl)
     }
 

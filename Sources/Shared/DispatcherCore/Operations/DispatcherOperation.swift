@@ -117,6 +117,8 @@ extension DispatcherError {
         case let error as DispatcherError: self = error
         case RenderRequestError.busy(let seconds):
             self.init(.renderBusy, RenderRequestError.busy(retryAfterSeconds: seconds).message, retryAfterSeconds: seconds)
+        case RenderRequestError.paused(let kinds, let seconds):
+            self.init(.renderBusy, RenderRequestError.paused(kinds: kinds, retryAfterSeconds: seconds).message, retryAfterSeconds: seconds)
         case let error as RenderRequestError:
             self.init(Self.code(of: error), error.message)
         case is RenderAdmission.Stopped:
@@ -148,7 +150,7 @@ extension DispatcherError {
         case .invalidToken: .invalidToken
         case .tokenAlreadyUsed: .tokenAlreadyUsed
         case .renderIdConflict: .renderIdConflict
-        case .busy: .renderBusy
+        case .busy, .paused: .renderBusy
         }
     }
 

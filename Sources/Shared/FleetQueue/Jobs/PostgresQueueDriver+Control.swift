@@ -165,14 +165,17 @@ extension PostgresQueueDriver {
     }
 
     public func queuePause(_ target: PauseTarget, by actor: String) async throws -> Bool {
-        try await executor.query("""
+        let paused = try await executor.query("""
             INSERT INTO queue_pauses (scope, name, paused_by) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
             """, [target.scope.rawValue, target.name, actor]).affectedRows == 1
+        // Every dispatcher's render admission refuses renders of a paused kind from its next read.
+        if paused { try await executor.announce(.pauses, on: QueueChannel.control) }
+        return paused
     }
 
     public func queueResume(_ target: PauseTarget) async throws -> Bool {
         // Waking every kind's workers is cheap and covers a paused queue, whose kinds are unknown here.
-        try await executor.query("""
+        let resumed = try await executor.query("""
             WITH resumed AS (DELETE FROM queue_pauses WHERE scope = $1 AND name = $2 RETURNING scope, name),
             woken AS (
                 SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent FROM (
@@ -182,6 +185,8 @@ extension PostgresQueueDriver {
             )
             SELECT count(*) AS n FROM resumed, woken
             """, [target.scope.rawValue, target.name]).rows[0].int("n") == 1
+        if resumed { try await executor.announce(.pauses, on: QueueChannel.control) }
+        return resumed
     }
 
     public func queuePauses() async throws -> [QueuePause] {

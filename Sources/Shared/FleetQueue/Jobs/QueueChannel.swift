@@ -24,7 +24,7 @@ public enum QueueChannel {
 }
 
 /// What `QueueChannel.control` carries, as JSON: `{"action":"cancel","jobId":42,"owner":"w-1"}`
-/// (the owner absent when the job had none) or `{"action":"limits"}`. Decoded once, by its
+/// (the owner absent when the job had none), `{"action":"limits"}` or `{"action":"pauses"}`. Decoded once, by its
 /// topic; anything else decodes to nil, which receivers log and ignore. The text form of the
 /// release before (`cancel 42 w-1`, `limits`) is still read, for the rolling upgrade
 /// (`docs/operations.md`).
@@ -33,6 +33,8 @@ public enum QueueControl: Sendable, Hashable {
     case cancel(jobID: Int64, owner: String?)
     /// The fleet-wide limits changed: workers of limited kinds claim again.
     case limits
+    /// A kind or a queue was paused or resumed: render admission reads the pauses again.
+    case pauses
 
     /// The JSON form, its keys the protocol's (`docs/protocol.md`).
     private struct Wire: Codable {
@@ -52,6 +54,7 @@ public enum QueueControl: Sendable, Hashable {
         let wire = switch self {
         case .cancel(let jobID, let owner): Wire(action: "cancel", jobId: jobID, owner: owner)
         case .limits: Wire(action: "limits")
+        case .pauses: Wire(action: "pauses")
         }
         // A struct of a string, an integer and a string always encodes.
         return (try? Self.encoder.encode(wire)).map { String(decoding: $0, as: UTF8.self) } ?? #"{"action":"limits"}"#
@@ -67,6 +70,7 @@ public enum QueueControl: Sendable, Hashable {
         switch (wire.action, wire.jobId) {
         case ("cancel", let jobID?): self = .cancel(jobID: jobID, owner: wire.owner)
         case ("limits", nil): self = .limits
+        case ("pauses", nil): self = .pauses
         default: return nil
         }
     }

@@ -25,6 +25,24 @@ public enum JobTriggers {
             """
     }
 
+    /// A migration's work left to do: one job of `kind` per row of the query `rows` (columns
+    /// `payload` jsonb and `idempotency_key` text), once per key, and a wake-up of the kind's
+    /// workers.
+    public static func enqueueEach(kind: JobKind, from rows: String) -> String {
+        """
+        INSERT INTO jobs (kind, payload, idempotency_key)
+        SELECT '\(kind.rawValue)', payload, idempotency_key FROM (\(rows)) AS work
+        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+        SELECT \(QueueChannel.jobs.notifySQL(payload: "'\(kind.rawValue)'"));
+        """
+    }
+
+    /// When the last job of `kind` whose payload's `field` is the text expression `value`
+    /// completed; NULL when none did (or its row was pruned).
+    public static func lastCompleted(kind: JobKind, payloadField field: String, equals value: String) -> String {
+        "(SELECT max(finished_at) FROM jobs WHERE kind = '\(kind.rawValue)' AND state = 'completed' AND payload->>'\(field)' = \(value))"
+    }
+
     /// The `trace_parent` of the job whose id is the expression `jobID`.
     public static func traceParent(ofJob jobID: String) -> String { "(SELECT trace_parent FROM jobs WHERE id = \(jobID))" }
 }

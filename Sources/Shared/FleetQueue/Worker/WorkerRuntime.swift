@@ -357,6 +357,9 @@ public final class WorkerRuntime: Service, Sendable {
                     wake(backlog: true)
                 case .cancel(let jobID, let owner)?:
                     if owner == id { interrupt(jobID, as: .cancelRequested) }
+                case .pauses?:
+                    // Each claim reads the pauses; a resume wakes the kinds it frees on `jobs`.
+                    break
                 case nil:
                     logger.warning("control notification of an unknown shape ignored", metadata: ["payload": "\(payload.prefix(200))"])
                 }

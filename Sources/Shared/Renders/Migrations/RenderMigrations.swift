@@ -4,7 +4,7 @@ import FleetQueue
 
 /// The renders' and credits' migrations (`docs/schema.md`).
 public enum RenderMigrations {
-    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput]
+    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput, purgeLinkedOnboardingTrees]
 
     /// FleetCallbacks' kind, which this module cannot import: `SchemaTests` checks they agree.
     static let callbackKind: JobKind = "callback.deliver"

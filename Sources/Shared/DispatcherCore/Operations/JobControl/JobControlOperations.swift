@@ -11,9 +11,10 @@ import Logging
 
 extension OperationRegistry {
     /// `reads`: where `jobs.list` and `audit.list` read (a replica's queue, or `queue`).
-    /// `limitsChanged`: told after a limit is set or removed here (render admission reads again).
+    /// `admissionChanged`: told after a limit is set or removed, or a kind or queue paused or
+    /// resumed, here (render admission reads again before its next decision).
     public static func jobControlOperations(
-        queue: JobQueue, reads: JobQueue? = nil, limitsChanged: @escaping @Sendable () -> Void = {}, logger: Logger
+        queue: JobQueue, reads: JobQueue? = nil, admissionChanged: @escaping @Sendable () -> Void = {}, logger: Logger
     ) -> [any DispatcherOperation] {
         let control = JobControl(driver: queue.driver, logger: logger)
         let readControl = reads.map { JobControl(driver: $0.driver, logger: logger) } ?? control
@@ -24,12 +25,12 @@ extension OperationRegistry {
             JobsRetryOperation(control: control),
             JobDiscardOperation(control: control),
             JobsDiscardOperation(control: control),
-            QueuePauseOperation(control: control, knownKinds: queue.knownKinds),
-            QueueResumeOperation(control: control),
+            QueuePauseOperation(control: control, knownKinds: queue.knownKinds, changed: admissionChanged),
+            QueueResumeOperation(control: control, changed: admissionChanged),
             AuditListOperation(control: readControl),
             LimitsListOperation(control: control),
-            LimitSetOperation(control: control, changed: limitsChanged),
-            LimitRemoveOperation(control: control, changed: limitsChanged),
+            LimitSetOperation(control: control, changed: admissionChanged),
+            LimitRemoveOperation(control: control, changed: admissionChanged),
         ]
     }
 }
@@ -148,14 +149,16 @@ public struct QueuePauseOperation: DispatcherOperation {
     public var access: OperationAccess { .operators }
     let control: JobControl
     let knownKinds: KnownKinds?
+    let changed: @Sendable () -> Void
 
     public func run(_ request: QueuePauseRequest) async throws -> QueuePausesResult {
         let target = try pauseTarget(kind: request.kind, queue: request.queue)
         if target.scope == .kind, let knownKinds, !knownKinds.contains(JobKind(rawValue: target.name)) {
             throw DispatcherError(.unknownKind, "unknown job kind '\(target.name.prefix(100))'; known kinds: \(knownKinds.list)")
         }
-        let changed = try await control.pause(target, actor: actor)
-        return QueuePausesResult(changed: changed, pauses: try await control.pauses().map(QueueStats.Pause.init))
+        let paused = try await control.pause(target, actor: actor)
+        if paused { changed() }
+        return QueuePausesResult(changed: paused, pauses: try await control.pauses().map(QueueStats.Pause.init))
     }
 }
 
@@ -163,10 +166,12 @@ public struct QueuePauseOperation: DispatcherOperation {
 public struct QueueResumeOperation: DispatcherOperation {
     public var access: OperationAccess { .operators }
     let control: JobControl
+    let changed: @Sendable () -> Void
 
     public func run(_ request: QueueResumeRequest) async throws -> QueuePausesResult {
-        let changed = try await control.resume(try pauseTarget(kind: request.kind, queue: request.queue), actor: actor)
-        return QueuePausesResult(changed: changed, pauses: try await control.pauses().map(QueueStats.Pause.init))
+        let resumed = try await control.resume(try pauseTarget(kind: request.kind, queue: request.queue), actor: actor)
+        if resumed { changed() }
+        return QueuePausesResult(changed: resumed, pauses: try await control.pauses().map(QueueStats.Pause.init))
     }
 }
 
