@@ -124,18 +124,18 @@ test('the backend quickstart: onboarding render, link, balance, paid render, fee
   await assert.rejects(client.renderStatus(`typo-${run}`), { code: 'NOT_FOUND' });
   assert.equal((await client.credits(user)).reserved, 0);
 
-  // 8. Account deletion: every file of the user's tree goes (uploads, photos, garments, renders),
-  // and the onboarding token's tree, where the free render's photos and result stay after linking.
+  // 8. Account deletion: one purge of the user deletes every file of its tree (uploads, photos,
+  // garments, renders) and of the onboarding token's tree it linked (the free render's photos
+  // and result), and the renders' rows.
   const trees = [user, onboarding.tokenId];
   const stored = trees.map((tree) => files(path.join(storageRoot, tree)));
   const made = (photoId, garmentId, renderId) => [`body/${photoId}.jpg`, `garments/${garmentId}.jpg`, `garments/${garmentId}_cutout.png`,
     `garments/${garmentId}_preview.jpg`, `renders/${renderId}.jpg`, 'uploads/up-body', 'uploads/up-garment'];
   assert.deepEqual(stored, [made('b2', 'g2', paid.id), made('b1', 'g1', free.id)]);
-  for (const [index, tree] of trees.entries()) {
-    const purge = await client.purgeAccount(tree, { idempotencyKey: `purge-${tree}` });
-    const purged = await client.wait(purge.jobId, { timeoutMs: 60_000 });
-    assert.equal(purged.job.state, 'completed');
-    assert.deepEqual(purged.job.result, { filesDeleted: stored[index].length });
-    assert.deepEqual(files(path.join(storageRoot, tree)), []);
-  }
+  const purge = await client.purgeAccount(user, { idempotencyKey: `purge-${user}` });
+  const purged = await client.wait(purge.jobId, { timeoutMs: 60_000 });
+  assert.equal(purged.job.state, 'completed');
+  assert.deepEqual(purged.job.result, { filesDeleted: stored[0].length + stored[1].length });
+  for (const tree of trees) assert.deepEqual(files(path.join(storageRoot, tree)), []);
+  for (const render of [paid.id, free.id]) await assert.rejects(client.renderStatus(render), { code: 'NOT_FOUND' });
 });
