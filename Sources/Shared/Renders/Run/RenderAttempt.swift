@@ -12,7 +12,7 @@ import Tracing
 struct RenderAttempt: Sendable {
     enum Outcome: Sendable {
         case stored(path: String)
-        case failed(String)
+        case failed(RenderFailure)
     }
 
     /// Which garment image the render sends.
@@ -66,7 +66,7 @@ struct RenderAttempt: Sendable {
         } else {
             switch try await submitWithRetry(retried: &retried) {
             case .success(let made): submission = made
-            case .failure(let error): return .failed("\(error)")
+            case .failure(let error): return .failed(error.renderFailure)
             }
             lookNow = false
         }
@@ -80,7 +80,7 @@ struct RenderAttempt: Sendable {
             lookNow = false
             switch waited {
             case .unreadable(let reason):
-                return .failed(reason)
+                return .failed(RenderFailure(.providerDown, "\(provider.name): \(reason)"))
             case .succeeded(let image):
                 return try await store(image)
             case .failed(let failure) where failure.retryable && !retried:
@@ -88,11 +88,11 @@ struct RenderAttempt: Sendable {
                 retried = true
                 switch try await submitWithRetry(retried: &retried) {
                 case .success(let made): submission = made
-                case .failure(let error): return .failed("\(error)")
+                case .failure(let error): return .failed(error.renderFailure)
                 }
                 submittedAt = ContinuousClock.now
             case .failed(let failure):
-                return .failed("\(failure)")
+                return .failed(failure.renderFailure(provider: provider.name))
             }
         }
     }
@@ -236,7 +236,7 @@ struct RenderAttempt: Sendable {
         do {
             bytes = try await spans.run("download") { _ in try await handler.fetcher.fetch(image, provider: provider.name).bytes }
         } catch {
-            return .failed("result download failed: \(error)")
+            return .failed(RenderFailure(.providerDown, "result download failed: \(error)"))
         }
         return try await spans.run("store") { span in
             let jpeg: Data
@@ -244,7 +244,7 @@ struct RenderAttempt: Sendable {
                 jpeg = try await offload { try RenderImage.normalize(bytes) }
             } catch {
                 span.attributes[TraceAttribute.outcome] = "undecodable"
-                return .failed("the provider's image does not decode: \(error)")
+                return .failed(RenderFailure(.providerDown, "\(provider.name): the provider's image does not decode: \(error)"))
             }
             let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
             try await handler.storage.write(jpeg, to: key)
