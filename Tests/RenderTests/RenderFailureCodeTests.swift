@@ -6,8 +6,7 @@ import Testing
 @Suite struct RenderFailureCodeTests {
     @Test func onlyAVerdictOnThePhotosIsNotTechnical() {
         #expect(RenderFailureCode.allCases.filter { !$0.isTechnical } == [.providerRejected, .imageInvalid])
-        #expect(RenderFailureCode.timeout.errorCode == .renderTimeout)
-        #expect(RenderFailureCode.allCases.filter { $0 != .timeout }.allSatisfy { $0.errorCode == .renderFailed })
+        #expect(RenderFailureCode.allCases.filter { $0.errorCode == .renderTimeout } == [.providerRateLimited, .timeout])
     }
 
     /// Each provider error and provider job failure maps to the code that says whose fault it is.

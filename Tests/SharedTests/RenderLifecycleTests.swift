@@ -454,6 +454,19 @@ struct RenderFixture {
         #expect(RenderFailureCode.providerMisconfigured.isTechnical && !RenderFailureCode.providerRejected.isTechnical)
     }
 
+    /// 429s until the deadline: the render ends `RENDER_TIMEOUT`, and says it was the provider's
+    /// rate limit, not a slow render.
+    @Test func aRateLimitLastingPastTheDeadlineEndsTheRenderRateLimited() async throws {
+        let f = try await fixture(deadline: .seconds(3)) { $0.rateLimitedSubmits = 1000; $0.retryAfterSeconds = 1 }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        #expect(try await f.run(render).deadCode == "PROVIDER_RATE_LIMITED")
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT" && failed.failureCode == "PROVIDER_RATE_LIMITED", "\(failed)")
+        #expect(failed.errorMessage?.contains("429") == true && submits(f) >= 2, "\(failed)")
+        #expect(try await f.credits("u1") == (2, 0, 0))
+    }
+
     @Test func aProviderSlowerThanTheDeadlineTimesOutAndIsCancelled() async throws {
         // Long enough for the submit to happen first on a loaded machine.
         let f = try await fixture(deadline: .seconds(5)) { $0.neverFinish = true }

@@ -9,7 +9,7 @@ public enum RenderFailureCode: String, Codable, Sendable, CaseIterable {
     /// The provider answered 5xx, dropped the connection, could not be reached, or answered
     /// something its API does not document.
     case providerDown = "PROVIDER_DOWN"
-    /// The provider kept answering 429 until the render ran out of time to wait.
+    /// The provider kept answering 429 until the render's deadline passed (`RENDER_TIMEOUT`).
     case providerRateLimited = "PROVIDER_RATE_LIMITED"
     /// The fleet's side of the provider is wrong: no key, credentials refused, an endpoint or a
     /// category the provider does not have.
@@ -39,8 +39,13 @@ public enum RenderFailureCode: String, Codable, Sendable, CaseIterable {
         }
     }
 
-    /// The business code the render ends with.
-    public var errorCode: RenderErrorCode { self == .timeout ? .renderTimeout : .renderFailed }
+    /// The business code the render ends with: its deadline passed, or it failed.
+    public var errorCode: RenderErrorCode {
+        switch self {
+        case .timeout, .providerRateLimited: .renderTimeout
+        default: .renderFailed
+        }
+    }
 }
 
 /// A failed render's code and its message for people: one line, at most `maxMessageLength`

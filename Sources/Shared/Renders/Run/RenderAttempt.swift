@@ -34,7 +34,7 @@ struct RenderAttempt: Sendable {
     let handler: RenderHandler
     let spans: RenderSpans
     let logger: Logger
-    private let submitted = SubmissionBox()
+    private let progress = AttemptProgress()
 
     init(
         render: RenderRecord, earlier: ProviderSubmission?, garmentSource: GarmentSource, provider: any TryOnProvider, handler: RenderHandler,
@@ -49,7 +49,7 @@ struct RenderAttempt: Sendable {
         self.logger = logger
         // Cancelled at the provider like a fresh one should this attempt's deadline pass, even
         // before `run` starts (a deadline already past when the job was taken over).
-        submitted.value = earlier
+        progress.submission = earlier
     }
 
     func run() async throws -> Outcome {
@@ -140,9 +140,17 @@ struct RenderAttempt: Sendable {
         }
     }
 
+    /// Why the deadline passed: the provider's 429s kept the render from being submitted, or
+    /// the render took too long.
+    func deadlineFailure() -> RenderFailure {
+        progress.waitingOutRateLimit
+            ? RenderFailure(.providerRateLimited, "\(provider.name): rate limited (HTTP 429) until the render's deadline")
+            : RenderFailure(.timeout, "\(provider.name): no result within the render's deadline")
+    }
+
     /// Asks the provider to drop the job, if one was submitted (deadline passed).
     func cancelAtProvider() async {
-        if let submission = submitted.value { await provider.cancel(submission) }
+        if let submission = progress.submission { await provider.cancel(submission) }
     }
 
     /// Submits; a transient error is retried once (if the render's single retry is unused).
@@ -162,7 +170,7 @@ struct RenderAttempt: Sendable {
                     }
                 }
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
-                submitted.value = submission
+                progress.submission = submission
                 // A job still running at the provider is kept on the row: a worker taking over
                 // after a crash asks for it instead of paying for a second one.
                 if !submission.state.isSettled {
@@ -178,7 +186,9 @@ struct RenderAttempt: Sendable {
                 logger.warning("provider rate limited; waiting to submit again", metadata: [
                     "retry_after_ms": "\(Int(pause.seconds * 1000))", "fleet_rate_per_window": "\(rate.flatMap { $0 }.map(String.init) ?? "none")",
                 ])
+                progress.waitingOutRateLimit = true
                 try await Task.sleep(for: pause)
+                progress.waitingOutRateLimit = false
             } catch let error as ProviderError where error.isTransient && !retried {
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "transient", seconds: (ContinuousClock.now - started).seconds)
                 logger.warning("provider submit failed; retrying once", metadata: ["error": "\(error)"])
@@ -280,12 +290,21 @@ struct RenderAttempt: Sendable {
     }
 }
 
-/// The submission made so far, for cancelling it when the deadline passes.
-final class SubmissionBox: Sendable {
-    private let stored = Mutex<ProviderSubmission?>(nil)
-    var value: ProviderSubmission? {
-        get { stored.withLock { $0 } }
-        set { stored.withLock { $0 = newValue } }
+/// Where the attempt stands, read when its deadline passes: the submission made so far (to
+/// cancel it), and whether it was waiting out the provider's 429 to submit again (then the
+/// deadline passing is the provider's rate limit, `PROVIDER_RATE_LIMITED`, not a slow render).
+final class AttemptProgress: Sendable {
+    private let submitted = Mutex<ProviderSubmission?>(nil)
+    private let rateLimited = Mutex(false)
+
+    var submission: ProviderSubmission? {
+        get { submitted.withLock { $0 } }
+        set { submitted.withLock { $0 = newValue } }
+    }
+
+    var waitingOutRateLimit: Bool {
+        get { rateLimited.withLock { $0 } }
+        set { rateLimited.withLock { $0 = newValue } }
     }
 }
 

@@ -93,7 +93,7 @@ public struct RenderHandler: JobHandler {
             outcome = try await withDeadline(.seconds(max(0, remaining))) { try await attempt.run() }
         } catch is DeadlinePassed {
             await attempt.cancelAtProvider()
-            let failure = RenderFailure(.timeout, "\(render.provider): no result within the render's deadline")
+            let failure = attempt.deadlineFailure()
             guard try await settle(spans, failure.code.rawValue, { try await store.fail(id: render.id, failure: failure) }) else {
                 return try await endedElsewhere(render.id)
             }
