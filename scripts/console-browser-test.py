@@ -10,7 +10,10 @@ DATABASE_URL (a database of its own), then, as a person would:
     retried job stays available), retries the dead group (confirmation with its count, then the
     count retried), and watches the job page turn `completed` without a reload once resumed;
   - a POST without the CSRF token is refused (403) and changes nothing;
-  - the session cookie is not readable by script (HttpOnly).
+  - the session cookie is not readable by script (HttpOnly);
+  - a render failed by the fleet's own settings (a `render-worker` without the key of the
+    provider `render.provider` names, the issue's scenario) shows its failure code and reason on
+    the Renders page, and its `render.run` job is dead, in red, on the Dead page.
 Screenshots of each page go to .data/console/ (docs/console.md shows some).
 
 Environment: DISPATCHER_BIN_DIR (the built executables), DATABASE_URL (an empty database).
@@ -100,6 +103,34 @@ class Fleet:
         """An operator command over the Unix socket, its JSON answer."""
         return json.loads(self.cli(*args, "--dispatcher", self.socket))
 
+    def sql(self, statement):
+        subprocess.check_call(["psql", DATABASE_URL, "-q", "-v", "ON_ERROR_STOP=1", "-c", statement])
+
+    def fail_a_render(self, work, render_id):
+        """A render at fal-fashn run by a render worker that has no FAL_KEY: it fails
+        PROVIDER_MISCONFIGURED, as on a deployment missing the secret. Returns the render."""
+        self.sql("UPDATE fleet_settings SET value = '\"fal-fashn\"' WHERE key = 'render.provider'")
+        self.sql("INSERT INTO credits (user_id, total_granted) VALUES ('console-user', 1)")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("FAL_")}
+        worker = subprocess.Popen([os.path.join(BIN_DIR, "render-worker")],
+                                  env=dict(environment, DATABASE_URL=DATABASE_URL, FLEET_LOG_LEVEL="error",
+                                           FLEET_STORAGE_ROOT=os.path.join(work, "images"), FLEET_HTTP_ADDRESS="off"),
+                                  stdout=self.logs, stderr=self.logs)
+        try:
+            # The dispatcher reads the provider setting every few milliseconds: until it has, a
+            # request may still go to the old provider, so ask until one goes to fal-fashn.
+            deadline = time.time() + 30
+            while True:
+                render = self.ask("render", "request", render_id, "--user", "console-user", "--garment", "g1", "--body", "b1",
+                                  "--category", "tops")
+                if render["provider"] == "fal-fashn" or time.time() > deadline:
+                    break
+                render_id += "x"
+            return self.ask("render", "wait", render["id"], "--timeout", "60")
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+
     def wait_for_state(self, job_id, state, timeout=60):
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -168,7 +199,7 @@ def logout(driver):
     WebDriverWait(driver, 15).until(lambda d: d.current_url.endswith("/console/login"))
 
 
-def run(fleet, driver):
+def run(fleet, driver, work):
     read_token = fleet.cli("access-token", "create", "--name", "viewer", "--role", "read")
     operate_token = fleet.cli("access-token", "create", "--name", "ops", "--role", "operate")
     time.sleep(2.5)  # every dispatcher re-reads the token table every 2 s
@@ -177,6 +208,10 @@ def run(fleet, driver):
     payload = json.dumps({"permanent": True, "failAttempts": 1, "note": XSS_SCRIPT, "name": XSS_IMAGE})
     job_id = int(fleet.cli("enqueue", "drill.script", "--payload", payload, "--max-attempts", "1", "--dispatcher", fleet.socket))
     check(fleet.wait_for_state(job_id, "dead"), "the failing drill job is dead")
+    failed_render = fleet.fail_a_render(work, "r-console")
+    check(failed_render["status"] == "failed" and failed_render["failureCode"] == "PROVIDER_MISCONFIGURED",
+          f"a render failed by the fleet's settings: {failed_render['status']} {failed_render['failureCode']}")
+    check(fleet.wait_for_state(failed_render["jobId"], "dead"), "... and its render.run job is dead")
 
     # ---- read: sees everything, acts on nothing --------------------------------------------
     login(driver, fleet, read_token)
@@ -201,6 +236,24 @@ def run(fleet, driver):
         driver.get(f"{fleet.base}/console/{page}")
         check(driver.find_element(By.TAG_NAME, "h1").text and no_dialog(driver), f"read: the {page} page shows")
         shot(driver, page)
+    driver.get(f"{fleet.base}/console/renders?status=failed")
+    row = next((r for r in driver.find_elements(By.CSS_SELECTOR, "main tbody tr") if failed_render["id"] in r.text), None)
+    check(row is not None, "the failed render is listed on the Renders page")
+    if row is not None:
+        check(row.find_element(By.CSS_SELECTOR, "code.failure-code").text == "PROVIDER_MISCONFIGURED"
+              and row.find_element(By.CSS_SELECTOR, "span.state").text == "failed",
+              "... with its failure code, beside its status")
+        reason = row.find_element(By.CSS_SELECTOR, ".failure-reason")
+        check("FAL_KEY" in reason.text and reason.is_displayed(), f"... and its reason, visible: {reason.text!r}")
+    shot(driver, "renders-failed")
+    driver.get(f"{fleet.base}/console/dead")
+    dead_group = driver.find_elements(By.CSS_SELECTOR, "tr[data-kind='render.run'][data-code='PROVIDER_MISCONFIGURED']")
+    check(len(dead_group) == 1, "the failed render's job is in the Dead page's groups, by its failure code")
+    driver.get(f"{fleet.base}/console/jobs/{failed_render['jobId']}")
+    state = driver.find_element(By.ID, "job-state")
+    red, green, blue = [int(float(v)) for v in state.value_of_css_property("color").split("(")[1].split(")")[0].split(",")[:3]]
+    check(state.text == "dead" and red > green and red > blue, f"the failed render's job page says dead, in red (rgb {red}, {green}, {blue})")
+    shot(driver, "job-failed-render")
     logout(driver)
 
     # ---- operate: pause, retry the group, watch the job complete ---------------------------
@@ -269,7 +322,7 @@ def main():
     try:
         fleet = Fleet(work)
         driver = browser()
-        run(fleet, driver)
+        run(fleet, driver, work)
     except Exception:
         traceback.print_exc()
         check(False, "the browser test ran to its end")

@@ -180,6 +180,7 @@ import Testing
         #expect(requested.status == .pending)
         let render = try await fleet.waitForRender()
         #expect(render.status == .failed && render.errorCode == "RENDER_TIMEOUT", "\(fleet.logs)")
+        #expect(render.failureCode == "TIMEOUT" && render.errorMessage != nil)
         let credits = try await fleet.credits()
         #expect(credits.consumed == 0 && credits.ledger == ["reserve", "release"])
 
@@ -221,6 +222,8 @@ import Testing
         _ = try await fleet.requestRender()
         let render = try await fleet.waitForRender()
         #expect(render.status == .failed && render.errorCode == "RENDER_FAILED", "\(fleet.logs)")
+        // The person's upload, not the fleet: a failure that is not technical, and says which input.
+        #expect(render.failureCode == "IMAGE_INVALID" && render.errorMessage?.contains("image.normalize") == true, "\(render)")
         // Well before its deadline: the sweep after the input died, not the deadline's.
         #expect(render.updatedAt < render.deadlineAt.addingTimeInterval(-10))
         let jobs = try await fleet.inputJobs(of: render)
@@ -265,6 +268,8 @@ import Testing
         let sent = try await fleet.processThenRequestRender()
         let render = try await fleet.waitForRender()
         #expect(render.status == .failed && render.errorCode == "RENDER_FAILED", "\(fleet.logs)")
+        // A photo the fleet could not make: technical, whatever the remover said of it.
+        #expect(render.failureCode == "INPUT_FAILED" && render.errorMessage?.contains("BACKGROUND_REMOVAL_REJECTED") == true, "\(render)")
         // Well before its deadline: the sweep after the cut-out died, not the deadline's.
         #expect(render.updatedAt < render.deadlineAt.addingTimeInterval(-10))
         let cutout = try await fleet.job(sent.garment.cutoutJobId)

@@ -102,26 +102,41 @@ struct RenderFixture {
             bodyPhotoID: StorageID("b1"), category: category))
     }
 
-    /// Runs the render's job through the handler, as a worker that claimed it would.
+    /// How a render's job ended, as the worker records it: completed with its result, or dead at
+    /// once with its render's failure (`JobError.permanent`).
+    enum JobEnd: Equatable {
+        case completed(JSONValue?)
+        case dead(code: String, message: String)
+
+        var deadCode: String? { if case .dead(let code, _) = self { code } else { nil } }
+    }
+
+    /// Runs the render's job through the handler, as a worker that claimed it would; an
+    /// infrastructure error (one the worker would retry) is thrown.
     @discardableResult
-    func run(_ render: RenderRecord) async throws -> JSONValue? {
+    func run(_ render: RenderRecord, with handler: RenderHandler? = nil) async throws -> JobEnd {
         let jobID = try #require(render.jobID)
         let job = try #require(try await q.queue.job(id: jobID))
         let claimed = ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: job.priority, attempt: 1,
                                  maxAttempts: job.maxAttempts, payload: job.payload, createdAt: Date())
-        return try await handler.run(claimed, context: JobContext(logger: testLogger, workerID: "test", queue: q.queue))
+        do {
+            return .completed(try await (handler ?? self.handler).run(claimed, context: JobContext(logger: testLogger, workerID: "test", queue: q.queue)))
+        } catch JobError.permanent(let code, let message) {
+            return .dead(code: code.rawValue, message: message)
+        }
     }
 
     func reload(_ render: RenderRecord) async throws -> RenderRecord { try #require(try await store.render(id: render.id)) }
 
-    /// Runs `render`, which a provider fault must end `RENDER_FAILED`, `user`'s credit released,
-    /// within seconds rather than at the 30 s deadline.
+    /// Runs `render`, which a provider fault must end `RENDER_FAILED` (`PROVIDER_DOWN`, its job
+    /// dead with that code), `user`'s credit released, within seconds rather than at the 30 s deadline.
     func runExpectingAFastFailure(_ render: RenderRecord, user: String = "u1", sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let started = ContinuousClock.now
-        try await run(render)
+        let end = try await run(render)
         #expect(ContinuousClock.now - started < .seconds(8), sourceLocation: sourceLocation)
         let failed = try await reload(render)
         #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED", sourceLocation: sourceLocation)
+        #expect(failed.failureCode == "PROVIDER_DOWN" && end.deadCode == "PROVIDER_DOWN", "\(end)", sourceLocation: sourceLocation)
         let credits = try await credits(user)
         #expect(credits.consumed == 0 && credits.reserved == 0, sourceLocation: sourceLocation)
     }
@@ -272,17 +287,11 @@ struct RenderFixture {
 
     /// Runs `render` in a handler that polls only after 20 s, so it learns its outcome from the
     /// stored callback alone; returns once fal's request id is on the row.
-    func runAwaitingTheCallback(_ f: RenderFixture, _ render: RenderRecord) async throws -> (running: Task<JSONValue?, any Error>, requestID: String) {
+    func runAwaitingTheCallback(_ f: RenderFixture, _ render: RenderRecord) async throws -> (running: Task<RenderFixture.JobEnd, any Error>, requestID: String) {
         let handler = RenderHandler(store: f.handler.store, storage: f.handler.storage, providers: f.handler.providers,
                                     fetcher: f.handler.fetcher, events: f.handler.events,
                                     options: RenderOptions(webhookURL: nil, webhookGrace: .seconds(20), pollInterval: .seconds(10)))
-        let jobID = try #require(render.jobID)
-        let job = try #require(try await f.q.queue.job(id: jobID))
-        let running = Task {
-            try await handler.run(ClaimedJob(id: job.id, kind: job.kind, queue: job.queue, priority: 1, attempt: 1, maxAttempts: 10,
-                                             payload: job.payload, createdAt: Date()),
-                                  context: JobContext(logger: testLogger, workerID: "test", queue: f.q.queue))
-        }
+        let running = Task { try await f.run(render, with: handler) }
         try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobID != nil }
         return (running, try #require(try await f.reload(render).providerJobID))
     }
@@ -306,9 +315,11 @@ struct RenderFixture {
 
         f.fal!.update { $0.transientSubmitFailures = 2 }
         let twice = try await f.request("r2")
-        try await f.run(twice)
+        let end = try await f.run(twice)
         let failed = try await f.reload(twice)
         #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && submits(f) == 4)
+        #expect(failed.failureCode == "PROVIDER_DOWN" && failed.errorMessage?.contains("HTTP 503") == true, "\(failed)")
+        #expect(end == .dead(code: "PROVIDER_DOWN", message: try #require(failed.errorMessage)))
         #expect(try await f.credits("u1") == (2, 1, 0))
         #expect(try await f.ledger("r2") == ["reserve", "release"])
     }
@@ -344,11 +355,11 @@ struct RenderFixture {
         defer { Task { await server.stop() } }
         let f = try await RenderFixture.make(provider: FashnProvider.name, falQueueURL: server.baseURL)
         try await f.grant("u1", credits: 2)
-        try await f.run(try await f.request("refused"))
+        #expect(try await f.run(try await f.request("refused")).deadCode == "PROVIDER_REJECTED")
         let render = try await f.request("dropped")
         try await f.run(render)
         let failed = try await f.reload(render)
-        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && failed.failureCode == "PROVIDER_DOWN")
         #expect(server.received.filter { $0.method == "POST" }.count == 1 + 2, "\(server.received)")
         #expect(try await f.credits("u1") == (2, 0, 0))
     }
@@ -387,10 +398,10 @@ struct RenderFixture {
         let started = ContinuousClock.now
         let garbled = Data(#"{"request_id": 42, "status": "DONE", "payload": "no images"}"#.utf8)
         #expect(try await f.store.recordProviderEvent(provider: "fal", requestID: requestID, payload: garbled))
-        _ = try await running.value
+        #expect(try await running.value.deadCode == "PROVIDER_DOWN")
         #expect(ContinuousClock.now - started < .seconds(8))
         let failed = try await f.reload(render)
-        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED")
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && failed.failureCode == "PROVIDER_DOWN")
         #expect(try await f.credits("u1") == (2, 0, 0))
         #expect(f.fal!.requests.filter { $0.method == "GET" }.isEmpty && submits(f) == 1)
     }
@@ -399,9 +410,60 @@ struct RenderFixture {
         let f = try await fixture { $0.rejection = .init(field: "model_image", message: "person not detected") }
         defer { Task { await f.fal?.stop() } }
         let render = try await f.request("r1")
-        try await f.run(render)
+        #expect(try await f.run(render).deadCode == "PROVIDER_REJECTED")
         let failed = try await f.reload(render)
         #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && submits(f) == 1)
+        #expect(failed.failureCode == "PROVIDER_REJECTED" && failed.errorMessage?.contains("person not detected") == true, "\(failed)")
+        #expect(try await f.credits("u1") == (2, 0, 0))
+    }
+
+    /// A refusal whose text echoes the request's credentials (fal's `Key`, a bearer token, a key
+    /// in a query): the stored reason and the job's error say why the render failed and carry none
+    /// of them.
+    @Test func aFailureMessageNeverCarriesTheProvidersKeyOrABearerToken() async throws {
+        let bearer = "ya29.a0AfH6SMBx-not-for-logs"
+        let f = try await fixture {
+            $0.rejection = .init(field: "model_image", message: "refused: Authorization: Key fake-fal-key, then Bearer \(bearer) at /v1?api_key=sk-live-42abc")
+        }
+        defer { Task { await f.fal?.stop() } }
+        #expect(f.fal?.key == "fake-fal-key")
+        let render = try await f.request("r1")
+        let end = try await f.run(render)
+        let failed = try await f.reload(render)
+        let message = try #require(failed.errorMessage)
+        #expect(failed.failureCode == "PROVIDER_REJECTED" && message.contains("refused") && message.contains("[redacted]"), "\(message)")
+        for secret in ["fake-fal-key", bearer, "sk-live-42abc"] {
+            #expect(!message.contains(secret), "\(message)")
+            #expect(!"\(end)".contains(secret), "\(end)")
+        }
+        let stored = try await f.q.pool.query("SELECT row_to_json(r)::text AS row FROM renders r WHERE id = 'r1'").rows[0].string("row")
+        #expect(!stored.contains("fake-fal-key") && !stored.contains(bearer), "\(stored)")
+    }
+
+    /// No key for the provider in the worker's settings: the fleet's fault, said so (naming the
+    /// setting, not a value), the job dead at once.
+    @Test func aProviderWithoutItsKeyFailsTheRenderAsMisconfigured() async throws {
+        let f = try await RenderFixture.make(provider: FashnProvider.name)
+        try await f.grant("u1", credits: 1)
+        let render = try await f.request("r1")
+        let end = try await f.run(render)
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_FAILED" && failed.failureCode == "PROVIDER_MISCONFIGURED", "\(failed)")
+        #expect(failed.errorMessage?.contains("FAL_KEY") == true && end.deadCode == "PROVIDER_MISCONFIGURED", "\(failed)")
+        #expect(try await f.credits("u1") == (1, 0, 0))
+        #expect(RenderFailureCode.providerMisconfigured.isTechnical && !RenderFailureCode.providerRejected.isTechnical)
+    }
+
+    /// 429s until the deadline: the render ends `RENDER_TIMEOUT`, and says it was the provider's
+    /// rate limit, not a slow render.
+    @Test func aRateLimitLastingPastTheDeadlineEndsTheRenderRateLimited() async throws {
+        let f = try await fixture(deadline: .seconds(3)) { $0.rateLimitedSubmits = 1000; $0.retryAfterSeconds = 1 }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        #expect(try await f.run(render).deadCode == "PROVIDER_RATE_LIMITED")
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT" && failed.failureCode == "PROVIDER_RATE_LIMITED", "\(failed)")
+        #expect(failed.errorMessage?.contains("429") == true && submits(f) >= 2, "\(failed)")
         #expect(try await f.credits("u1") == (2, 0, 0))
     }
 
@@ -410,9 +472,9 @@ struct RenderFixture {
         let f = try await fixture(deadline: .seconds(5)) { $0.neverFinish = true }
         defer { Task { await f.fal?.stop() } }
         let render = try await f.request("r1")
-        try await f.run(render)
+        #expect(try await f.run(render).deadCode == "TIMEOUT")
         let failed = try await f.reload(render)
-        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT")
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT" && failed.failureCode == "TIMEOUT")
         #expect(try await f.credits("u1") == (2, 0, 0))
         #expect(f.fal!.cancelledRequestIDs == [try #require(failed.providerJobID)])
         // The result arriving afterwards does not revive it.
@@ -462,11 +524,11 @@ struct RenderFixture {
         try await Task.sleep(for: .milliseconds(300))
         #expect(f.fal!.cancelledRequestIDs == [submission.jobID])
         let failed = try await f.reload(render)
-        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT")
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT" && failed.failureCode == "TIMEOUT")
         #expect(try await f.credits("u1") == (2, 0, 0))
         #expect(try await f.ledger("r1") == ["reserve", "release"])
-        // The job, run late, finds the render ended and calls no provider.
-        try await f.run(render)
+        // The job, run late, finds the render ended, calls no provider, and ends dead as its render did.
+        #expect(try await f.run(render).deadCode == "TIMEOUT")
         #expect(submits(f) == 1)
     }
 }

@@ -321,6 +321,10 @@ export interface Render {
   resultPath: string | null;
   /** `RENDER_FAILED` or `RENDER_TIMEOUT` once failed. */
   errorCode: string | null;
+  /** Why it failed (`PROVIDER_DOWN`, `TIMEOUT`, `PROVIDER_REJECTED`, `IMAGE_INVALID`…), once failed. */
+  failureCode: string | null;
+  /** The failure for people (never a secret, at most 500 characters), once failed. */
+  errorMessage: string | null;
   charged: boolean;
   /**
    * The garment image sent to the provider: its cut-out (true) or its normalised photo (false:

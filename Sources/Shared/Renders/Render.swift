@@ -32,6 +32,11 @@ public struct RenderRecord: Sendable, Codable, Equatable {
     public let providerJobID: String?
     public let resultPath: String?
     public let errorCode: String?
+    /// Why it failed (`RenderFailureCode`'s raw value); nil unless failed (and for renders failed
+    /// before the fleet recorded reasons).
+    public var failureCode: String? = nil
+    /// The failure for people: no secret, at most `RenderFailure.maxMessageLength` characters.
+    public var errorMessage: String? = nil
     public let charged: Bool
     /// Whether the garment image sent to the provider was its cut-out (false: its normalised
     /// photo); nil until the render has read its inputs.
@@ -41,10 +46,18 @@ public struct RenderRecord: Sendable, Codable, Equatable {
     public let createdAt: Date
     public let updatedAt: Date
 
+    /// The failure it ended with, when failed; a render failed before the fleet recorded reasons
+    /// reads as a technical one of its business code.
+    public var failure: RenderFailure? {
+        guard status == .failed else { return nil }
+        let code = failureCode.flatMap(RenderFailureCode.init(rawValue:)) ?? (errorCode == RenderErrorCode.renderTimeout.rawValue ? .timeout : .internalError)
+        return RenderFailure(code, errorMessage ?? errorCode ?? "failed")
+    }
+
     /// The protocol's JSON names.
     enum CodingKeys: String, CodingKey {
         case id, userID = "userId", ephemeralTokenID = "ephemeralTokenId", ownerID = "ownerId", garmentID = "garmentId"
         case bodyPhotoID = "bodyPhotoId", category, provider, status, jobID = "jobId", providerJobID = "providerJobId"
-        case resultPath, errorCode, charged, garmentCutout, deadlineAt, feedback, createdAt, updatedAt
+        case resultPath, errorCode, failureCode, errorMessage, charged, garmentCutout, deadlineAt, feedback, createdAt, updatedAt
     }
 }

@@ -23,6 +23,9 @@ extension RenderStore {
         public let category: String
         public let charged: Bool
         public let errorCode: String?
+        /// Why it failed (`RenderFailureCode`) and the message for people, once failed.
+        public let failureCode: String?
+        public let errorMessage: String?
         public let jobID: Int64?
         public let createdAt: Date
         public let providerSubmission: String?
@@ -34,7 +37,7 @@ extension RenderStore {
     /// its provider submission.
     public func recent(_ filter: Filter) async throws -> [Line] {
         let rows = try await pool.query("""
-            SELECT r.id, r.user_id, r.provider, r.status::text AS status, r.category, r.charged, r.error_code, r.job_id,
+            SELECT r.id, r.user_id, r.provider, r.status::text AS status, r.category, r.charged, r.error_code, r.failure_code, r.error_message, r.job_id,
                    extract(epoch FROM r.created_at) AS created_at, r.provider_submission::text AS submission,
                    (SELECT coalesce(json_agg(json_build_object('entry', l.entry, 'amount', l.amount, 'at', extract(epoch FROM l.created_at))
                                              ORDER BY l.id), '[]')::text
@@ -49,7 +52,7 @@ extension RenderStore {
             return Line(
                 id: try row.string("id"), userID: row["user_id"], provider: try row.string("provider"), status: try row.string("status"),
                 category: try row.string("category"), charged: try row.bool("charged"), errorCode: row["error_code"],
-                jobID: row["job_id"].flatMap { Int64($0) }, createdAt: try row.date("created_at"), providerSubmission: row["submission"],
+                failureCode: row["failure_code"], errorMessage: row["error_message"], jobID: row["job_id"].flatMap { Int64($0) }, createdAt: try row.date("created_at"), providerSubmission: row["submission"],
                 ledger: ledger.map { ($0.entry, $0.amount, Date(timeIntervalSince1970: $0.at)) })
         }
     }

@@ -49,8 +49,12 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
     case subscriptionExpired
     /// Unknown, expired or already linked onboarding token.
     case invalidToken
-    /// The token's one free render was already requested.
+    /// The token's one free render was already requested (open, complete, or failed on its
+    /// photo's account).
     case tokenAlreadyUsed
+    /// The token's renders failed for technical reasons this many times: no more free renders
+    /// on it (`EphemeralTokens.technicalFailuresAllowed`). Answered as `TOKEN_ALREADY_USED`.
+    case tokenTechnicalFailuresExhausted(Int)
     /// The render id is another requester's render: nothing of it is disclosed.
     case renderIdConflict
     /// At the provider's capacity now, the render could not finish within its deadline:
@@ -68,6 +72,8 @@ public enum RenderRequestError: Error, Equatable, CustomStringConvertible {
         case .subscriptionExpired: "the subscription has expired and no credit is left"
         case .invalidToken: "the onboarding token is unknown, expired or already linked"
         case .tokenAlreadyUsed: "the onboarding token's free render was already requested"
+        case .tokenTechnicalFailuresExhausted(let failures):
+            "the onboarding token's renders failed for technical reasons \(failures) times; it has no free render left"
         case .renderIdConflict: "the render id is taken; choose another"
         case .busy(let seconds): "the provider is busy: the render could not finish in time; try again in \(seconds) s"
         case .paused(let kinds, let seconds):
@@ -148,10 +154,14 @@ public struct RenderRequests: Sendable {
                 throw error
             }
             // The same render id again, found by its unique violation (or asked again after the
-            // token was linked): the first render is the answer, charged once. A unique
+            // token was linked or spent): the first render is the answer, charged once. A unique
             // violation for another id is the token's one render, already made.
             let uniqueViolation = if case PostgresError.server("23505", _, _) = error { true } else { false }
-            guard uniqueViolation || error as? RenderRequestError == .invalidToken else { throw error }
+            let tokenRefused = switch error as? RenderRequestError {
+            case .invalidToken, .tokenAlreadyUsed, .tokenTechnicalFailuresExhausted: true
+            default: false
+            }
+            guard uniqueViolation || tokenRefused else { throw error }
             if let existing = try await earlierRender(request) { return existing }
             throw uniqueViolation ? RenderRequestError.tokenAlreadyUsed : error
         }
@@ -198,6 +208,7 @@ public struct RenderRequests: Sendable {
         switch request.requester {
         case .ephemeralToken(let token):
             guard let id = try await EphemeralTokens.liveTokenID(token, on: connection) else { throw RenderRequestError.invalidToken }
+            if let refusal = try await EphemeralTokens.spentRefusal(id, on: connection) { throw refusal }
             tokenID = id
         case .user(let user):
             userID = user

@@ -15,7 +15,7 @@ public struct RenderStore: Sendable {
 
     static let columns = """
         id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, status::text AS status,
-        job_id, provider_job_id, result_path, error_code, charged, garment_cutout, extract(epoch FROM deadline_at) AS deadline_at,
+        job_id, provider_job_id, result_path, error_code, failure_code, error_message, charged, garment_cutout, extract(epoch FROM deadline_at) AS deadline_at,
         feedback, extract(epoch FROM created_at) AS created_at, extract(epoch FROM updated_at) AS updated_at
         """
 
@@ -89,16 +89,19 @@ public struct RenderStore: Sendable {
         return ended
     }
 
-    /// → failed with `code`, releasing the reserved credit (`CreditLedger.failRenders`). False
-    /// when it had already ended.
-    public func fail(id: String, code: RenderErrorCode) async throws -> Bool {
-        try await failRender(id: id, code: code) != nil
+    /// → failed with `failure` (its code, its message, and the business code it implies),
+    /// releasing the reserved credit (`CreditLedger.failRenders`). False when it had already ended.
+    public func fail(id: String, failure: RenderFailure) async throws -> Bool {
+        try await failRender(id: id, failure: failure) != nil
     }
 
     /// As `fail`, answering what ended (its provider and whether it was charged, for the
     /// metrics), or nil.
-    public func failRender(id: String, code: RenderErrorCode) async throws -> Ended? {
-        guard let row = try await pool.query(CreditLedger.failRenders, [PostgresArray([id]), code.rawValue, true]).rows.first else { return nil }
+    public func failRender(id: String, failure: RenderFailure) async throws -> Ended? {
+        let arguments: [(any PostgresEncodable)?] = [
+            PostgresArray([id]), failure.code.errorCode.rawValue, true, failure.code.rawValue, failure.message,
+        ]
+        guard let row = try await pool.query(CreditLedger.failRenders, arguments).rows.first else { return nil }
         await announceFinished([id])
         return Ended(id: id, provider: try row.string("provider"), charged: try row.bool("charged"), submission: nil)
     }
@@ -115,7 +118,7 @@ public struct RenderStore: Sendable {
     }
 
     /// Up to `limit` renders past their deadline and still open (their worker died, or never
-    /// started) fail with `RENDER_TIMEOUT`, credits released. Two sweepers finding the same
+    /// started) fail with `RENDER_TIMEOUT` (`TIMEOUT`), credits released. Two sweepers finding the same
     /// render: the second's compare-and-set waits for the first's commit and ends nothing.
     public func failExpired(limit: Int) async throws -> [Ended] {
         let rows = try await pool.query("""
@@ -129,7 +132,11 @@ public struct RenderStore: Sendable {
         for row in rows {
             if let job = row["unstarted_job_id"].flatMap(Int64.init) { unstartedJobs[try row.string("id")] = job }
         }
-        let ended = try await pool.query(CreditLedger.failRenders, [PostgresArray(expired), RenderErrorCode.renderTimeout.rawValue, false]).rows.map {
+        let failure = RenderFailure(.timeout, "the render's deadline passed before any worker finished it")
+        let arguments: [(any PostgresEncodable)?] = [
+            PostgresArray(expired), failure.code.errorCode.rawValue, false, failure.code.rawValue, failure.message,
+        ]
+        let ended = try await pool.query(CreditLedger.failRenders, arguments).rows.map {
             let id = try $0.string("id")
             return Ended(id: id, provider: try $0.string("provider"), charged: try $0.bool("charged"),
                          // Unreadable (written by another version): the render is ended all the same,
@@ -206,7 +213,8 @@ public struct RenderStore: Sendable {
             category: GarmentCategory(rawValue: try row.string("category")) ?? .tops,
             provider: try row.string("provider"), status: RenderStatus(rawValue: try row.string("status")) ?? .failed,
             jobID: row["job_id"].flatMap(Int64.init), providerJobID: row["provider_job_id"],
-            resultPath: row["result_path"], errorCode: row["error_code"], charged: try row.bool("charged"),
+            resultPath: row["result_path"], errorCode: row["error_code"], failureCode: row["failure_code"], errorMessage: row["error_message"],
+            charged: try row.bool("charged"),
             garmentCutout: row["garment_cutout"].map { $0 == "t" },
             deadlineAt: try row.date("deadline_at"), feedback: row["feedback"],
             createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at"))

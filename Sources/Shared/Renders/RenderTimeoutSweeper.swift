@@ -1,6 +1,6 @@
 import FleetQueue
+import Imaging
 import Logging
-import Metrics
 
 /// Fails renders still open past their deadline (their worker died, or none started them)
 /// with `RENDER_TIMEOUT`, releasing their credits, then asks the provider to drop the job a
@@ -31,10 +31,7 @@ public struct RenderTimeoutSweeper: Sendable {
 
     private func failExpired(limit: Int, queue: JobQueue) async throws -> [String] {
         let ended = try await store.failExpired(limit: limit)
-        for render in ended {
-            Counter(label: "fleet_renders_finished_total", dimensions: [("provider", render.provider), ("outcome", RenderErrorCode.renderTimeout.rawValue)]).increment()
-            if render.charged { RenderMetrics.creditSettled("release") }
-        }
+        for render in ended { RenderMetrics.sweptFailed(render, .timeout) }
         if !ended.isEmpty {
             logger.warning("renders timed out", metadata: ["count": "\(ended.count)", "render_ids": "\(ended.prefix(20).map(\.id))"])
         }
@@ -51,19 +48,20 @@ public struct RenderTimeoutSweeper: Sendable {
     }
 
     /// Renders no worker started whose job ended without running them fail `RENDER_FAILED` at
-    /// once, credit released, rather than at their deadline: an input that failed for good (an
-    /// upload that is not an image) cancelled the job with `DEPENDENCY_FAILED`, or an operator
-    /// cancelled it. Nothing would run them again.
+    /// once, credit released, rather than at their deadline: an input that failed for good
+    /// cancelled the job with `DEPENDENCY_FAILED` (`IMAGE_INVALID` when the upload is not a usable
+    /// image, else `INPUT_FAILED`), or an operator cancelled it (`CANCELLED`). Nothing would run
+    /// them again.
     private func failAbandoned(limit: Int, queue: JobQueue) async throws -> [String] {
         let unstarted = try await store.unstartedRenderJobs(limit: limit)
         guard !unstarted.isEmpty else { return [] }
         let states = try await queue.states(of: Array(unstarted.values))
         var failed: [String] = []
         for (render, job) in unstarted.sorted(by: { $0.key < $1.key }) where states[job] == .cancelled || states[job] == .dead {
-            guard let ended = try await store.failRender(id: render, code: .renderFailed) else { continue }
+            let failure = try await AbandonedRender.failure(ofJob: job, queue: queue)
+            guard let ended = try await store.failRender(id: render, failure: failure) else { continue }
             failed.append(render)
-            Counter(label: "fleet_renders_finished_total", dimensions: [("provider", ended.provider), ("outcome", RenderErrorCode.renderFailed.rawValue)]).increment()
-            if ended.charged { RenderMetrics.creditSettled("release") }
+            RenderMetrics.sweptFailed(ended, failure.code)
         }
         if !failed.isEmpty {
             logger.warning("renders whose job ended without running them failed", metadata: ["render_ids": "\(failed.prefix(20))"])
@@ -89,5 +87,29 @@ public struct RenderTimeoutSweeper: Sendable {
                 }
             }
         }
+    }
+}
+
+/// Why a render's job ended without running it, from the job's last error and, when an input it
+/// ran after failed, that input's.
+enum AbandonedRender {
+    /// The image jobs' codes that are a verdict on the person's upload, not a fault of the fleet.
+    static let refusedUploadCodes: Set<JobErrorCode> = [.imageInvalid, .imageTooLarge, .imageUnsupported]
+
+    static func failure(ofJob id: Int64, queue: JobQueue) async throws -> RenderFailure {
+        guard let job = try await queue.job(id: id) else { return RenderFailure(.internalError, "its render.run job \(id) is gone") }
+        let last = job.errors.last
+        guard last?.code == JobErrorCode.dependencyFailed.rawValue else {
+            return job.state == .cancelled
+                ? RenderFailure(.cancelled, "its render.run job \(id) was cancelled before it ran")
+                : RenderFailure(.internalError, "its render.run job \(id) ended \(job.state.rawValue): \(last?.error ?? "no error recorded")")
+        }
+        for input in job.dependsOn {
+            guard let record = try await queue.job(id: input), record.state == .dead || record.state == .cancelled else { continue }
+            let error = record.errors.last
+            let code: RenderFailureCode = error?.code.map { refusedUploadCodes.contains(JobErrorCode(rawValue: $0)) } == true ? .imageInvalid : .inputFailed
+            return RenderFailure(code, "its input \(record.kind) (job \(input)) failed: \(error.map { "\($0.code ?? "error"): \($0.error)" } ?? record.state.rawValue)")
+        }
+        return RenderFailure(.inputFailed, "an input it ran after failed: \(last?.error ?? "")")
     }
 }

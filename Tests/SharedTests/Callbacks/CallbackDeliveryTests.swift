@@ -154,6 +154,9 @@ struct ResultHandler: JobHandler {
         #expect(late["status"] == .string("failed") && late["errorCode"] == .string("RENDER_TIMEOUT") && late["type"] == .string("render.finished"))
         // Which garment image was sent: r-done's normalised photo; r-late read no input.
         #expect(done["garmentCutout"] == .bool(false) && late["garmentCutout"] == .null)
+        // Why it failed, for the backend: explicit nulls on a complete render.
+        #expect(late["failureCode"] == .string("TIMEOUT") && late["errorMessage"] == .string("the render's deadline passed before any worker finished it"), "\(late)")
+        #expect(done["failureCode"] == .null && done["errorMessage"] == .null, "\(done)")
         let traces = try await f.q.pool.query(
             "SELECT trace_parent FROM jobs WHERE kind = 'callback.deliver' ORDER BY idempotency_key").rows.map { $0["trace_parent"] }
         #expect(traces == [traceParent, nil], "r-done's callback in its trace, r-late's (requested untraced) in none")

@@ -216,11 +216,13 @@ import Testing
         try await Self.withConsole { console in
             try await console.q.pool.query("""
                 INSERT INTO renders (id, user_id, owner_id, garment_id, body_photo_id, category, provider, status, error_code, charged,
-                                     provider_submission, deadline_at)
-                VALUES ('r-done', $1, 'u1', 'g1', 'b1', 'tops', 'fal-fashn', 'complete', NULL, true, $2::jsonb, now()),
-                       ('r-failed', 'u2', 'u2', 'g2', 'b2', 'tops', 'local', 'failed', 'RENDER_FAILED', true, NULL, now())
+                                     provider_submission, deadline_at, failure_code, error_message)
+                VALUES ('r-done', $1, 'u1', 'g1', 'b1', 'tops', 'fal-fashn', 'complete', NULL, true, $2::jsonb, now(), NULL, NULL),
+                       ('r-failed', 'u2', 'u2', 'g2', 'b2', 'tops', 'local', 'failed', 'RENDER_FAILED', true, NULL, now(),
+                        'PROVIDER_DOWN', $3)
                 """, [Self.xssScript, String(decoding: try JSONEncoder().encode(
-                    ["request_id": Self.xssImage, "image": String(repeating: "A", count: 100_000)]), as: UTF8.self)])
+                    ["request_id": Self.xssImage, "image": String(repeating: "A", count: 100_000)]), as: UTF8.self),
+                      "local: temporary failure: HTTP 503: \(Self.xssImage)"])
             try await console.q.pool.query("""
                 INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
                 VALUES ('k1', $1, 'r-done', 'reserve', -1), ('k2', $1, 'r-done', 'consume', 0), ('k3', 'u2', 'r-failed', 'release', 1)
@@ -237,6 +239,9 @@ import Testing
             #expect(all.utf8.count < 50_000)
             let failed = try await console.get("/console/renders?status=failed", session: session).body
             #expect(failed.contains("r-failed") && !failed.contains("r-done") && failed.contains("RENDER_FAILED"))
+            // Why it failed, beside its status; the provider's text escaped.
+            #expect(failed.contains("<code class=\"failure-code\">PROVIDER_DOWN</code>"), "\(failed)")
+            #expect(failed.contains("<div class=\"failure-reason hint\">local: temporary failure: HTTP 503: &quot;&gt;&lt;img src=x"), "\(failed)")
             let byProvider = try await console.get("/console/renders?provider=fal-fashn", session: session).body
             #expect(byProvider.contains("r-done") && !byProvider.contains("r-failed"))
             let byUser = try await console.get("/console/renders?user=u2", session: session).body

@@ -71,7 +71,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             guard case .started = try await store.start(id: "done") else { Issue.record("not started"); return }
             #expect(try await store.complete(id: "done", resultPath: "u1/renders/done.jpg"))
-            #expect(try await store.fail(id: "broken", code: .renderFailed))
+            #expect(try await store.fail(id: "broken", failure: RenderFailure(.providerDown, "fake: HTTP 503")))
             let (done, broken) = try await (completed, failed)
             #expect(!done.timedOut && done.render.status == .complete && done.render.resultPath == "u1/renders/done.jpg")
             #expect(!broken.timedOut && broken.render.status == .failed && broken.render.errorCode == "RENDER_FAILED")

@@ -233,7 +233,8 @@ struct ConsolePages: Sendable {
             "providerFilter": query["provider"] ?? "", "userFilter": query["user"] ?? "",
             "renders": try await lines.map { render in
                 ["id": render.id, "userId": render.userID ?? "(onboarding)", "provider": render.provider, "status": render.status,
-                 "errorCode": render.errorCode as Any, "category": render.category, "jobId": render.jobID as Any, "charged": render.charged,
+                 "errorCode": render.errorCode as Any, "failureCode": render.failureCode as Any, "errorMessage": render.errorMessage as Any,
+                 "category": render.category, "jobId": render.jobID as Any, "charged": render.charged,
                  "ledger": render.ledger.map { ["entry": $0.entry, "amount": $0.amount, "at": Show.date($0.at)] as [String: Any] },
                  "submission": render.providerSubmission.map { text in (try? JSONValue(json: text)).map { Show.prettyJSON(Show.abbreviated($0)) } ?? text } as Any,
                  "createdAt": Show.date(render.createdAt)] as [String: Any]

@@ -248,7 +248,7 @@ enum ConsoleTemplates {
         <div class="scroll"><table>
           <thead><tr><th>Render</th><th>User</th><th>Provider</th><th>Status</th><th>Category</th><th>Job</th><th>Ledger</th><th>Provider submission</th><th>Created</th></tr></thead>
           <tbody>
-          {{#renders}}<tr><td>{{id}}</td><td>{{userId}}</td><td>{{provider}}</td><td><span class="state {{status}}">{{status}}</span>{{#errorCode}} <code>{{errorCode}}</code>{{/errorCode}}</td><td>{{category}}</td><td>{{#jobId}}<a href="/console/jobs/{{jobId}}">#{{jobId}}</a>{{/jobId}}</td>
+          {{#renders}}<tr><td>{{id}}</td><td>{{userId}}</td><td>{{provider}}</td><td><span class="state {{status}}">{{status}}</span>{{#errorCode}} <code>{{errorCode}}</code>{{/errorCode}}{{#failureCode}} <code class="failure-code">{{failureCode}}</code>{{/failureCode}}{{#errorMessage}}<div class="failure-reason hint">{{errorMessage}}</div>{{/errorMessage}}</td><td>{{category}}</td><td>{{#jobId}}<a href="/console/jobs/{{jobId}}">#{{jobId}}</a>{{/jobId}}</td>
             <td><ul class="ledger">{{#ledger}}<li>{{entry}} {{amount}} <span class="hint">{{at}}</span></li>{{/ledger}}</ul>{{^charged}}<span class="hint">not charged</span>{{/charged}}</td>
             <td>{{#submission}}<pre class="sample">{{submission}}</pre>{{/submission}}</td><td>{{createdAt}}</td></tr>{{/renders}}
           {{^renders}}<tr><td colspan="9">No render matches.</td></tr>{{/renders}}

@@ -148,7 +148,7 @@ extension DispatcherError {
         case .insufficientCredits: .insufficientCredits
         case .subscriptionExpired: .subscriptionExpired
         case .invalidToken: .invalidToken
-        case .tokenAlreadyUsed: .tokenAlreadyUsed
+        case .tokenAlreadyUsed, .tokenTechnicalFailuresExhausted: .tokenAlreadyUsed
         case .renderIdConflict: .renderIdConflict
         case .busy, .paused: .renderBusy
         }

@@ -91,7 +91,8 @@ extension RenderView {
         self.init(
             id: record.id, userId: record.userID, garmentId: record.garmentID, bodyPhotoId: record.bodyPhotoID,
             category: record.category.rawValue, provider: record.provider, status: Status(record.status), jobId: record.jobID,
-            resultPath: record.resultPath, errorCode: record.errorCode, charged: record.charged, garmentCutout: record.garmentCutout,
+            resultPath: record.resultPath, errorCode: record.errorCode, failureCode: record.failureCode, errorMessage: record.errorMessage,
+            charged: record.charged, garmentCutout: record.garmentCutout,
             feedback: record.feedback,
             deadlineAt: record.deadlineAt, createdAt: record.createdAt, updatedAt: record.updatedAt)
     }

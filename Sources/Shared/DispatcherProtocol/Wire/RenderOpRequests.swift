@@ -24,6 +24,12 @@ public struct RenderView: Codable, Sendable, Equatable {
     @ExplicitNull public private(set) var resultPath: String?
     /// `RENDER_FAILED` or `RENDER_TIMEOUT` once failed.
     @ExplicitNull public private(set) var errorCode: String?
+    /// Why it failed, once failed: one of the fleet's failure codes (`PROVIDER_DOWN`, `TIMEOUT`,
+    /// `PROVIDER_REJECTED`, `IMAGE_INVALID`…, docs/protocol.md); null otherwise, and for renders
+    /// failed before the fleet recorded reasons.
+    @ExplicitNull public private(set) var failureCode: String?
+    /// The failure for people (never a secret, at most 500 characters); null unless failed.
+    @ExplicitNull public private(set) var errorMessage: String?
     /// Whether a credit pays for it (false for subscribers and onboarding tokens).
     public let charged: Bool
     /// The garment image sent to the provider: its cut-out (true), or its normalised photo
@@ -38,8 +44,8 @@ public struct RenderView: Codable, Sendable, Equatable {
 
     public init(
         id: String, userId: String?, garmentId: String, bodyPhotoId: String, category: String, provider: String, status: Status,
-        jobId: Int64?, resultPath: String?, errorCode: String?, charged: Bool, garmentCutout: Bool? = nil, feedback: String?,
-        deadlineAt: Date, createdAt: Date, updatedAt: Date
+        jobId: Int64?, resultPath: String?, errorCode: String?, failureCode: String? = nil, errorMessage: String? = nil, charged: Bool,
+        garmentCutout: Bool? = nil, feedback: String?, deadlineAt: Date, createdAt: Date, updatedAt: Date
     ) {
         self.garmentCutout = garmentCutout
         self.id = id
@@ -52,6 +58,8 @@ public struct RenderView: Codable, Sendable, Equatable {
         self.jobId = jobId
         self.resultPath = resultPath
         self.errorCode = errorCode
+        self.failureCode = failureCode
+        self.errorMessage = errorMessage
         self.charged = charged
         self.feedback = feedback
         self.deadlineAt = deadlineAt

@@ -4,26 +4,33 @@ import FleetQueue
 
 /// The renders' and credits' migrations (`docs/schema.md`).
 public enum RenderMigrations {
-    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput, purgeLinkedOnboardingTrees]
+    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput, purgeLinkedOnboardingTrees, renderFailureReasons]
 
     /// FleetCallbacks' kind, which this module cannot import: `SchemaTests` checks they agree.
     static let callbackKind: JobKind = "callback.deliver"
 
     /// The trigger function of version 7, carrying the trace of the render's job from version 11,
-    /// and from version 19 the event saying which garment image was sent (`withGarmentInput`).
-    static func renderCallbackFunction(replacing: Bool, carryingTrace: Bool, withGarmentInput: Bool = false) -> String {
+    /// from version 19 the event saying which garment image was sent (`withGarmentInput`), and from
+    /// version 23 why a failed render failed (`withFailure`).
+    static func renderCallbackFunction(replacing: Bool, carryingTrace: Bool, withGarmentInput: Bool = false, withFailure: Bool = false) -> String {
         JobTriggers.enqueueFunction(
-            "renders_enqueue_callback", replacing: replacing, kind: callbackKind, payload: renderFinishedEvent(withGarmentInput: withGarmentInput),
+            "renders_enqueue_callback", replacing: replacing, kind: callbackKind,
+            payload: renderFinishedEvent(withGarmentInput: withGarmentInput, withFailure: withFailure),
             priority: 1, maxAttempts: 12,
             idempotencyKey: "'callback:render:' || NEW.id", traceParent: carryingTrace ? JobTriggers.traceParent(ofJob: "NEW.job_id") : nil)
     }
 
     /// The callback job's payload: where to post, the Standard Webhooks id, and the event.
-    private static func renderFinishedEvent(withGarmentInput: Bool) -> String {
-        withGarmentInput
-            ? renderFinishedEventBefore19.replacingOccurrences(
-                of: "'resultPath', NEW.result_path,", with: "'resultPath', NEW.result_path, 'garmentCutout', NEW.garment_cutout,")
-            : renderFinishedEventBefore19
+    private static func renderFinishedEvent(withGarmentInput: Bool, withFailure: Bool) -> String {
+        var event = renderFinishedEventBefore19
+        if withGarmentInput {
+            event = event.replacingOccurrences(of: "'resultPath', NEW.result_path,", with: "'resultPath', NEW.result_path, 'garmentCutout', NEW.garment_cutout,")
+        }
+        if withFailure {
+            event = event.replacingOccurrences(
+                of: "'errorCode', NEW.error_code,", with: "'errorCode', NEW.error_code, 'failureCode', NEW.failure_code, 'errorMessage', NEW.error_message,")
+        }
+        return event
     }
 
     private static let renderFinishedEventBefore19 = """

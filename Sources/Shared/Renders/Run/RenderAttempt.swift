@@ -12,7 +12,7 @@ import Tracing
 struct RenderAttempt: Sendable {
     enum Outcome: Sendable {
         case stored(path: String)
-        case failed(String)
+        case failed(RenderFailure)
     }
 
     /// Which garment image the render sends.
@@ -34,7 +34,7 @@ struct RenderAttempt: Sendable {
     let handler: RenderHandler
     let spans: RenderSpans
     let logger: Logger
-    private let submitted = SubmissionBox()
+    private let progress = AttemptProgress()
 
     init(
         render: RenderRecord, earlier: ProviderSubmission?, garmentSource: GarmentSource, provider: any TryOnProvider, handler: RenderHandler,
@@ -49,7 +49,7 @@ struct RenderAttempt: Sendable {
         self.logger = logger
         // Cancelled at the provider like a fresh one should this attempt's deadline pass, even
         // before `run` starts (a deadline already past when the job was taken over).
-        submitted.value = earlier
+        progress.submission = earlier
     }
 
     func run() async throws -> Outcome {
@@ -66,7 +66,7 @@ struct RenderAttempt: Sendable {
         } else {
             switch try await submitWithRetry(retried: &retried) {
             case .success(let made): submission = made
-            case .failure(let error): return .failed("\(error)")
+            case .failure(let error): return .failed(error.renderFailure)
             }
             lookNow = false
         }
@@ -80,7 +80,7 @@ struct RenderAttempt: Sendable {
             lookNow = false
             switch waited {
             case .unreadable(let reason):
-                return .failed(reason)
+                return .failed(RenderFailure(.providerDown, "\(provider.name): \(reason)"))
             case .succeeded(let image):
                 return try await store(image)
             case .failed(let failure) where failure.retryable && !retried:
@@ -88,11 +88,11 @@ struct RenderAttempt: Sendable {
                 retried = true
                 switch try await submitWithRetry(retried: &retried) {
                 case .success(let made): submission = made
-                case .failure(let error): return .failed("\(error)")
+                case .failure(let error): return .failed(error.renderFailure)
                 }
                 submittedAt = ContinuousClock.now
             case .failed(let failure):
-                return .failed("\(failure)")
+                return .failed(failure.renderFailure(provider: provider.name))
             }
         }
     }
@@ -140,9 +140,17 @@ struct RenderAttempt: Sendable {
         }
     }
 
+    /// Why the deadline passed: the provider's 429s kept the render from being submitted, or
+    /// the render took too long.
+    func deadlineFailure() -> RenderFailure {
+        progress.waitingOutRateLimit
+            ? RenderFailure(.providerRateLimited, "\(provider.name): rate limited (HTTP 429) until the render's deadline")
+            : RenderFailure(.timeout, "\(provider.name): no result within the render's deadline")
+    }
+
     /// Asks the provider to drop the job, if one was submitted (deadline passed).
     func cancelAtProvider() async {
-        if let submission = submitted.value { await provider.cancel(submission) }
+        if let submission = progress.submission { await provider.cancel(submission) }
     }
 
     /// Submits; a transient error is retried once (if the render's single retry is unused).
@@ -162,7 +170,7 @@ struct RenderAttempt: Sendable {
                     }
                 }
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
-                submitted.value = submission
+                progress.submission = submission
                 // A job still running at the provider is kept on the row: a worker taking over
                 // after a crash asks for it instead of paying for a second one.
                 if !submission.state.isSettled {
@@ -178,7 +186,9 @@ struct RenderAttempt: Sendable {
                 logger.warning("provider rate limited; waiting to submit again", metadata: [
                     "retry_after_ms": "\(Int(pause.seconds * 1000))", "fleet_rate_per_window": "\(rate.flatMap { $0 }.map(String.init) ?? "none")",
                 ])
+                progress.waitingOutRateLimit = true
                 try await Task.sleep(for: pause)
+                progress.waitingOutRateLimit = false
             } catch let error as ProviderError where error.isTransient && !retried {
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "transient", seconds: (ContinuousClock.now - started).seconds)
                 logger.warning("provider submit failed; retrying once", metadata: ["error": "\(error)"])
@@ -236,7 +246,7 @@ struct RenderAttempt: Sendable {
         do {
             bytes = try await spans.run("download") { _ in try await handler.fetcher.fetch(image, provider: provider.name).bytes }
         } catch {
-            return .failed("result download failed: \(error)")
+            return .failed(RenderFailure(.providerDown, "result download failed: \(error)"))
         }
         return try await spans.run("store") { span in
             let jpeg: Data
@@ -244,7 +254,7 @@ struct RenderAttempt: Sendable {
                 jpeg = try await offload { try RenderImage.normalize(bytes) }
             } catch {
                 span.attributes[TraceAttribute.outcome] = "undecodable"
-                return .failed("the provider's image does not decode: \(error)")
+                return .failed(RenderFailure(.providerDown, "\(provider.name): the provider's image does not decode: \(error)"))
             }
             let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
             try await handler.storage.write(jpeg, to: key)
@@ -280,12 +290,21 @@ struct RenderAttempt: Sendable {
     }
 }
 
-/// The submission made so far, for cancelling it when the deadline passes.
-final class SubmissionBox: Sendable {
-    private let stored = Mutex<ProviderSubmission?>(nil)
-    var value: ProviderSubmission? {
-        get { stored.withLock { $0 } }
-        set { stored.withLock { $0 = newValue } }
+/// Where the attempt stands, read when its deadline passes: the submission made so far (to
+/// cancel it), and whether it was waiting out the provider's 429 to submit again (then the
+/// deadline passing is the provider's rate limit, `PROVIDER_RATE_LIMITED`, not a slow render).
+final class AttemptProgress: Sendable {
+    private let submitted = Mutex<ProviderSubmission?>(nil)
+    private let rateLimited = Mutex(false)
+
+    var submission: ProviderSubmission? {
+        get { submitted.withLock { $0 } }
+        set { submitted.withLock { $0 = newValue } }
+    }
+
+    var waitingOutRateLimit: Bool {
+        get { rateLimited.withLock { $0 } }
+        set { rateLimited.withLock { $0 = newValue } }
     }
 }
 

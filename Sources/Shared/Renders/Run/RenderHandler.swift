@@ -17,8 +17,9 @@ import Tracing
 /// provider's callback (stored by the dispatcher, announced on `fleet_render_events`) or, when
 /// that is late, from polling. Settlement (`RenderStore.complete`/`fail`) is a compare-and-set
 /// that settles the credit in the same statement, so whoever ends the render first wins and
-/// nothing is charged twice. The job itself completes whatever the render's outcome; only
-/// infrastructure errors (database, storage) retry it.
+/// nothing is charged twice. The job completes with the render; a failed render's job ends `dead`
+/// with the failure's code and message (`RenderFailure`), so the queue's counts, its dead list and
+/// the console show it. Only infrastructure errors (database, storage) retry it.
 public struct RenderHandler: JobHandler {
     public let kind = JobKind.renderRun
     /// Each render carries its provider's and its requester's limit keys (`RenderCapacity`).
@@ -64,21 +65,22 @@ public struct RenderHandler: JobHandler {
             logger.warning("render no longer exists")
             return summary(payload.renderID.value, "gone")
         case .ended(let ended):
-            return summary(ended.id, "already \(ended.status.rawValue)")
+            return try endedElsewhere(ended)
         case .pastDeadline(let expired, let earlier):
             // Taken over too late: the earlier attempt's provider job is dropped, as it would be
             // had its deadline passed while it ran.
             if let earlier, let provider = try? providers.provider(named: expired.provider) { await provider.cancel(earlier) }
-            _ = try await store.fail(id: expired.id, code: .renderTimeout)
-            return summary(expired.id, RenderErrorCode.renderTimeout.rawValue)
+            let failure = RenderFailure(.timeout, "the deadline passed before a worker took the render over")
+            guard try await store.fail(id: expired.id, failure: failure) else { return try await endedElsewhere(expired.id) }
+            throw failed(expired, failure, logger: logger)
         }
         let provider: any TryOnProvider
         do {
             provider = try providers.provider(named: render.provider)
         } catch {
-            logger.error("render provider unavailable", metadata: ["provider": "\(render.provider)", "error": "\(error)"])
-            _ = try await store.fail(id: render.id, code: .renderFailed)
-            return summary(render.id, RenderErrorCode.renderFailed.rawValue)
+            let failure = RenderFailure(.providerMisconfigured, "\(error)")
+            guard try await store.fail(id: render.id, failure: failure) else { return try await endedElsewhere(render.id) }
+            throw failed(render, failure, logger: logger)
         }
         let garmentSource = try await garmentSource(payload, job, context)
         let remaining = render.deadlineAt.timeIntervalSinceNow
@@ -91,10 +93,11 @@ public struct RenderHandler: JobHandler {
             outcome = try await withDeadline(.seconds(max(0, remaining))) { try await attempt.run() }
         } catch is DeadlinePassed {
             await attempt.cancelAtProvider()
-            let ended = try await settle(spans, RenderErrorCode.renderTimeout.rawValue) { try await store.fail(id: render.id, code: .renderTimeout) }
-            if ended { record(render, outcome: RenderErrorCode.renderTimeout.rawValue, settled: "release") }
-            logger.warning("render timed out", metadata: ["ended_here": "\(ended)"])
-            return summary(render.id, RenderErrorCode.renderTimeout.rawValue)
+            let failure = attempt.deadlineFailure()
+            guard try await settle(spans, failure.code.rawValue, { try await store.fail(id: render.id, failure: failure) }) else {
+                return try await endedElsewhere(render.id)
+            }
+            throw failed(render, failure, logger: logger)
         }
         switch outcome {
         case .stored(let path):
@@ -103,20 +106,37 @@ public struct RenderHandler: JobHandler {
                 // The deadline passed (or a sweep ended it) between the download and now: the
                 // late result does not revive it.
                 try? await storage.delete(.render(user: try StorageID(render.ownerID), render: try StorageID(render.id)))
-                return summary(render.id, "ended elsewhere before the result was stored")
+                return try await endedElsewhere(render.id)
             }
             logger.info("render complete", metadata: ["path": "\(path)"])
             // What admission control expects of the provider's next renders.
             try? await latencies.record(provider: render.provider, ContinuousClock.now - attemptStarted, to: store.capacity)
             record(render, outcome: RenderStatus.complete.rawValue, settled: "consume")
             return summary(render.id, RenderStatus.complete.rawValue)
-        case .failed(let reason):
-            if try await settle(spans, RenderErrorCode.renderFailed.rawValue, { try await store.fail(id: render.id, code: .renderFailed) }) {
-                record(render, outcome: RenderErrorCode.renderFailed.rawValue, settled: "release")
+        case .failed(let failure):
+            guard try await settle(spans, failure.code.rawValue, { try await store.fail(id: render.id, failure: failure) }) else {
+                return try await endedElsewhere(render.id)
             }
-            logger.warning("render failed", metadata: ["reason": "\(reason)"])
-            return summary(render.id, RenderErrorCode.renderFailed.rawValue)
+            throw failed(render, failure, logger: logger)
         }
+    }
+
+    /// The job of a render someone else ended (a sweep, an earlier attempt): completed with a
+    /// complete render, dead with a failed one's failure, like the job that ended it.
+    private func endedElsewhere(_ id: String) async throws -> JSONValue {
+        guard let render = try await store.render(id: id) else { return summary(id, "gone") }
+        return try endedElsewhere(render)
+    }
+
+    private func endedElsewhere(_ render: RenderRecord) throws -> JSONValue {
+        if let failure = render.failure { throw failed(failure) }
+        return summary(render.id, "already \(render.status.rawValue)")
+    }
+
+    /// How the job of a failed render ends: `dead` at once (running it again would not revive the
+    /// render), its error code the failure's.
+    private func failed(_ failure: RenderFailure) -> JobError {
+        .permanent(code: JobErrorCode(rawValue: failure.code.rawValue), message: failure.message)
     }
 
     /// What the garment's cut-out job, when the render ran after one, said: a cut-out to use, or
@@ -141,6 +161,17 @@ public struct RenderHandler: JobHandler {
     private func record(_ render: RenderRecord, outcome: String, settled entry: String) {
         RenderMetrics.finished(provider: render.provider, outcome: outcome, seconds: -render.createdAt.timeIntervalSinceNow)
         if render.charged { RenderMetrics.creditSettled(entry) }
+    }
+
+    /// A render this attempt failed: counted, logged (`render failed`, with its `failure_code`:
+    /// the fleet's settings at fault are an error, the rest a warning), its job's end.
+    private func failed(_ render: RenderRecord, _ failure: RenderFailure, logger: Logger) -> JobError {
+        record(render, outcome: failure.code.errorCode.rawValue, settled: "release")
+        RenderMetrics.failed(provider: render.provider, code: failure.code)
+        logger.log(level: failure.code == .providerMisconfigured ? .error : .warning, "render failed", metadata: [
+            "provider": "\(render.provider)", "failure_code": "\(failure.code.rawValue)", "reason": "\(failure.message)",
+        ])
+        return failed(failure)
     }
 
     private func summary(_ id: String, _ outcome: String) -> JSONValue {

@@ -6,8 +6,15 @@ import Foundation
 import Imaging
 
 /// Onboarding tokens: a random secret handed to the app at first launch, stored only as its
-/// BLAKE2b hash (libsodium), good for exactly one free render until it expires or is linked.
+/// BLAKE2b hash (libsodium), good for one free render until it expires or is linked. A render
+/// that fails for a technical reason (`RenderFailureCode.isTechnical`) gives the render back, as
+/// it gives a credit back, at most `technicalFailuresAllowed` times; a complete render, or one
+/// refused for its photo, spends it.
 public struct EphemeralTokens: Sendable {
+    /// How many renders of one token may fail for technical reasons and still leave it its free
+    /// render: a broken provider cannot be looped through one token (docs/product.md).
+    public static let technicalFailuresAllowed = 3
+
     let pool: PostgresPool
     public let ttl: Duration
 
@@ -51,6 +58,23 @@ public struct EphemeralTokens: Sendable {
             """, [hex(hash(token))]).rows.first?["id"]
     }
 
+    /// Why the token (locked by `liveTokenID`) has no free render left, or nil when it has: a
+    /// render of it is open, complete or failed on its photo's account, or `technicalFailuresAllowed`
+    /// of its renders failed for technical reasons. Run in the transaction that creates the render.
+    static func spentRefusal(_ tokenID: String, on connection: PostgresConnection) async throws -> RenderRequestError? {
+        var technicalFailures = 0
+        for row in try await connection.query(
+            "SELECT status::text AS status, failure_code FROM renders WHERE ephemeral_token_id = $1", [tokenID]
+        ).rows {
+            // A render failed before reasons were recorded counts as spending the token.
+            let technical = try row.string("status") == RenderStatus.failed.rawValue
+                && row["failure_code"].flatMap(RenderFailureCode.init(rawValue:))?.isTechnical == true
+            guard technical else { return .tokenAlreadyUsed }
+            technicalFailures += 1
+        }
+        return technicalFailures >= technicalFailuresAllowed ? .tokenTechnicalFailuresExhausted(technicalFailures) : nil
+    }
+
     public enum LinkOutcome: Sendable, Equatable {
         /// Linked: the onboarding render (if any) now belongs to the user, credits granted.
         case linked(renderId: String?, creditsGranted: Int)
@@ -67,9 +91,14 @@ public struct EphemeralTokens: Sendable {
                 guard let tokenID = try await Self.liveTokenID(token, on: connection) else { return .invalidToken }
                 try await connection.query(
                     "UPDATE ephemeral_tokens SET linked_user_id = $2, linked_at = now() WHERE id = $1", [tokenID, userID])
+                // Every render of the token moves; the one named is the one that spent it (else
+                // the newest of those that failed).
                 let render = try await connection.query("""
-                    UPDATE renders SET user_id = $2, ephemeral_token_id = NULL, updated_at = now()
-                    WHERE ephemeral_token_id = $1 RETURNING id
+                    WITH moved AS (
+                        UPDATE renders SET user_id = $2, ephemeral_token_id = NULL, updated_at = now()
+                        WHERE ephemeral_token_id = $1 RETURNING id, status, created_at
+                    )
+                    SELECT id FROM moved ORDER BY status <> 'failed' DESC, created_at DESC, id DESC LIMIT 1
                     """, [tokenID, userID]).rows.first?["id"]
                 let granted = try await CreditLedger.grantOnce(key: "grant:link:\(tokenID)", user: userID, amount: freeCredits, on: connection)
                     ? freeCredits : 0

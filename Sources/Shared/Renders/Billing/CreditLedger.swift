@@ -54,11 +54,12 @@ enum CreditLedger {
         SELECT id FROM done
         """
 
-    /// `$1` renders (text[]), `$2` error code, `$3` false to fail only those past their deadline:
-    /// the open ones → failed, releasing their reservations (nothing paid). A row per render ended.
+    /// `$1` renders (text[]), `$2` error code, `$3` false to fail only those past their deadline,
+    /// `$4` failure code (`RenderFailureCode`), `$5` its message: the open ones → failed, releasing
+    /// their reservations (nothing paid). A row per render ended.
     static let failRenders = """
         WITH done AS (
-            UPDATE renders SET status = 'failed', error_code = $2, updated_at = now()
+            UPDATE renders SET status = 'failed', error_code = $2, failure_code = $4, error_message = $5, updated_at = now()
             WHERE id = ANY($1::text[]) AND status IN ('pending', 'processing') AND ($3 OR deadline_at <= now())
             RETURNING id, provider, charged, provider_submission::text AS submission
         ), released AS (
