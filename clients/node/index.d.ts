@@ -466,13 +466,18 @@ export declare class DispatcherClient extends EventEmitter {
   listRenders(userId: string, options?: { limit?: number }): Promise<{ renders: Render[] }>;
   issueToken(): Promise<OnboardingToken>;
   linkAccount(link: { ephemeralToken: string; userId: string }): Promise<{ userId: string; renderId: string | null; creditsGranted: number }>;
+  /** Operators (operate role): failed renders pending again, credit reserved again, one by renderId (a refusal rejects:
+   * INSUFFICIENT_CREDITS, RENDER_NOT_RETRYABLE, NOT_FOUND) or many by filter (each refusal in `refused`); `since` ISO 8601. */
+  retryRenders(retry: { renderId?: string; errorCode?: string; provider?: string; since?: string; limit?: number; dryRun?: boolean }): Promise<{
+    dryRun: boolean; count: number; renderIds: string[]; refused: { renderId: string; code: string; message: string }[] }>;
   /** Job control: `read` or `operate` to look, `operate` to change; others reject with FORBIDDEN. */
   getJob(jobId: number): Promise<JobStatus>;
   /** Newest first; pass nextCursor back for the next page (null: no more). */
   listJobs(filter?: JobFilter, options?: { limit?: number; cursor?: string }): Promise<{ jobs: JobSummary[]; nextCursor: string | null }>;
   /** A dead or cancelled job back to available; JOB_NOT_RETRYABLE otherwise. */
   retryJob(jobId: number, options?: { runAt?: string }): Promise<JobStatus>;
-  retryJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<{ count: number; dryRun: boolean }>;
+  retryJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<{ count: number; dryRun: boolean;
+    leftAlone?: { reason: string; count: number; sampleJobIds: number[] }[] }>;
   /** Deletes a finished job; JOB_NOT_FINISHED otherwise. */
   discardJob(jobId: number): Promise<{ jobId: number; discarded: true }>;
   discardJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<{ count: number; dryRun: boolean }>;

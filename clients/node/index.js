@@ -319,6 +319,10 @@ class DispatcherClient extends EventEmitter {
   listRenders(userId, { limit } = {}) { return this.call('renders.list', { userId, limit }); }
   issueToken() { return this.call('token.issue'); }
   linkAccount({ ephemeralToken, userId }) { return this.call('account.link', { ephemeralToken, userId }); }
+  // Operators (operate role): failed renders again, one by renderId or many by filter.
+  retryRenders({ renderId, errorCode, provider, since, limit, dryRun } = {}) {
+    return this.call('render.retry', { renderId, errorCode, provider, since, limit, dryRun });
+  }
   // Job control (a token with the read or operate role; docs/protocol.md).
   getJob(jobId) { return this.call('job.get', { jobId }); }
   listJobs(filter = undefined, { limit, cursor } = {}) { return this.call('jobs.list', { filter, limit, cursor }); }

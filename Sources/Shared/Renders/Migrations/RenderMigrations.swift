@@ -4,26 +4,42 @@ import FleetQueue
 
 /// The renders' and credits' migrations (`docs/schema.md`).
 public enum RenderMigrations {
-    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput]
+    public static let all = [rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput, renderRetries]
 
     /// FleetCallbacks' kind, which this module cannot import: `SchemaTests` checks they agree.
     static let callbackKind: JobKind = "callback.deliver"
 
     /// The trigger function of version 7, carrying the trace of the render's job from version 11,
-    /// and from version 19 the event saying which garment image was sent (`withGarmentInput`).
-    static func renderCallbackFunction(replacing: Bool, carryingTrace: Bool, withGarmentInput: Bool = false) -> String {
+    /// from version 19 the event saying which garment image was sent (`withGarmentInput`), and
+    /// from version 24 one callback per end of a render an operator retried (`withRetries`).
+    static func renderCallbackFunction(replacing: Bool, carryingTrace: Bool, withGarmentInput: Bool = false, withRetries: Bool = false) -> String {
         JobTriggers.enqueueFunction(
-            "renders_enqueue_callback", replacing: replacing, kind: callbackKind, payload: renderFinishedEvent(withGarmentInput: withGarmentInput),
+            "renders_enqueue_callback", replacing: replacing, kind: callbackKind,
+            payload: renderFinishedEvent(withGarmentInput: withGarmentInput, withRetries: withRetries),
             priority: 1, maxAttempts: 12,
-            idempotencyKey: "'callback:render:' || NEW.id", traceParent: carryingTrace ? JobTriggers.traceParent(ofJob: "NEW.job_id") : nil)
+            idempotencyKey: "'callback:render:' || NEW.id" + (withRetries ? retrySuffix(":") : ""),
+            traceParent: carryingTrace ? JobTriggers.traceParent(ofJob: "NEW.job_id") : nil)
+    }
+
+    /// `separator` and the render's retry count, after its first retry (none before: the
+    /// callback of a render never retried keeps the key and id it always had).
+    private static func retrySuffix(_ separator: String) -> String {
+        " || CASE WHEN NEW.retries = 0 THEN '' ELSE '\(separator)' || NEW.retries END"
     }
 
     /// The callback job's payload: where to post, the Standard Webhooks id, and the event.
-    private static func renderFinishedEvent(withGarmentInput: Bool) -> String {
-        withGarmentInput
-            ? renderFinishedEventBefore19.replacingOccurrences(
+    private static func renderFinishedEvent(withGarmentInput: Bool, withRetries: Bool) -> String {
+        var event = renderFinishedEventBefore19
+        if withGarmentInput {
+            event = event.replacingOccurrences(
                 of: "'resultPath', NEW.result_path,", with: "'resultPath', NEW.result_path, 'garmentCutout', NEW.garment_cutout,")
-            : renderFinishedEventBefore19
+        }
+        if withRetries {
+            event = event
+                .replacingOccurrences(of: "'msg_cb_render_' || NEW.id,", with: "'msg_cb_render_' || NEW.id\(retrySuffix("_")),")
+                .replacingOccurrences(of: "'renderId', NEW.id,", with: "'renderId', NEW.id, 'retries', NEW.retries,")
+        }
+        return event
     }
 
     private static let renderFinishedEventBefore19 = """

@@ -1,13 +1,17 @@
 import FleetCallbacks
 import DispatcherProtocol
 import FleetPostgres
+import FleetQueue
+import Logging
 import Renders
 
 extension OperationRegistry {
     /// Every render and onboarding op: `render.request`, `render.status`, `render.wait`,
-    /// `render.feedback`, `renders.list`, `token.issue`, `account.link`.
+    /// `render.feedback`, `renders.list`, `token.issue`, `account.link`, and the operators'
+    /// `render.retry` (audited, and logged to `logger`).
     public static func renderOperations(
-        pool: PostgresPool, admission: RenderAdmission, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed
+        pool: PostgresPool, admission: RenderAdmission, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed,
+        logger: Logger? = nil
     ) -> [any DispatcherOperation] {
         let store = RenderStore(pool: pool)
         let tokens = EphemeralTokens(pool: pool, ttl: settings.tokenTTL)
@@ -19,6 +23,9 @@ extension OperationRegistry {
             ListRendersOperation(store: store),
             IssueTokenOperation(tokens: tokens),
             LinkAccountOperation(tokens: tokens, freeCredits: settings.freeCredits),
+            RetryRendersOperation(
+                retries: RenderRetries(pool: pool, deadline: settings.deadline), store: store,
+                control: JobControl(driver: PostgresQueueDriver(executor: pool), logger: logger)),
         ]
     }
 }
