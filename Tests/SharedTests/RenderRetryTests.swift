@@ -20,14 +20,7 @@ import Testing
     /// process (`dispatcher` with its callback worker, `render-worker`), fal and the backend's
     /// callback endpoint fakes on loopback.
     @Test func aRenderFailedByTheProviders5xxIsRetriedByAnOperatorAndCompletesChargedOnceAndCalledBackAgain() async throws {
-        let q = try await TestQueue.make()
-        let root = temporaryPath("images")
-        let storage = FileImageStorage(root: root)
-        let user = try StorageID("u1")
-        try await storage.write(RenderFixture.bodyPhoto, to: .bodyPhoto(user: user, photo: StorageID("b1")))
-        try await storage.write(try await LocalBackgroundRemover().cutout(of: plainBackgroundGarment), to: .garmentCutout(user: user, garment: StorageID("g1")))
-        try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
-        try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
+        let (q, root) = try await EndToEndRenderTests.falRenderOfU1()
         let submitToken = try await AccessTokenStore(pool: q.pool).create(name: "backend", role: .submit)
 
         let fal = try await FakeFal.start()
