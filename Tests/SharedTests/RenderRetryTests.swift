@@ -30,9 +30,10 @@ import Testing
         let callbackSecret = "whsec_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
         let socket = temporaryPath("dispatcher") + ".sock"
         let tcpPort = try freePort()
+        let httpPort = try freePort()
         let dispatcher = try WorkerProcess(databaseURL: q.url, executable: "dispatcher", environment: [
             "FLEET_DISPATCHER_TCP": "127.0.0.1:\(tcpPort)", "FLEET_DISPATCHER_TOKEN": "operator-token-0123456789",
-            "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(try freePort())", "FLEET_STORAGE_ROOT": root,
+            "FLEET_DISPATCHER_SOCKET": socket, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(httpPort)", "FLEET_STORAGE_ROOT": root,
             "FLEET_OUTBOUND_HOSTS": "127.0.0.1:\(receiver.port)", "FLEET_CALLBACK_SECRET": callbackSecret,
         ])
         let worker = try WorkerProcess(databaseURL: q.url, executable: "render-worker", environment: [
@@ -100,6 +101,8 @@ import Testing
         #expect(deliveries[0].event?["status"] == .string("failed") && deliveries[0].event?["retries"] == .number(0))
         #expect(deliveries[1].event?["status"] == .string("complete") && deliveries[1].event?["retries"] == .number(1))
 
+        let metrics = try await CurlHTTPClient().execute(HTTPClientRequest(url: "http://127.0.0.1:\(httpPort)/metrics")).text
+        #expect(metrics.contains("fleet_render_retries_total{provider=\"fal-fashn\"} 1"), "\(metrics.prefix(3000))")
         let audit = try await client.auditTrail().entries
         #expect(audit.map(\.action) == ["render.retry"] && audit[0].actor == "unix-socket" && audit[0].target["renderId"] == .string("r1"))
         await client.close()

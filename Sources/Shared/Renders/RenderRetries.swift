@@ -74,7 +74,7 @@ public struct RenderRetries: Sendable {
     /// `RenderRetryError` or `RenderRequestError` (`insufficientCredits`, `subscriptionExpired`),
     /// having changed nothing.
     public func retry(id: String) async throws -> RenderRecord {
-        try await pool.transactionRetryingDeadlocks { (connection: PostgresConnection) async throws -> RenderRecord in
+        let render = try await pool.transactionRetryingDeadlocks { (connection: PostgresConnection) async throws -> RenderRecord in
             guard let row = try await connection.query(
                 "SELECT \(RenderStore.columns) FROM renders WHERE id = $1 FOR UPDATE", [id]).rows.first else { throw RenderRetryError.notFound(id) }
             let failed = try RenderStore.record(row)
@@ -101,6 +101,8 @@ public struct RenderRetries: Sendable {
             // The workers are woken at the commit by the statements that put the jobs back.
             return try await runAgain(reopened, retries: retries, on: connection)
         }
+        RenderMetrics.retried(provider: render.provider)
+        return render
     }
 
     /// A new `render.run` job for `render`, whose job completed (its provider failed it) or is
