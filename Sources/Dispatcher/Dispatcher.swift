@@ -22,7 +22,7 @@ struct Dispatcher: AsyncParsableCommand {
         discussion: settingsNote,
         subcommands: [
             Run.self, MigrateCommand.self, Ping.self, Enqueue.self, EnqueueGraph.self, Status.self, Wait.self, Cancel.self, Stats.self,
-            Render.self, IssueToken.self, LinkAccount.self, Credits.self,
+            Render.self, RendersCommand.self, IssueToken.self, LinkAccount.self, Credits.self,
             JobCommand.self, Jobs.self, Retry.self, Discard.self, Pause.self, Resume.self, Limits.self, Audit.self, AccessTokenCommand.self,
             ImageProfilesCommand.self,
         ],

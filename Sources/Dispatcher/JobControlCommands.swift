@@ -64,7 +64,10 @@ struct Jobs: AsyncParsableCommand {
     struct RetryMany: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "retry", abstract: "Put dead and cancelled jobs matching a filter back in the queue.",
-            discussion: "Runs in batches that never stall the workers; recorded in the audit trail.")
+            discussion: """
+                Runs in batches that never stall the workers; recorded in the audit trail. A render.run job whose render \
+                has ended is left alone (counted under leftAlone, with why): retry the render, `dispatcher render retry <id>`.
+                """)
         @OptionGroup var bulk: BulkOptions
 
         func run() async throws {

@@ -6,8 +6,66 @@ import Renders
 /// `dispatcher render …`: the render ops for operators and scripts (each one request).
 struct Render: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Request, inspect, wait for and rate renders.",
-        subcommands: [RequestRender.self, RenderStatus.self, WaitRender.self, ListRenders.self, RenderFeedback.self])
+        abstract: "Request, inspect, wait for, rate and retry renders.",
+        subcommands: [RequestRender.self, RenderStatus.self, WaitRender.self, ListRenders.self, RenderFeedback.self, RetryRender.self])
+}
+
+/// `dispatcher renders …`: operators' commands on many renders at once.
+struct RendersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "renders", abstract: "Act on many renders at once (operators).", subcommands: [RetryRenders.self])
+}
+
+/// How the retry commands print: a table for people, or the op's answer as JSON.
+struct RetryOutput: ParsableArguments {
+    @Flag(help: "Only list the renders it would retry (credits are not checked).") var dryRun = false
+    @OptionGroup var format: OutputFormat
+
+    func print(_ result: RetryRendersRequest.Result) throws {
+        try format.print(result) { result in
+            var table = TextTable("RENDER", "RESULT", "WHY")
+            for id in result.renderIds { table.append(id, result.dryRun ? "would retry" : "retried", "") }
+            for refusal in result.refused { table.append(refusal.renderId, refusal.code.rawValue, refusal.message) }
+            let summary = result.dryRun
+                ? "\(result.count) failed render(s) would be retried; nothing changed"
+                : "\(result.count) retried, \(result.refused.count) refused"
+            return table.text + "\n" + summary
+        }
+    }
+}
+
+struct RetryRender: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "retry", abstract: "Retry one failed render: pending again with a new deadline, its credit reserved again.",
+        discussion: """
+            The render's job (and any failed job making its photos) runs again; its completion callback is sent again \
+            at its new end. Refused INSUFFICIENT_CREDITS when its user has no credit left (it stays failed), \
+            RENDER_NOT_RETRYABLE when it is not failed. Needs the operate role. docs/operations.md, "Failed renders".
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The render id.") var renderId: String
+    @OptionGroup var output: RetryOutput
+
+    func run() async throws {
+        try output.print(try await connection.send(RetryRendersRequest(renderId: renderId, dryRun: output.dryRun)))
+    }
+}
+
+struct RetryRenders: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "retry", abstract: "Retry the failed renders matching a filter, the oldest failure first.",
+        discussion: "Each render as `render retry` does, on its own; those refused stay failed and are listed with why.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The render's error code: RENDER_FAILED or RENDER_TIMEOUT.") var errorCode: String?
+    @Option(help: "The render's provider, e.g. fal-fashn.") var provider: String?
+    @Option(help: "Failed within this look-back (30m, 1h, 2d).") var since: LookBack?
+    @Option(help: "At most this many renders (up to \(RetryRendersRequest.maxLimit)).") var limit = RetryRendersRequest.defaultLimit
+    @OptionGroup var output: RetryOutput
+
+    func run() async throws {
+        try output.print(try await connection.send(RetryRendersRequest(
+            errorCode: errorCode, provider: provider, since: since?.date, limit: limit, dryRun: output.dryRun)))
+    }
 }
 
 struct RequestRender: AsyncParsableCommand {

@@ -72,7 +72,7 @@ struct OpsSuite: AsyncParsableCommand {
             let (drainRate, retryRate) = try await drain(bench, database) {
                 let started = ContinuousClock.now
                 let count = try await control.retryMany(JobFilter(kinds: ["image.normalize"], errorCode: "PROVIDER_DOWN"),
-                                                        limit: retryJobs, dryRun: false, actor: "fleet-bench")
+                                                        limit: retryJobs, dryRun: false, actor: "fleet-bench").retried
                 guard count == retryJobs else { throw BenchError("bulk retry put back \(count) of \(retryJobs)") }
                 return Double(count) / (ContinuousClock.now - started).seconds
             }

@@ -14,14 +14,7 @@ import Testing
 /// answers `complete`, and the credit is consumed once, even when fal delivers again.
 @Suite struct EndToEndRenderTests {
     @Test func aRenderRequestedOverTheSocketCompletesByTheSignedWebhook() async throws {
-        let q = try await TestQueue.make()
-        let root = temporaryPath("images")
-        let storage = FileImageStorage(root: root)
-        let user = try StorageID("u1")
-        try await storage.write(RenderFixture.bodyPhoto, to: .bodyPhoto(user: user, photo: StorageID("b1")))
-        try await storage.write(try await LocalBackgroundRemover().cutout(of: plainBackgroundGarment), to: .garmentCutout(user: user, garment: StorageID("g1")))
-        try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
-        try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
+        let (q, root) = try await Self.falRenderOfU1()
 
         let fal = try await FakeFal.start(webhookClient: CurlHTTPClient())
         fal.update { $0.latency = .milliseconds(300) }
@@ -79,5 +72,20 @@ import Testing
         #expect(await dispatcher.wait() == 0)
         #expect(await worker.wait() == 0)
         await fal.stop()
+    }
+
+    /// A database with fal FASHN active and `u1` granted 2 credits, and storage (its root
+    /// returned) holding `u1`'s body photo `b1` and garment cut-out `g1`: a render of them runs
+    /// at fal by processes given that root.
+    static func falRenderOfU1() async throws -> (TestQueue, root: String) {
+        let q = try await TestQueue.make()
+        let root = temporaryPath("images")
+        let storage = FileImageStorage(root: root)
+        let user = try StorageID("u1")
+        try await storage.write(RenderFixture.bodyPhoto, to: .bodyPhoto(user: user, photo: StorageID("b1")))
+        try await storage.write(try await LocalBackgroundRemover().cutout(of: plainBackgroundGarment), to: .garmentCutout(user: user, garment: StorageID("g1")))
+        try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: q.pool)
+        try await q.pool.query("INSERT INTO credits (user_id, total_granted) VALUES ('u1', 2)")
+        return (q, root)
     }
 }

@@ -116,7 +116,7 @@ import Testing
         try await expectExact(q, "finished rows inserted")
 
         // Operators: a bulk retry, a single retry, a bulk discard, a single discard, a plain DELETE.
-        #expect(try await control.retryMany(JobFilter(states: [.dead], errorCode: "PROVIDER_DOWN"), limit: 5, dryRun: false, actor: "t") == 5)
+        #expect(try await control.retryMany(JobFilter(states: [.dead], errorCode: "PROVIDER_DOWN"), limit: 5, dryRun: false, actor: "t").retried == 5)
         let someDead = try await q.sql.query("SELECT id FROM jobs WHERE state = 'dead' AND last_error_code IS NULL LIMIT 1").rows[0].int64("id")
         #expect(try await control.retry(id: someDead, runAt: nil, actor: "t") == .retried)
         #expect(try await control.discardMany(JobFilter(states: [.completed, .cancelled]), limit: 30, dryRun: false, actor: "t") == 30)

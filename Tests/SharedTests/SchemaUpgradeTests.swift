@@ -80,8 +80,8 @@ import Testing
         let notifying = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") }
         let triggers = notifying.filter { $0.sql.contains("_enqueue_callback()") }
         // The jobs' and the renders' callback functions (7), the jobs' again (10), the renders' again
-        // (11, 19 with the garment input, and 23 with the failure's reason).
-        #expect(triggers.count == 6)
+        // (11, 19 with the garment input, 23 with the failure's reason and 24 with the retries).
+        #expect(triggers.count == 7)
         for migration in triggers {
             #expect(migration.sql.contains("PERFORM pg_notify('\(QueueChannel.jobs.name)', '\(JobKind.callbackDeliver.rawValue)');"), "\(migration.version)")
         }

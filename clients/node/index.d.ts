@@ -436,6 +436,30 @@ export interface BulkResult {
   dryRun: boolean;
 }
 
+/** `jobs.retry`: `leftAlone` (absent when none) says which jobs the retry skipped and why (render.run jobs of ended renders). */
+export interface RetryJobsResult extends BulkResult {
+  leftAlone?: LeftAloneJobs[];
+}
+
+export interface LeftAloneJobs {
+  reason: string;
+  count: number;
+  sampleJobIds: number[];
+}
+
+export interface RenderRetryResult {
+  dryRun: boolean;
+  count: number;
+  renderIds: string[];
+  refused: RenderRetryRefusal[];
+}
+
+export interface RenderRetryRefusal {
+  renderId: string;
+  code: string;
+  message: string;
+}
+
 export interface DiscardResult {
   jobId: number;
   discarded: true;
@@ -566,13 +590,16 @@ export declare class DispatcherClient {
   linkAccount(link: { ephemeralToken: string; userId: string }): Promise<LinkResult>;
   /** A user's balance ("credits left") and whether renders are free for them now; zeros for a user never seen. */
   credits(userId: string): Promise<CreditBalance>;
+  /** Operators (operate role): failed renders pending again, credit reserved again, one by renderId (a refusal rejects:
+   * INSUFFICIENT_CREDITS, RENDER_NOT_RETRYABLE, NOT_FOUND) or many by filter (each refusal in `refused`); `since` ISO 8601. */
+  retryRenders(retry: { renderId?: string; errorCode?: string; provider?: string; since?: string; limit?: number; dryRun?: boolean }): Promise<RenderRetryResult>;
   /** Job control: `read` or `operate` to look, `operate` to change; others reject with FORBIDDEN. */
   getJob(jobId: number): Promise<JobStatus>;
   /** Newest first; pass nextCursor back for the next page (null: no more). */
   listJobs(filter?: JobFilter, options?: { limit?: number; cursor?: string }): Promise<JobsPage>;
   /** A dead or cancelled job back to available; JOB_NOT_RETRYABLE otherwise. */
   retryJob(jobId: number, options?: { runAt?: string }): Promise<JobStatus>;
-  retryJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<BulkResult>;
+  retryJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<RetryJobsResult>;
   /** Deletes a finished job; JOB_NOT_FINISHED otherwise. */
   discardJob(jobId: number): Promise<DiscardResult>;
   discardJobs(filter: JobFilter, options: { limit: number; dryRun?: boolean }): Promise<BulkResult>;

@@ -320,6 +320,8 @@ class DispatcherClient extends EventEmitter {
   linkAccount(link) { return this.#send('account.link', {}, link); }
   /** A user's balance: granted, consumed, reserved, available, and whether renders are free now. */
   credits(userId) { return this.call('credits.get', { userId }); }
+  /** Operators (operate role): failed renders again, one by renderId or many by filter. */
+  retryRenders(retry) { return this.#send('render.retry', {}, retry); }
   // Job control (a token with the read or operate role; docs/protocol.md).
   getJob(jobId) { return this.call('job.get', { jobId }); }
   listJobs(filter = undefined, options = undefined) { return this.#send('jobs.list', { filter }, options); }

@@ -37,7 +37,7 @@ public struct DispatcherStack: Sendable {
                 queue: queue, reads: reads, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
                 outbound: outbound, logger: logger)
                 + OperationRegistry.jobControlOperations(queue: queue, reads: reads, admissionChanged: { admission.controlsChanged() }, logger: logger)
-                + OperationRegistry.renderOperations(pool: pool, admission: admission, watcher: watcher, settings: renderSettings, outbound: outbound.policy))
+                + OperationRegistry.renderOperations(pool: pool, admission: admission, watcher: watcher, settings: renderSettings, outbound: outbound.policy, logger: logger))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()
         let server = try await DispatcherServer.bind(settings: settings, operations: operations, tokens: tokens, logger: logger)

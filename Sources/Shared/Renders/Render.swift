@@ -43,6 +43,8 @@ public struct RenderRecord: Sendable, Codable, Equatable {
     public var garmentCutout: Bool? = nil
     public let deadlineAt: Date
     public let feedback: String?
+    /// How many times an operator retried it (`RenderRetries`).
+    public var retries = 0
     public let createdAt: Date
     public let updatedAt: Date
 

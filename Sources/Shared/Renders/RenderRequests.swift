@@ -98,6 +98,9 @@ public struct RenderRequests: Sendable {
     /// Admission from the estimate the dispatcher keeps: a request reads no load of its own.
     let admission: RenderAdmission
 
+    /// The attempts a render's `render.run` job has (only infrastructure errors spend them).
+    static let runAttempts = 10
+
     /// `admission` must be running (`RenderAdmission.run`).
     public init(
         pool: PostgresPool, admission: RenderAdmission, deadline: Duration = .seconds(30), billingGrace: Duration = CreditBalances.appleBillingGrace,
@@ -224,21 +227,21 @@ public struct RenderRequests: Sendable {
         ).rows[0].bool("charged")
         let inputs = try await RenderInputs.prepare(for: request, on: connection)
         try checkInputs(inputs.pendingKinds)
-        var run = try NewJob(RenderRunPayload(renderID: request.renderID, cutoutJobID: inputs.cutoutJobID), priority: 1, maxAttempts: 10,
+        var run = try NewJob(RenderRunPayload(renderID: request.renderID, cutoutJobID: inputs.cutoutJobID), priority: 1, maxAttempts: Self.runAttempts,
                              idempotencyKey: "render:\(request.renderID.value)",
                              limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? ""))
         run.after = inputs.jobIDs
         let job = try await JobQueue.enqueue([run], announce: false, in: connection)[0]
         let render = try RenderStore.record(try await connection.query(
             "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderID.value, job.id]).rows[0])
-        if charged, let userID { try await reserveCredit(user: userID, render: request.renderID.value, on: connection) }
+        if charged, let userID { try await Self.reserveCredit(user: userID, render: request.renderID.value, on: connection) }
         return render
     }
 
-    /// Reserves the render's credit (`CreditLedger.reserve`), or says why not; the rollback of
-    /// a refusal undoes the render and its job.
-    private func reserveCredit(user: String, render: String, on connection: PostgresConnection) async throws {
-        let reserved = try await CreditLedger.reserve(user: user, render: render, on: connection)
+    /// Reserves the render's credit (`CreditLedger.reserve`; `retries`: an operator's retry of
+    /// it), or says why not; the rollback of a refusal undoes the render and its job (or the retry).
+    static func reserveCredit(user: String, render: String, retries: Int = 0, on connection: PostgresConnection) async throws {
+        let reserved = try await CreditLedger.reserve(user: user, render: render, retries: retries, on: connection)
         guard reserved else {
             let expired = try await connection.query(
                 "SELECT 1 FROM subscriptions WHERE user_id = $1 AND status IN ('expired', 'subscribed', 'cancelled', 'trial') LIMIT 1", [user]).rows

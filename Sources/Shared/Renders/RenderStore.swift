@@ -16,7 +16,7 @@ public struct RenderStore: Sendable {
     static let columns = """
         id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, status::text AS status,
         job_id, provider_job_id, result_path, error_code, failure_code, error_message, charged, garment_cutout, extract(epoch FROM deadline_at) AS deadline_at,
-        feedback, extract(epoch FROM created_at) AS created_at, extract(epoch FROM updated_at) AS updated_at
+        feedback, retries, extract(epoch FROM created_at) AS created_at, extract(epoch FROM updated_at) AS updated_at
         """
 
     public func render(id: String) async throws -> RenderRecord? {
@@ -217,7 +217,7 @@ public struct RenderStore: Sendable {
             charged: try row.bool("charged"),
             garmentCutout: row["garment_cutout"].map { $0 == "t" },
             deadlineAt: try row.date("deadline_at"), feedback: row["feedback"],
-            createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at"))
+            retries: try row.int("retries"), createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at"))
     }
 }
 

@@ -245,11 +245,11 @@ extension TestQueue {
 
         // Retry with dependents: the dependents first (they wait again, on jobs not completed),
         // then the failed job; its second attempt succeeds, and each dependent runs after it.
-        for id in [c, b, d] { #expect(try await q.driver.jobRetry(id: id, runAt: nil) == .retried) }
+        for id in [c, b, d] { #expect(try await q.driver.jobRetry(id: id, runAt: nil, guard: nil) == .retried) }
         #expect(try await q.record(c).state == .waiting)
         #expect(try await q.record(c).waitingOn == [b])
         #expect(try await q.record(d).waitingOn == [a])
-        #expect(try await q.driver.jobRetry(id: a, runAt: nil) == .retried)
+        #expect(try await q.driver.jobRetry(id: a, runAt: nil, guard: nil) == .retried)
         try await q.waitUntil("every job completed") {
             try await [a, b, c, d, e].asyncAll { try await q.record($0).state == .completed }
         }

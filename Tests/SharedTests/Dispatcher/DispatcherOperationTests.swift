@@ -18,7 +18,7 @@ import Testing
                 #expect(client.greeting.version == WireFormat.version)
                 #expect(Set(client.greeting.ops) == ["ping", "auth", "enqueue", "image.normalize", "garment.process", "account.purge",
                                                       "status", "wait", "cancel", "stats", "render.request", "render.status",
-                                                      "render.wait", "render.feedback", "renders.list", "token.issue", "account.link", "credits.get",
+                                                      "render.wait", "render.feedback", "renders.list", "token.issue", "account.link", "credits.get", "render.retry",
                                                       "job.get", "jobs.list", "job.retry", "jobs.retry", "job.discard", "jobs.discard",
                                                       "queue.pause", "queue.resume", "audit.list", "limits.list", "limit.set", "limit.remove",
                                                       "jobs.enqueueGraph"])

@@ -20,7 +20,7 @@ import Testing
             "account.link": submitters, "credits.get": submitters,
             "status": everyone, "wait": everyone, "render.status": everyone, "render.wait": everyone, "renders.list": everyone,
             "stats": readers, "job.get": readers, "jobs.list": readers, "audit.list": readers,
-            "job.retry": operators, "jobs.retry": operators, "job.discard": operators, "jobs.discard": operators,
+            "job.retry": operators, "jobs.retry": operators, "job.discard": operators, "jobs.discard": operators, "render.retry": operators,
             "queue.pause": operators, "queue.resume": operators,
             "limits.list": readers, "limit.set": operators, "limit.remove": operators,
         ]

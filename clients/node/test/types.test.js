@@ -102,6 +102,7 @@ test('every result the client declares has the fields the dispatcher sends', asy
   as('renderFeedback', await client.renderFeedback({ renderId: paid.id, userId: 'typed', vote: 'down' }));
   as('listRenders', await client.listRenders('typed'));
   as('credits', await client.credits('typed'));
+  as('retryRenders', await client.retryRenders({ errorCode: 'RENDER_FAILED', dryRun: true }));
   sql("INSERT INTO subscriptions (user_id, status, started_at, expires_at) VALUES ('typed-sub', 'subscribed', now(), now() + interval '30 days')");
   const subscribed = as('credits', await client.credits('typed-sub'), 'credits (subscribed)');
   assert.equal(subscribed.subscribed, true);

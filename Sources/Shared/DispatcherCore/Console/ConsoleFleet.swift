@@ -41,7 +41,7 @@ struct ConsoleFleet: Sendable {
 
     init(pool: PostgresPool, readPool replica: PostgresPool? = nil, schedule: ScheduleSettings, liveWorkerWithin: Duration, logger: Logger) {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
-        let control = JobControl(driver: queue.driver, logger: logger)
+        let control = JobControl(driver: queue.driver, logger: logger, retryGuard: RenderJobRetryGuard())
         let readPool = replica ?? pool
         let readQueue = replica.map { JobQueue(driver: PostgresQueueDriver(executor: $0), knownKinds: FleetKinds.all) } ?? queue
         let readControl = replica.map { _ in JobControl(driver: readQueue.driver, logger: logger) } ?? control

@@ -121,6 +121,8 @@ extension DispatcherError {
             self.init(.renderBusy, RenderRequestError.paused(kinds: kinds, retryAfterSeconds: seconds).message, retryAfterSeconds: seconds)
         case let error as RenderRequestError:
             self.init(Self.code(of: error), error.message)
+        case let error as RenderRetryError:
+            self.init(Self.code(of: error), error.message)
         case is RenderAdmission.Stopped:
             self.init(.unavailable, "the dispatcher is shutting down; retry later")
         case QueueError.invalidJob(let field, let reason):

@@ -41,4 +41,16 @@ extension DispatcherClient {
     }
 
     public func removeLimit(key: String) async throws -> LimitsResult { try await send(LimitRemoveRequest(key: key)) }
+
+    /// `render.retry` of one failed render; a refusal throws (`INSUFFICIENT_CREDITS`, `RENDER_NOT_RETRYABLE`, `NOT_FOUND`).
+    public func retryRender(id: String, dryRun: Bool = false) async throws -> RetryRendersRequest.Result {
+        try await send(RetryRendersRequest(renderId: id, dryRun: dryRun))
+    }
+
+    /// `render.retry` of the failed renders matching the filter; each refusal is in `refused`.
+    public func retryRenders(
+        errorCode: String? = nil, provider: String? = nil, since: Date? = nil, limit: Int? = nil, dryRun: Bool = false
+    ) async throws -> RetryRendersRequest.Result {
+        try await send(RetryRendersRequest(errorCode: errorCode, provider: provider, since: since, limit: limit, dryRun: dryRun))
+    }
 }

@@ -54,6 +54,8 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     public static let renderIdConflict = Self(rawValue: "RENDER_ID_CONFLICT")
     /// Feedback on a render that is not complete.
     public static let renderNotComplete = Self(rawValue: "RENDER_NOT_COMPLETE")
+    /// `render.retry` of a render that is not failed, or whose job has not ended yet.
+    public static let renderNotRetryable = Self(rawValue: "RENDER_NOT_RETRYABLE")
     /// At the provider's capacity the render could not finish within its deadline: refused at
     /// once, nothing reserved or queued; the error carries `retryAfterSeconds`.
     public static let renderBusy = Self(rawValue: "RENDER_BUSY")

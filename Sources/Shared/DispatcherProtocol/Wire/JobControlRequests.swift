@@ -100,7 +100,8 @@ public struct JobsListRequest: DispatcherRequest {
 }
 
 /// `job.retry`: a `dead` or `cancelled` job back to `available` (at `runAt`, default now), its
-/// errors kept, one more attempt allowed. Any other state: `JOB_NOT_RETRYABLE`.
+/// errors kept, one more attempt allowed. Any other state, or a job its work's owner keeps as it
+/// is (a `render.run` job whose render has ended: the message names `render retry`): `JOB_NOT_RETRYABLE`.
 public struct JobRetryRequest: DispatcherRequest {
     public static let op = "job.retry"
     public typealias Result = JobStatus
@@ -129,11 +130,28 @@ public struct JobDiscardRequest: DispatcherRequest {
 
 /// What a bulk op did (or, for a dry run, would do).
 public struct BulkJobsResult: Codable, Sendable, Equatable {
+    /// Matching jobs a bulk retry left as they are, for one reason: the module owning their work
+    /// decides (a `render.run` job whose render has ended is retried with its render, `render.retry`).
+    public struct LeftAlone: Codable, Sendable, Equatable {
+        public let reason: String
+        public let count: Int
+        /// The first few, oldest first (at most 10).
+        public let sampleJobIds: [Int64]
+        public init(reason: String, count: Int, sampleJobIds: [Int64]) {
+            self.reason = reason
+            self.count = count
+            self.sampleJobIds = sampleJobIds
+        }
+    }
+
     public let count: Int
     public let dryRun: Bool
-    public init(count: Int, dryRun: Bool) {
+    /// `jobs.retry` only, when it left matching jobs alone; absent otherwise.
+    public let leftAlone: [LeftAlone]?
+    public init(count: Int, dryRun: Bool, leftAlone: [LeftAlone]? = nil) {
         self.count = count
         self.dryRun = dryRun
+        self.leftAlone = leftAlone
     }
 }
 
@@ -150,7 +168,9 @@ extension BulkJobsRequest {
 }
 
 /// `jobs.retry`: `job.retry` for up to `limit` `dead`/`cancelled` jobs matching the filter,
-/// oldest first, in batches that never stall the workers. `dryRun` only counts them.
+/// oldest first, in batches that never stall the workers. `dryRun` only counts them. Jobs whose
+/// work's owner says no (a `render.run` job whose render has ended) are left alone and counted
+/// in `leftAlone`, by reason.
 public struct JobsRetryRequest: BulkJobsRequest {
     public static let op = "jobs.retry"
     public typealias Result = BulkJobsResult

@@ -10,13 +10,19 @@ public struct JobControl: Sendable {
     /// Rows per statement of a bulk action.
     public static let batchSize = 1_000
 
+    /// Jobs a bulk retry's answer names per reason it left jobs alone, at most.
+    public static let sampleSize = 10
+
     let driver: any QueueDriver
     /// Each audited action is also logged, with the actor's token name (never the token).
     let logger: Logger?
+    /// Decides which jobs of its kinds a retry may put back (the renders' module, for `render.run`).
+    let retryGuard: (any JobRetryGuard)?
 
-    public init(driver: any QueueDriver, logger: Logger? = nil) {
+    public init(driver: any QueueDriver, logger: Logger? = nil, retryGuard: (any JobRetryGuard)? = nil) {
         self.driver = driver
         self.logger = logger
+        self.retryGuard = retryGuard
     }
 
     public func list(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {
@@ -24,7 +30,7 @@ public struct JobControl: Sendable {
     }
 
     public func retry(id: Int64, runAt: Date?, actor: String) async throws -> JobRetryResult {
-        let result = try await driver.jobRetry(id: id, runAt: runAt)
+        let result = try await driver.jobRetry(id: id, runAt: runAt, guard: retryGuard)
         if result == .retried { try await audit(actor, "job.retry", ["jobId": id], affected: 1) }
         return result
     }
@@ -35,18 +41,55 @@ public struct JobControl: Sendable {
         return result
     }
 
-    /// Retries up to `limit` `dead` or `cancelled` jobs matching `filter` (a dry run counts them).
-    public func retryMany(_ filter: JobFilter, limit: Int, dryRun: Bool, actor: String) async throws -> Int {
-        try await inBatches("jobs.retry", filter.restricted(to: [.dead, .cancelled]), limit: limit, dryRun: dryRun, actor: actor) {
-            try await driver.jobRetryBatch($0, limit: $1)
+    /// Retries up to `limit` `dead` or `cancelled` jobs matching `filter` (a dry run counts them):
+    /// first those of the kinds the retry guard does not decide for, then those it does, each
+    /// candidate shown to it; the answer says how many it left alone, and why.
+    public func retryMany(_ filter: JobFilter, limit: Int, dryRun: Bool, actor: String) async throws -> BulkRetryOutcome {
+        let filter = filter.restricted(to: [.dead, .cancelled])
+        let (plain, guarded) = split(filter)
+        var outcome = BulkRetryOutcome()
+        if let plain {
+            outcome.retried = dryRun
+                ? try await driver.jobCount(plain, limit: limit)
+                : try await inBatches(limit: limit) { try await driver.jobRetryBatch(plain, limit: $0) }
         }
+        if let retryGuard, let guarded {
+            var after: Int64?
+            while outcome.retried < limit {
+                let wanted = min(Self.batchSize, limit - outcome.retried)
+                let batch = try await driver.jobRetryBatch(guarded, after: after, limit: wanted, guard: retryGuard, dryRun: dryRun)
+                outcome.retried += batch.retried.count
+                for (id, refusal) in batch.refused.sorted(by: { $0.key < $1.key }) { outcome.leave(id, refusal) }
+                after = batch.lastID
+                if batch.scanned < wanted { break }
+            }
+        }
+        if !dryRun { try await audit(actor, "jobs.retry", AuditedFilter(filter: filter, limit: limit), affected: outcome.retried) }
+        return outcome
+    }
+
+    /// `filter` split by who decides: the jobs of kinds the retry guard does not decide for, and
+    /// those it does; nil for a part the filter's kinds leave empty.
+    private func split(_ filter: JobFilter) -> (plain: JobFilter?, guarded: JobFilter?) {
+        guard let retryGuard else { return (filter, nil) }
+        var plain = filter, guarded = filter
+        if let kinds = filter.kinds {
+            plain.kinds = kinds.filter { !retryGuard.kinds.contains($0) }
+            guarded.kinds = kinds.filter(retryGuard.kinds.contains)
+        } else {
+            plain.excludedKinds = retryGuard.kinds.sorted { $0.rawValue < $1.rawValue }
+            guarded.kinds = plain.excludedKinds
+        }
+        return (plain.kinds?.isEmpty == true ? nil : plain, guarded.kinds?.isEmpty == true ? nil : guarded)
     }
 
     /// Deletes up to `limit` finished jobs matching `filter` (a dry run counts them).
     public func discardMany(_ filter: JobFilter, limit: Int, dryRun: Bool, actor: String) async throws -> Int {
-        try await inBatches("jobs.discard", filter.restricted(to: [.completed, .dead, .cancelled]), limit: limit, dryRun: dryRun, actor: actor) {
-            try await driver.jobDiscardBatch($0, limit: $1)
-        }
+        let filter = filter.restricted(to: [.completed, .dead, .cancelled])
+        guard !dryRun else { return try await driver.jobCount(filter, limit: limit) }
+        let done = try await inBatches(limit: limit) { try await driver.jobDiscardBatch(filter, limit: $0) }
+        try await audit(actor, "jobs.discard", AuditedFilter(filter: filter, limit: limit), affected: done)
+        return done
     }
 
     /// True if it was not paused yet.
@@ -94,19 +137,16 @@ public struct JobControl: Sendable {
         try await driver.auditList(before: before, limit: min(max(limit, 1), Self.maxPageSize))
     }
 
-    private func inBatches(
-        _ action: String, _ filter: JobFilter, limit: Int, dryRun: Bool, actor: String,
-        _ batch: (JobFilter, Int) async throws -> Int
-    ) async throws -> Int {
-        guard !dryRun else { return try await driver.jobCount(filter, limit: limit) }
+    /// Runs `batch` (told how many rows it may change, answering how many it did) until `limit`
+    /// rows changed or a batch changed fewer than it was allowed; answers how many changed.
+    private func inBatches(limit: Int, _ batch: (Int) async throws -> Int) async throws -> Int {
         var done = 0
         while done < limit {
             let wanted = min(Self.batchSize, limit - done)
-            let changed = try await batch(filter, wanted)
+            let changed = try await batch(wanted)
             done += changed
             if changed < wanted { break }
         }
-        try await audit(actor, action, AuditedFilter(filter: filter, limit: limit), affected: done)
         return done
     }
 

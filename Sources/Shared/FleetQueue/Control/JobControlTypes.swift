@@ -24,6 +24,8 @@ public enum JobRetryResult: Sendable, Equatable {
     case retried
     /// Only `dead` and `cancelled` jobs are retried; it is in this state.
     case notRetryable(JobState)
+    /// Its kind's `JobRetryGuard` leaves it as it is.
+    case refused(RetryRefusal)
     case notFound
 }
 

@@ -13,6 +13,8 @@ public struct JobFilter: Sendable, Equatable, Encodable {
     public var createdBefore: Date?
     public var finishedAfter: Date?
     public var finishedBefore: Date?
+    /// Kinds left out (a bulk retry's jobs whose kind a `JobRetryGuard` decides for, taken apart).
+    public var excludedKinds: [JobKind]?
 
     public init(
         states: [JobState]? = nil, kinds: [JobKind]? = nil, queues: [String]? = nil, errorCode: String? = nil,
@@ -57,6 +59,7 @@ public struct JobFilter: Sendable, Equatable, Encodable {
         if let states { oneOf("state", "job_state", states.map(\.rawValue)) }
         if let kinds { oneOf("kind", "text", kinds.map(\.rawValue)) }
         if let queues { oneOf("queue", "text", queues) }
+        if let excludedKinds { add({ "kind <> ALL(\($0)::text[])" }, PostgresArray(excludedKinds.map(\.rawValue))) }
         if let errorCode { add({ "last_error_code = \($0)::text" }, errorCode) }
         if let createdAfter { add({ "created_at >= to_timestamp(\($0)::float8)" }, createdAfter.timeIntervalSince1970) }
         if let createdBefore { add({ "created_at < to_timestamp(\($0)::float8)" }, createdBefore.timeIntervalSince1970) }

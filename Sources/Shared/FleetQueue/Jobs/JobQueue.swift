@@ -85,6 +85,15 @@ public struct JobQueue: Sendable {
         try await PostgresQueueDriver(executor: transaction).jobPendingMatching(matches, limit: limit)
     }
 
+    /// Puts `id` back, if `dead` or `cancelled`, with `attempts` more attempts, in the caller's
+    /// transaction, together with the `dead` and `cancelled` jobs it runs after (and those they
+    /// run after): each waits again for the jobs it runs after, so none waits for a job that
+    /// will never run. For the owner of a job's work that decided to run it again (a render an
+    /// operator retried); answers the ids put back.
+    public static func retryWithFailedDependencies(id: Int64, attempts: Int, in transaction: PostgresConnection) async throws -> [Int64] {
+        try await PostgresQueueDriver(executor: transaction).jobRetryWithFailedDependencies(id: id, attempts: attempts)
+    }
+
     /// The jobs `id` runs after, with their results: what a dependent's handler reads.
     public func dependencies(of id: Int64) async throws -> [JobDependency] { try await driver.jobDependencies(of: id) }
 

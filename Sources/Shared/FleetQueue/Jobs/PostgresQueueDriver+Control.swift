@@ -17,14 +17,17 @@ extension PostgresQueueDriver {
         "SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent FROM (SELECT DISTINCT kind FROM \(source)) AS kinds"
     }
 
-    /// How a retried job looks: available at `runAt`, its errors kept, one more attempt allowed;
-    /// waiting instead while jobs it runs after are not completed (`pending.n`, from
-    /// `retryPending`), so a dependent retried before its failed dependency runs after it.
-    private static let retrySet = """
+    /// How a retried job looks: available at `$1` (now when null), its errors kept, `attempts`
+    /// (an SQL expression) more attempts allowed; waiting instead while jobs it runs after are
+    /// not completed (`pending.n`, from `retryPending`), so a dependent retried before its failed
+    /// dependency runs after it.
+    private static func retrySet(attempts: String) -> String {
+        """
         state = CASE WHEN pending.n > 0 THEN 'waiting'::job_state ELSE 'available'::job_state END, waiting_on = pending.n,
         run_at = coalesce(to_timestamp($1::float8), now()), finished_at = NULL,
-        cancel_requested_at = NULL, max_attempts = greatest(jobs.max_attempts, jobs.attempt + 1)
+        cancel_requested_at = NULL, max_attempts = greatest(jobs.max_attempts, jobs.attempt + \(attempts))
         """
+    }
 
     /// The CTEs `deps`, `pending` and `linked` of a retry: the dependencies of the jobs of the CTE
     /// `source` (columns `id`, `depends_on`) locked in id order and read as they are now (a
@@ -104,20 +107,35 @@ extension PostgresQueueDriver {
             [limit] + parameters, planning: .eachCall).rows[0].int("n")
     }
 
-    public func jobRetry(id: Int64, runAt: Date?) async throws -> JobRetryResult {
+    public func jobRetry(id: Int64, runAt: Date?, guard retryGuard: (any JobRetryGuard)?) async throws -> JobRetryResult {
+        guard let retryGuard else { return try await Self.retryOne(id: id, runAt: runAt, on: executor) }
+        return try await inTransaction { (connection: PostgresConnection) async throws -> JobRetryResult in
+            guard let row = try await connection.query(
+                "SELECT kind, state, payload::text AS payload FROM jobs WHERE id = $1 FOR UPDATE", [id]).rows.first else { return .notFound }
+            let candidate = RetryCandidate(id: id, kind: JobKind(rawValue: try row.string("kind")), payload: try row.string("payload"))
+            let state = try Self.state(row)
+            if retryGuard.kinds.contains(candidate.kind), state == .dead || state == .cancelled,
+               let refusal = try await retryGuard.refusals(of: [candidate], on: connection)[id] {
+                return .refused(refusal)
+            }
+            return try await Self.retryOne(id: id, runAt: runAt, on: connection)
+        }
+    }
+
+    private static func retryOne(id: Int64, runAt: Date?, on executor: any PostgresExecutor) async throws -> JobRetryResult {
         let rows = try await executor.query("""
             WITH target AS (SELECT id, state AS previous, depends_on FROM jobs WHERE id = $2 FOR UPDATE),
-            \(Self.retryPending(of: "target"))
+            \(retryPending(of: "target"))
             retried AS (
-                UPDATE jobs SET \(Self.retrySet)
+                UPDATE jobs SET \(retrySet(attempts: "1"))
                 FROM target JOIN pending USING (id) WHERE jobs.id = target.id AND jobs.state IN ('dead', 'cancelled')
                 RETURNING jobs.kind, jobs.state
             ),
-            announced AS (\(Self.announceKinds(from: "retried WHERE state = 'available'")))
+            announced AS (\(announceKinds(from: "retried WHERE state = 'available'")))
             SELECT target.previous FROM target, announced
             """, [runAt?.timeIntervalSince1970, id]).rows
         guard let row = rows.first else { return .notFound }
-        let previous = try Self.state(row, column: "previous")
+        let previous = try state(row, column: "previous")
         return previous == .dead || previous == .cancelled ? .retried : .notRetryable(previous)
     }
 
@@ -131,13 +149,67 @@ extension PostgresQueueDriver {
             ),
             \(Self.retryPending(of: "picked"))
             retried AS (
-                UPDATE jobs SET \(Self.retrySet)
+                UPDATE jobs SET \(Self.retrySet(attempts: "1"))
                 FROM picked JOIN pending USING (id) WHERE jobs.id = picked.id AND jobs.state IN ('dead', 'cancelled')
                 RETURNING jobs.kind, jobs.state
             ),
             announced AS (\(Self.announceKinds(from: "retried WHERE state = 'available'")))
             SELECT (SELECT count(*) FROM retried) AS n FROM announced
             """, [Double?.none, limit] + parameters, planning: .eachCall).rows[0].int("n")
+    }
+
+    /// Oldest first from `after`, as `jobRetryBatch`; the candidates locked, shown to the guard and
+    /// retried in one transaction.
+    public func jobRetryBatch(
+        _ filter: JobFilter, after: Int64?, limit: Int, guard retryGuard: any JobRetryGuard, dryRun: Bool
+    ) async throws -> GuardedRetryBatch {
+        let (condition, parameters) = filter.restricted(to: [.dead, .cancelled]).condition(firstParameter: 3)
+        return try await inTransaction { (connection: PostgresConnection) async throws -> GuardedRetryBatch in
+            let candidates = try await connection.query("""
+                SELECT id, kind, payload::text AS payload FROM jobs WHERE \(condition) AND -id < -$1::bigint
+                ORDER BY -id DESC LIMIT $2 FOR UPDATE SKIP LOCKED
+                """, [after ?? 0, limit] + parameters, planning: .eachCall).rows.map { row in
+                RetryCandidate(id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")), payload: try row.string("payload"))
+            }
+            let refused = candidates.isEmpty ? [:] : try await retryGuard.refusals(of: candidates, on: connection)
+            let allowed = candidates.map(\.id).filter { refused[$0] == nil }
+            var retried = allowed
+            if !dryRun && !allowed.isEmpty { retried = try await Self.retry(ids: allowed, attempts: 1, on: connection) }
+            return GuardedRetryBatch(scanned: candidates.count, lastID: candidates.last?.id, retried: retried, refused: refused)
+        }
+    }
+
+    /// Retries the `dead` and `cancelled` jobs among `ids` with `attempts` more attempts each, at
+    /// once, all in one statement (a dependency among them is read as it was before: its
+    /// dependents wait for it); answers those retried.
+    static func retry(ids: [Int64], attempts: Int, on executor: any PostgresExecutor) async throws -> [Int64] {
+        try await executor.query("""
+            WITH target AS (SELECT id, depends_on FROM jobs WHERE id = ANY ($2::bigint[]) ORDER BY id FOR UPDATE),
+            \(retryPending(of: "target"))
+            retried AS (
+                UPDATE jobs SET \(retrySet(attempts: "$3::integer"))
+                FROM target JOIN pending USING (id) WHERE jobs.id = target.id AND jobs.state IN ('dead', 'cancelled')
+                RETURNING jobs.id, jobs.kind, jobs.state
+            ),
+            announced AS (\(announceKinds(from: "retried WHERE state = 'available'")))
+            SELECT retried.id FROM retried, announced ORDER BY retried.id
+            """, [Double?.none, PostgresArray(ids), attempts]).rows.map { try $0.int64("id") }
+    }
+
+    /// `id` and the `dead` or `cancelled` jobs it runs after, and those they run after, back to
+    /// `available` (or `waiting`) together with `attempts` more attempts each; answers those
+    /// retried. Without its failed dependencies a retried job would wait for them for ever.
+    func jobRetryWithFailedDependencies(id: Int64, attempts: Int) async throws -> [Int64] {
+        let chain = try await executor.query("""
+            WITH RECURSIVE chain AS (
+                SELECT id, depends_on FROM jobs WHERE id = $1
+                UNION
+                SELECT jobs.id, jobs.depends_on FROM chain JOIN jobs ON jobs.id = ANY (chain.depends_on)
+                WHERE jobs.state IN ('dead', 'cancelled')
+            )
+            SELECT id FROM chain
+            """, [id]).rows.map { try $0.int64("id") }
+        return try await Self.retry(ids: chain, attempts: attempts, on: executor)
     }
 
     public func jobDiscard(id: Int64) async throws -> JobDiscardResult {

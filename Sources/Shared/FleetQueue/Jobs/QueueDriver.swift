@@ -57,11 +57,15 @@ public protocol QueueDriver: Sendable {
     /// How many jobs match `filter`, counting no further than `limit`.
     func jobCount(_ filter: JobFilter, limit: Int) async throws -> Int
     /// A `dead` or `cancelled` job back to `available` at `runAt` (now when nil), errors kept,
-    /// one more attempt allowed.
-    func jobRetry(id: Int64, runAt: Date?) async throws -> JobRetryResult
+    /// one more attempt allowed, unless `guard` (when the job is of its kinds) refuses it.
+    func jobRetry(id: Int64, runAt: Date?, guard retryGuard: (any JobRetryGuard)?) async throws -> JobRetryResult
     /// Retries up to `limit` of the `dead` and `cancelled` jobs matching `filter`, oldest first,
     /// skipping rows others hold locked; returns how many. One short transaction per call.
     func jobRetryBatch(_ filter: JobFilter, limit: Int) async throws -> Int
+    /// Looks at up to `limit` of the `dead` and `cancelled` jobs matching `filter` with ids above
+    /// `after`, oldest first, skipping rows others hold locked, and retries those `guard` does not
+    /// refuse (a dry run only asks). One short transaction per call.
+    func jobRetryBatch(_ filter: JobFilter, after: Int64?, limit: Int, guard retryGuard: any JobRetryGuard, dryRun: Bool) async throws -> GuardedRetryBatch
     /// Deletes one finished job.
     func jobDiscard(id: Int64) async throws -> JobDiscardResult
     /// Deletes up to `limit` of the finished jobs matching `filter`; returns how many.

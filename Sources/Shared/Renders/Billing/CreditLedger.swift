@@ -5,11 +5,20 @@ import FleetPostgres
 /// the render it pays for, in the statement that changes the render: a compare-and-set on the
 /// render decides whether it moves at all. Every ledger entry has a key (`reserve:`, `consume:`,
 /// `release:`, `refund:` and the render id; `grant:link:` and the token id), so each happens once
-/// however often its statement runs. The sites that run them are listed in docs/architecture.md
-/// ("Credit settlement").
+/// however often its statement runs. A render an operator retried (`render.retry`) reserves and
+/// releases again: those keys carry its retry count from the first retry on (`entryKey`); it is
+/// consumed (and refunded) at most once, as only a failed render is retried. The sites that run
+/// them are listed in docs/architecture.md ("Credit settlement").
 enum CreditLedger {
-    /// `$1` render, `$2` user, `$3` the user's balance read under the credits row's lock: reserves
-    /// one credit when the balance less the open reservations allows one (`render_id` returned).
+    /// The SQL of an `entry`'s ledger key for the render whose id and retry count are the
+    /// expressions `render` and `retries`: `reserve:r1`, then `reserve:r1:1` after its first retry.
+    static func entryKey(_ entry: String, render: String, retries: String) -> String {
+        "'\(entry):' || \(render) || CASE WHEN \(retries) = 0 THEN '' ELSE ':' || \(retries) END"
+    }
+
+    /// `$1` render, `$2` user, `$3` the user's balance read under the credits row's lock, `$4` the
+    /// render's retry count: reserves one credit when the balance less the open reservations
+    /// allows one (`render_id` returned).
     static let reserveCredit = """
         WITH reserved AS (
             INSERT INTO credit_reservations (render_id, user_id)
@@ -17,7 +26,7 @@ enum CreditLedger {
             RETURNING render_id
         ), ledger AS (
             INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-            SELECT 'reserve:' || render_id, $2, render_id, 'reserve', 1 FROM reserved
+            SELECT \(entryKey("reserve", render: "render_id", retries: "$4::integer")), $2, render_id, 'reserve', 1 FROM reserved
         )
         SELECT render_id FROM reserved
         """
@@ -61,12 +70,13 @@ enum CreditLedger {
         WITH done AS (
             UPDATE renders SET status = 'failed', error_code = $2, failure_code = $4, error_message = $5, updated_at = now()
             WHERE id = ANY($1::text[]) AND status IN ('pending', 'processing') AND ($3 OR deadline_at <= now())
-            RETURNING id, provider, charged, provider_submission::text AS submission
+            RETURNING id, provider, charged, provider_submission::text AS submission, retries
         ), released AS (
             DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM done) RETURNING user_id, render_id
         ), ledger AS (
             INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-            SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
+            SELECT \(entryKey("release", render: "render_id", retries: "done.retries")), user_id, render_id, 'release', 1
+            FROM released JOIN done ON done.id = released.render_id
             ON CONFLICT (key) DO NOTHING RETURNING id
         )
         SELECT id, provider, charged, submission FROM done
@@ -77,12 +87,13 @@ enum CreditLedger {
     /// deleted, with its storage owner.
     static let deleteRenders = """
         WITH gone AS (
-            DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) OR user_id = ANY($2::text[]) RETURNING id, owner_id
+            DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) OR user_id = ANY($2::text[]) RETURNING id, owner_id, retries
         ), released AS (
             DELETE FROM credit_reservations WHERE render_id IN (SELECT id FROM gone) RETURNING user_id, render_id
         ), ledger AS (
             INSERT INTO credit_ledger (key, user_id, render_id, entry, amount)
-            SELECT 'release:' || render_id, user_id, render_id, 'release', 1 FROM released
+            SELECT \(entryKey("release", render: "render_id", retries: "gone.retries")), user_id, render_id, 'release', 1
+            FROM released JOIN gone ON gone.id = released.render_id
             ON CONFLICT (key) DO NOTHING RETURNING id
         )
         SELECT id, owner_id FROM gone
@@ -137,15 +148,16 @@ enum CreditLedger {
         ) AS s ON true
         """
 
-    /// Locks the user's credits row, then reserves one credit for `render` if the balance less
-    /// the open reservations allows one; false when it does not. Run inside the transaction
-    /// that creates the render: the reservation is a new statement after the lock, so its count
-    /// of open reservations sees every reservation committed before the lock was granted.
-    static func reserve(user: String, render: String, on connection: PostgresConnection) async throws -> Bool {
+    /// Locks the user's credits row, then reserves one credit for `render` (retried `retries`
+    /// times) if the balance less the open reservations allows one; false when it does not. Run
+    /// inside the transaction that creates (or retries) the render: the reservation is a new
+    /// statement after the lock, so its count of open reservations sees every reservation
+    /// committed before the lock was granted.
+    static func reserve(user: String, render: String, retries: Int = 0, on connection: PostgresConnection) async throws -> Bool {
         let balance = try await connection.query(
             "SELECT total_granted - total_consumed AS balance FROM credits WHERE user_id = $1 FOR UPDATE", [user]
         ).rows.first.map { try $0.int("balance") } ?? 0
-        return try await connection.query(reserveCredit, [render, user, balance]).rows.count == 1
+        return try await connection.query(reserveCredit, [render, user, balance, retries]).rows.count == 1
     }
 
     /// Grants `amount` credits to `user` once for `key`; false when that key was granted before.

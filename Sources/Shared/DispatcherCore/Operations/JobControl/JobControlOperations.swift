@@ -4,6 +4,7 @@ import FleetQueue
 import FleetSupport
 import Foundation
 import Logging
+import Renders
 
 // The operators' ops (`docs/protocol.md`, "Job control"): look at jobs, put dead ones back,
 // delete finished ones, pause kinds and queues. Whatever changes something is in the audit trail
@@ -16,7 +17,7 @@ extension OperationRegistry {
     public static func jobControlOperations(
         queue: JobQueue, reads: JobQueue? = nil, admissionChanged: @escaping @Sendable () -> Void = {}, logger: Logger
     ) -> [any DispatcherOperation] {
-        let control = JobControl(driver: queue.driver, logger: logger)
+        let control = JobControl(driver: queue.driver, logger: logger, retryGuard: RenderJobRetryGuard())
         let readControl = reads.map { JobControl(driver: $0.driver, logger: logger) } ?? control
         return [
             JobGetOperation(queue: queue),
@@ -36,7 +37,7 @@ extension OperationRegistry {
 }
 
 /// The token name an action is recorded under.
-private var actor: String { Caller.current?.name ?? "unknown" }
+var actor: String { Caller.current?.name ?? "unknown" }
 
 /// A keyset cursor: the last id of the page, opaque to clients.
 enum PageCursor {
@@ -91,6 +92,8 @@ public struct JobRetryOperation: DispatcherOperation {
         case .retried: return try await queue.status(of: request.jobId)
         case .notRetryable(let state):
             throw DispatcherError(.jobNotRetryable, "job \(request.jobId) is \(state.rawValue); only dead and cancelled jobs are retried")
+        case .refused(let refusal):
+            throw DispatcherError(.jobNotRetryable, "job \(request.jobId) is left as it is: \(refusal.reason)" + (refusal.instead.map { "; instead: \($0)" } ?? ""))
         case .notFound: throw DispatcherError(.notFound, "no job \(request.jobId)")
         }
     }
@@ -115,21 +118,28 @@ public struct JobDiscardOperation: DispatcherOperation {
 /// counted, on a dry run) under the caller's name.
 public struct BulkJobsOperation<Request: BulkJobsRequest>: DispatcherOperation {
     public var access: OperationAccess { .operators }
-    let act: @Sendable (_ filter: JobFilter, _ limit: Int, _ dryRun: Bool, _ actor: String) async throws -> Int
+    let act: @Sendable (_ filter: JobFilter, _ limit: Int, _ dryRun: Bool, _ actor: String) async throws -> BulkJobsResult
 
     public func run(_ request: Request) async throws -> BulkJobsResult {
         let limit = try PageCursor.limit(request.limit, default: request.limit, max: Request.maxLimit)
-        let dryRun = request.dryRun ?? false
-        return BulkJobsResult(count: try await act(JobFilter(request.filter), limit, dryRun, actor), dryRun: dryRun)
+        return try await act(JobFilter(request.filter), limit, request.dryRun ?? false, actor)
     }
 }
 
 extension BulkJobsOperation where Request == JobsRetryRequest {
-    init(control: JobControl) { act = { try await control.retryMany($0, limit: $1, dryRun: $2, actor: $3) } }
+    init(control: JobControl) {
+        act = { filter, limit, dryRun, actor in
+            let outcome = try await control.retryMany(filter, limit: limit, dryRun: dryRun, actor: actor)
+            let leftAlone = outcome.leftAlone.map { BulkJobsResult.LeftAlone(reason: $0.reason, count: $0.count, sampleJobIds: $0.sampleJobIDs) }
+            return BulkJobsResult(count: outcome.retried, dryRun: dryRun, leftAlone: leftAlone.isEmpty ? nil : leftAlone)
+        }
+    }
 }
 
 extension BulkJobsOperation where Request == JobsDiscardRequest {
-    init(control: JobControl) { act = { try await control.discardMany($0, limit: $1, dryRun: $2, actor: $3) } }
+    init(control: JobControl) {
+        act = { BulkJobsResult(count: try await control.discardMany($0, limit: $1, dryRun: $2, actor: $3), dryRun: $2) }
+    }
 }
 
 public typealias JobsRetryOperation = BulkJobsOperation<JobsRetryRequest>

@@ -1,13 +1,17 @@
 import FleetCallbacks
 import DispatcherProtocol
 import FleetPostgres
+import FleetQueue
+import Logging
 import Renders
 
 extension OperationRegistry {
     /// Every render and onboarding op: `render.request`, `render.status`, `render.wait`,
-    /// `render.feedback`, `renders.list`, `token.issue`, `account.link`, `credits.get`.
+    /// `render.feedback`, `renders.list`, `token.issue`, `account.link`, `credits.get`, and the
+    /// operators' `render.retry` (audited, and logged to `logger`).
     public static func renderOperations(
-        pool: PostgresPool, admission: RenderAdmission, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed
+        pool: PostgresPool, admission: RenderAdmission, watcher: FinishWatcher, settings: RenderRequestSettings, outbound: OutboundPolicy = .closed,
+        logger: Logger? = nil
     ) -> [any DispatcherOperation] {
         let store = RenderStore(pool: pool)
         let tokens = EphemeralTokens(pool: pool, ttl: settings.tokenTTL)
@@ -20,6 +24,9 @@ extension OperationRegistry {
             IssueTokenOperation(tokens: tokens),
             LinkAccountOperation(tokens: tokens, freeCredits: settings.freeCredits),
             CreditsGetOperation(balances: CreditBalances(pool: pool)),
+            RetryRendersOperation(
+                retries: RenderRetries(pool: pool, deadline: settings.deadline), store: store,
+                control: JobControl(driver: PostgresQueueDriver(executor: pool), logger: logger)),
         ]
     }
 }
