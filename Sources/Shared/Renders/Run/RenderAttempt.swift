@@ -15,14 +15,12 @@ struct RenderAttempt: Sendable {
         case failed(String)
     }
 
-    /// Which garment image the render sends.
+    /// Which garment image the render sends (`RenderInputCheck` decides).
     enum GarmentSource: Sendable, Equatable {
-        /// Its cut-out when one is stored, else its photo (a render requested after the
-        /// garment was processed: nothing of the cut-out is pending by then).
-        case cutoutIfStored
-        /// Its cut-out: the cut-out job the render ran after stored one.
+        /// Its cut-out: stored, and nothing is making another.
         case cutout
-        /// Its normalised photo: the cut-out job the render ran after ended without a cut-out.
+        /// Its normalised photo: no cut-out is stored, or the cut-out job the render ran after
+        /// ended without one.
         case photo
     }
 
@@ -259,7 +257,6 @@ struct RenderAttempt: Sendable {
         let garmentID = try StorageID(render.garmentID)
         let cutout: Data? = switch garmentSource {
         case .cutout: try await read(.garmentCutout(user: owner, garment: garmentID))
-        case .cutoutIfStored: try? await read(.garmentCutout(user: owner, garment: garmentID))
         case .photo: nil
         }
         let garment = if let cutout {

@@ -54,6 +54,17 @@ public struct RenderHandler: JobHandler {
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(RenderRunPayload.self)
         let logger = context.logger.with("render_id", payload.renderID.value)
+        // Past its deadline (by this host's clock) it is not deferred: `start` ends it. Should the
+        // database's clock still let it start, the photo is sent, as when no cut-out is stored.
+        var garmentSource = RenderAttempt.GarmentSource.photo
+        if let found = try await store.render(id: payload.renderID.value), !found.status.isTerminal {
+            let check = RenderInputCheck(queue: context.queue, storage: storage)
+            switch try await check.verdict(for: found, cutoutMade: try await cutoutMade(payload, job, context)) {
+            case .ready(let source): garmentSource = source
+            case .notReady(let deferral) where found.deadlineAt > Date(): throw deferral
+            case .notReady: break
+            }
+        }
         let render: RenderRecord
         let earlier: ProviderSubmission?
         switch try await store.start(id: payload.renderID.value) {
@@ -80,7 +91,6 @@ public struct RenderHandler: JobHandler {
             _ = try await store.fail(id: render.id, code: .renderFailed)
             return summary(render.id, RenderErrorCode.renderFailed.rawValue)
         }
-        let garmentSource = try await garmentSource(payload, job, context)
         let remaining = render.deadlineAt.timeIntervalSinceNow
         let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)
         let attempt = RenderAttempt(
@@ -119,13 +129,14 @@ public struct RenderHandler: JobHandler {
         }
     }
 
-    /// What the garment's cut-out job, when the render ran after one, said: a cut-out to use, or
-    /// none (every backend failed: the normalised photo is sent instead). The job runs only once
-    /// every job it runs after has completed, so the cut-out is never read while pending.
-    private func garmentSource(_ payload: RenderRunPayload, _ job: ClaimedJob, _ context: JobContext) async throws -> RenderAttempt.GarmentSource {
-        guard let cutoutJob = payload.cutoutJobID else { return .cutoutIfStored }
+    /// What the garment's cut-out job, when the render ran after one, said: whether it made a
+    /// cut-out (false: every backend failed, the normalised photo is sent instead); nil when the
+    /// render ran after none. The job runs only once every job it runs after has completed, so
+    /// the cut-out is never read while pending.
+    private func cutoutMade(_ payload: RenderRunPayload, _ job: ClaimedJob, _ context: JobContext) async throws -> Bool? {
+        guard let cutoutJob = payload.cutoutJobID else { return nil }
         let result = try await context.dependencies(of: job).first { $0.id == cutoutJob }?.result
-        return CutoutResult.madeCutout(result) == false ? .photo : .cutout
+        return CutoutResult.madeCutout(result) != false
     }
 
     /// Ends the render as `outcome` in a `settle` span; `end` says whether it ended here (false:
