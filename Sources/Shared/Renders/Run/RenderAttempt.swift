@@ -245,7 +245,7 @@ struct RenderAttempt: Sendable {
                 return .failed("the provider's image does not decode: \(error)")
             }
             let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
-            try await handler.storage.write(jpeg, to: key)
+            try await handler.outage.deferringOutages { try await handler.storage.write(jpeg, to: key) }
             span.attributes[TraceAttribute.outcome] = "stored"
             return .stored(path: key.relativePath)
         }

@@ -29,6 +29,9 @@ public struct RenderHandler: JobHandler {
     public let fetcher: ProviderImageFetcher
     public let events: RenderEvents
     public let options: RenderOptions
+    /// A result the store refuses for an outage defers the job instead of spending its attempt;
+    /// the render's deadline still ends it.
+    public var outage = StorageOutage.shared
     /// Its callbacks' waiters, run in the worker's group.
     public var services: [any Service] { [events] }
     /// Run times for admission control's estimate, written in batches.
