@@ -128,7 +128,7 @@ extension PostgresQueueDriver {
     }
 
     /// The running attempt back to the queue, after more jobs ($1 id, $2 owner, $3 attempt, $4 the
-    /// jobs, $5 how many of them are not ended): `waiting` on those, or `available` at once when
+    /// jobs, added to `depends_on`, $5 how many of them are not ended): `waiting` on those, or `available` at once when
     /// none is left (they ended between the handler's look and the lock); the attempt refunded.
     /// Its kind comes back for the announcement an available job needs.
     static let runAfterSQL = """
@@ -148,14 +148,18 @@ extension PostgresQueueDriver {
         let wanted = Set(jobs).subtracting([id]).sorted()
         return try await inTransaction { connection in
             // Locked as an enqueue after them locks them: none can end unseen before the commit.
-            var pending: [Int64] = []
+            // Those that failed are left out: nothing is waited for from them, and an operator's
+            // retry of this job, which counts its dependencies again, must not wait for them.
+            var kept: [Int64] = [], pending: [Int64] = []
             if !wanted.isEmpty {
                 for row in try await connection.query(Self.lockDependenciesSQL, [PostgresArray(wanted)]).rows {
                     guard let state = JobState(rawValue: try row.string("state")) else { throw QueueError.internalMismatch("unknown job state") }
+                    if state == .dead || state == .cancelled { continue }
+                    kept.append(try row.int64("id"))
                     if !state.isTerminal { pending.append(try row.int64("id")) }
                 }
             }
-            let found = try await connection.query(Self.runAfterSQL, [id, owner, attempt, PostgresArray(pending), pending.count]).rows
+            let found = try await connection.query(Self.runAfterSQL, [id, owner, attempt, PostgresArray(kept), pending.count]).rows
             guard let row = found.first else { return false }
             if pending.isEmpty {
                 try await connection.announce(JobKind(rawValue: try row.string("kind")), on: QueueChannel.jobs)
