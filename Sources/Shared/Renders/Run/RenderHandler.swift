@@ -18,7 +18,9 @@ import Tracing
 /// that is late, from polling. Settlement (`RenderStore.complete`/`fail`) is a compare-and-set
 /// that settles the credit in the same statement, so whoever ends the render first wins and
 /// nothing is charged twice. The job itself completes whatever the render's outcome; only
-/// infrastructure errors (database, storage) retry it.
+/// infrastructure errors (the database) retry it. It is deferred, its attempt unspent, while jobs
+/// are still making the render's photos (`RenderInputCheck`) and while a storage outage refuses
+/// its result (`StorageOutage`).
 public struct RenderHandler: JobHandler {
     public let kind = JobKind.renderRun
     /// Each render carries its provider's and its requester's limit keys (`RenderCapacity`).
