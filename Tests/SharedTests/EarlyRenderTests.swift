@@ -23,6 +23,8 @@ import Testing
         let rembg: FakeRembg
         let processes: [WorkerProcess]
         let client: DispatcherClient
+        /// The dispatcher's socket, for more connections.
+        let socket: String
 
         /// Uploads `upB` (a body photo) and `upG` (a garment on a plain background) of `u1`, who
         /// has 2 credits; fal FASHN active; the cut-out backend answers as `cutout` says.
@@ -53,7 +55,7 @@ import Testing
             let ping = try await ChildProcess.run(builtExecutable("dispatcher"), ["ping", "--dispatcher", socket, "--wait", "60"])
             #expect(ping == 0, "dispatcher log: \(dispatcher.log)")
             let client = try await DispatcherClient.connect(to: .unix(path: socket))
-            return Fleet(q: q, root: root, fal: fal, rembg: rembg, processes: [dispatcher, images, renders], client: client)
+            return Fleet(q: q, root: root, fal: fal, rembg: rembg, processes: [dispatcher, images, renders], client: client, socket: socket)
         }
 
         /// `r1`, asked the moment the uploads exist.

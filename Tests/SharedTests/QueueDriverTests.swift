@@ -442,4 +442,48 @@ import Testing
             }
         }
     }
+
+    /// `JobDeferral.runAfter`: the running job waits for the jobs named (those not ended), its
+    /// attempt refunded, and is released by the last one's completion; once they have all ended,
+    /// it is available at once. Only its holder may defer it.
+    @Test func aDeferredJobWaitsForTheJobsItNamesWithItsAttemptUnspent() async throws {
+        let q = try await TestQueue.make()
+        let maker = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 5))
+        let done = try await q.queue.enqueue(NewJob(kind: .drillNoop, priority: 5))
+        let job = try await q.queue.enqueue(NewJob(kind: .drillScript, priority: 0))
+        let claimed = try #require(try await claim(q, [.drillScript: 1]).first)
+        #expect(try await claim(q, [.drillNoop: 2]).map(\.id).sorted() == [maker.id, done.id])
+        _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [JobOutcome(jobID: done.id, attempt: 1, kind: .completed(result: nil))])
+
+        #expect(try await !q.driver.jobRunAfter(id: job.id, attempt: claimed.attempt, owner: "someone-else", jobs: [maker.id]))
+        #expect(try await q.driver.jobRunAfter(id: job.id, attempt: claimed.attempt, owner: owner, jobs: [maker.id, done.id]))
+        var record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .waiting && record.attempt == 0 && record.leaseOwner == nil && record.errors.isEmpty)
+        #expect(record.dependsOn == [maker.id, done.id] && record.waitingOn == [maker.id])
+
+        _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [JobOutcome(jobID: maker.id, attempt: 1, kind: .completed(result: nil))])
+        record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .available && record.attempt == 0)
+
+        // Deferred after jobs that all ended already: available at once, claimed at attempt 1 again.
+        let again = try #require(try await claim(q, [.drillScript: 1]).first)
+        #expect(again.attempt == 1)
+        #expect(try await q.driver.jobRunAfter(id: job.id, attempt: again.attempt, owner: owner, jobs: [maker.id]))
+        record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .available && record.attempt == 0)
+    }
+
+    /// `JobDeferral.retryIn`: available again after the delay, the attempt refunded, the error and
+    /// its code kept.
+    @Test func aJobDeferredForADelayKeepsItsErrorAndItsAttempt() async throws {
+        let q = try await TestQueue.make()
+        let job = try await q.queue.enqueue(NewJob(kind: .drillScript))
+        let claimed = try #require(try await claim(q, [.drillScript: 1]).first)
+        let deferred = JobOutcome.Kind.deferred(error: "cannot write x: No space left on device", code: JobErrorCode(rawValue: "STORAGE_FULL"), retryIn: .seconds(60))
+        #expect(try await q.driver.jobFinishMany(owner: owner, outcomes: [JobOutcome(jobID: job.id, attempt: claimed.attempt, kind: deferred)]) == [job.id])
+        let record = try #require(try await q.queue.job(id: job.id))
+        #expect(record.state == .available && record.attempt == 0 && record.runAt > Date().addingTimeInterval(50))
+        #expect(record.errors.map(\.code) == ["STORAGE_FULL"] && record.errors.first?.attempt == 1)
+        #expect(try await lastErrorCode(q, job.id) == "STORAGE_FULL")
+    }
 }

@@ -1,14 +1,16 @@
 import Foundation
 
 /// Writes that replace nothing until they are complete: a temporary file beside the target,
-/// fsync, rename, then fsync of the folder so the rename itself survives a crash.
+/// fsync, rename, then fsync of the folder so the rename itself survives a crash. A write that
+/// fails removes its temporary file, so nothing partial is ever visible (a full disk included:
+/// unlinking needs no space).
 public enum AtomicFile {
-    public static func write(_ data: Data, to path: String) throws {
+    public static func write(_ data: Data, to path: String) throws(StorageFailure) {
         let folder = (path as NSString).deletingLastPathComponent
-        try FileManager.default.createDirectory(atPath: folder.isEmpty ? "." : folder, withIntermediateDirectories: true)
+        try makeFolders(folder.isEmpty ? "." : folder, for: path)
         let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o644)
-        guard descriptor >= 0 else { throw AtomicFileError(path: path, reason: String(cString: strerror(errno))) }
+        guard descriptor >= 0 else { throw StorageFailure(path: path, errno: errno) }
         let written = data.withUnsafeBytes { bytes -> Bool in
             var offset = 0
             while offset < bytes.count {
@@ -18,12 +20,13 @@ public enum AtomicFile {
             }
             return fsync(descriptor) == 0
         }
-        let failure = written ? nil : String(cString: strerror(errno))
-        close(descriptor)
-        guard failure == nil, rename(temporary, path) == 0 else {
-            let reason = failure ?? String(cString: strerror(errno))
+        let failure = written ? nil : errno
+        // A failed close may be the first report of a deferred write error (network filesystems).
+        let closed = close(descriptor) == 0 ? nil : errno
+        guard failure == nil, closed == nil, rename(temporary, path) == 0 else {
+            let code = failure ?? closed ?? errno
             unlink(temporary)
-            throw AtomicFileError(path: path, reason: reason)
+            throw StorageFailure(path: path, errno: code)
         }
         let folderDescriptor = open(folder.isEmpty ? "." : folder, O_RDONLY)
         if folderDescriptor >= 0 {
@@ -31,10 +34,13 @@ public enum AtomicFile {
             close(folderDescriptor)
         }
     }
-}
 
-public struct AtomicFileError: Error, CustomStringConvertible {
-    public let path: String
-    public let reason: String
-    public var description: String { "cannot write \(path): \(reason)" }
+    /// `mkdir -p`, failing with the errno that stopped it (FileManager's errors hide it).
+    private static func makeFolders(_ folder: String, for path: String) throws(StorageFailure) {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue { return }
+        let parent = (folder as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != folder { try makeFolders(parent, for: path) }
+        guard mkdir(folder, 0o755) == 0 || errno == EEXIST else { throw StorageFailure(path: path, errno: errno) }
+    }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// An opaque id (cuid2 in the backend) checked so that no path can leave the storage tree:
 /// 1 to 64 characters of `A-Z a-z 0-9 _ -`.
 public struct StorageID: Hashable, Sendable, CustomStringConvertible, Codable {
@@ -64,6 +66,50 @@ public enum StorageError: Error, CustomStringConvertible, Sendable, Equatable {
         case .notFound(let path): "no file at \(path)"
         }
     }
+}
+
+/// Why a store refused a write: one list for every store (this file tree, object storage later),
+/// the codes the jobs that met them record (`errors[].code`) and operators filter on
+/// (`docs/images.md`, "Storage outages"). Each is the infrastructure's fault, not the job's.
+public enum StorageFailureCode: String, Sendable, CaseIterable {
+    /// No space left (`ENOSPC`), or the user's quota spent (`EDQUOT`).
+    case full = "STORAGE_FULL"
+    /// The store cannot take writes now: mounted read-only (`EROFS`), an I/O error, a network
+    /// filesystem gone (`EIO`, `ENXIO`, `ENODEV`, `ENOTCONN`, `ESTALE`, `ETIMEDOUT`, `EHOSTDOWN`).
+    case unavailable = "STORAGE_UNAVAILABLE"
+    /// The process may not write there (`EACCES`, `EPERM`): a deployment's permissions.
+    case denied = "STORAGE_DENIED"
+
+    /// The code of a failed system call's `errno`; nil for one that says nothing of the store
+    /// (a name too long, say: the caller's fault).
+    public init?(errno code: Int32) {
+        switch code {
+        case ENOSPC, EDQUOT: self = .full
+        case EROFS, EIO, ENXIO, ENODEV, ENOTCONN, ESTALE, ETIMEDOUT, EHOSTDOWN: self = .unavailable
+        case EACCES, EPERM: self = .denied
+        default: return nil
+        }
+    }
+}
+
+/// A write the store refused: `code` when it is an outage of the store (`StorageFailureCode`).
+public struct StorageFailure: Error, CustomStringConvertible, Sendable, Equatable {
+    public let path: String
+    public let reason: String
+    public let code: StorageFailureCode?
+
+    public init(path: String, reason: String, code: StorageFailureCode?) {
+        self.path = path
+        self.reason = reason
+        self.code = code
+    }
+
+    /// From a failed system call's `errno`.
+    public init(path: String, errno code: Int32) {
+        self.init(path: path, reason: String(cString: strerror(code)), code: StorageFailureCode(errno: code))
+    }
+
+    public var description: String { "cannot write \(path): \(reason)" }
 }
 
 private extension UInt8 {

@@ -85,16 +85,22 @@ struct RenderInputs: Sendable {
     /// render never sends a garment whose cut-out is pending or running, nor reads a photo not
     /// written yet.
     static func pending(for request: RenderRequest, on connection: PostgresConnection) async throws -> [JobDependency] {
-        var matches: [JobMatch] = []
-        let owner = request.ownerID
-        if request.uploads.bodyUploadID == nil {
-            matches.append(try NormalizeImagePayload.making(.body, request.bodyPhotoID, of: owner))
-        }
-        if request.uploads.garmentUploadID == nil {
-            matches.append(try NormalizeImagePayload.making(.garment, request.garmentID, of: owner))
-            matches.append(try GarmentCutoutPayload.cuttingOut(request.garmentID, of: owner))
-        }
+        let matches = try makers(
+            owner: request.ownerID, bodyPhotoID: request.uploads.bodyUploadID == nil ? request.bodyPhotoID : nil,
+            garmentID: request.uploads.garmentUploadID == nil ? request.garmentID : nil)
         return try await JobQueue.pendingJobs(matching: matches, in: connection)
+    }
+
+    /// What finds the jobs making a render's photos: the body photo's normalisations, the
+    /// garment's normalisations and cut-outs (nil: that photo is not sought).
+    static func makers(owner: StorageID, bodyPhotoID: StorageID?, garmentID: StorageID?) throws -> [JobMatch] {
+        var matches: [JobMatch] = []
+        if let bodyPhotoID { matches.append(try NormalizeImagePayload.making(.body, bodyPhotoID, of: owner)) }
+        if let garmentID {
+            matches.append(try NormalizeImagePayload.making(.garment, garmentID, of: owner))
+            matches.append(try GarmentCutoutPayload.cuttingOut(garmentID, of: owner))
+        }
+        return matches
     }
 
     /// Enqueues the input jobs of `request` in the caller's transaction (no wake-up: the caller

@@ -194,6 +194,12 @@ public struct JobOutcome: Sendable, Hashable {
         case cancelled
         /// Not finished: handed back to the queue (shutdown), the attempt not counted.
         case returned
+        /// Could not run yet (`JobDeferral.retryIn`): available again after `retryIn`, the attempt
+        /// not counted, `error` kept among its errors.
+        case deferred(error: String, code: JobErrorCode?, retryIn: Duration)
+        /// Could not run yet (`JobDeferral.runAfter`): waits for `jobs`, the attempt not counted.
+        /// Written at once by its own transaction (`QueueDriver.jobRunAfter`), never batched.
+        case runAfter(jobs: [Int64])
     }
 
     public let jobID: Int64

@@ -94,6 +94,12 @@ public struct JobQueue: Sendable {
         try await PostgresQueueDriver(executor: transaction).jobRetryWithFailedDependencies(id: id, attempts: attempts)
     }
 
+    /// `pendingJobs(matching:limit:in:)` outside a transaction: what a running job looks for when
+    /// it must not start before the jobs making its inputs (`JobDeferral.runAfter`).
+    public func pendingJobs(matching matches: [JobMatch], limit: Int = NewJob.maxDependencies) async throws -> [JobDependency] {
+        try await driver.jobPendingMatching(matches, limit: limit)
+    }
+
     /// The jobs `id` runs after, with their results: what a dependent's handler reads.
     public func dependencies(of id: Int64) async throws -> [JobDependency] { try await driver.jobDependencies(of: id) }
 

@@ -127,6 +127,49 @@ extension PostgresQueueDriver {
         }
     }
 
+    /// The running attempt back to the queue, after more jobs ($1 id, $2 owner, $3 attempt, $4 the
+    /// jobs, added to `depends_on`, $5 how many of them are not ended): `waiting` on those, or `available` at once when
+    /// none is left (they ended between the handler's look and the lock); the attempt refunded.
+    /// Its kind comes back for the announcement an available job needs.
+    static let runAfterSQL = """
+        UPDATE jobs SET
+            state = CASE WHEN $5 > 0 THEN 'waiting'::job_state ELSE 'available'::job_state END,
+            waiting_on = $5,
+            depends_on = ARRAY(SELECT DISTINCT d FROM unnest(jobs.depends_on || $4::bigint[]) AS d ORDER BY d),
+            attempt = jobs.attempt - 1,
+            run_at = now(),
+            lease_owner = NULL,
+            lease_expires_at = NULL
+        WHERE id = $1 AND lease_owner = $2 AND attempt = $3
+        RETURNING kind
+        """
+
+    public func jobRunAfter(id: Int64, attempt: Int, owner: String, jobs: [Int64]) async throws -> Bool {
+        let wanted = Set(jobs).subtracting([id]).sorted()
+        return try await inTransaction { connection in
+            // Locked as an enqueue after them locks them: none can end unseen before the commit.
+            // Those that failed are left out: nothing is waited for from them, and an operator's
+            // retry of this job, which counts its dependencies again, must not wait for them.
+            var kept: [Int64] = [], pending: [Int64] = []
+            if !wanted.isEmpty {
+                for row in try await connection.query(Self.lockDependenciesSQL, [PostgresArray(wanted)]).rows {
+                    guard let state = JobState(rawValue: try row.string("state")) else { throw QueueError.internalMismatch("unknown job state") }
+                    if state == .dead || state == .cancelled { continue }
+                    kept.append(try row.int64("id"))
+                    if !state.isTerminal { pending.append(try row.int64("id")) }
+                }
+            }
+            let found = try await connection.query(Self.runAfterSQL, [id, owner, attempt, PostgresArray(kept), pending.count]).rows
+            guard let row = found.first else { return false }
+            if pending.isEmpty {
+                try await connection.announce(JobKind(rawValue: try row.string("kind")), on: QueueChannel.jobs)
+            } else {
+                try await connection.query(Self.linkDependenciesSQL, [PostgresArray(pending), PostgresArray(Array(repeating: id, count: pending.count))])
+            }
+            return true
+        }
+    }
+
     public func jobDependencies(of id: Int64) async throws -> [JobDependency] {
         try await executor.query("""
             SELECT d.id, d.kind, d.state, d.result::text AS result

@@ -346,6 +346,8 @@ public struct PostgresQueueDriver: QueueDriver {
             case .dead(let message, let errorCode): state = "dead"; error = message; code = errorCode?.rawValue
             case .cancelled: state = "cancelled"; error = "cancelled on request"; code = JobErrorCode.cancelled.rawValue
             case .returned: refund = true
+            case .deferred(let message, let errorCode, let wait): error = message; code = errorCode?.rawValue; delay = wait.seconds; refund = true
+            case .runAfter: throw QueueError.internalMismatch("a run-after outcome is written by jobRunAfter, not in a batch")
             }
             states.append(state); results.append(result); errors.append(error); codes.append(code)
             retryIn.append(delay); refunds.append(refund)

@@ -42,6 +42,10 @@ public protocol QueueDriver: Sendable {
     func jobInsertGraph(_ graph: JobGraph, announce: Bool) async throws -> [EnqueuedJob]
     /// The jobs `id` runs after, ascending, with their results.
     func jobDependencies(of id: Int64) async throws -> [JobDependency]
+    /// Puts the running attempt `attempt` of job `id`, which `owner` holds, back to wait for
+    /// `jobs` too (those not ended yet), the attempt not counted (`JobDeferral.runAfter`); false
+    /// when `owner` no longer holds it.
+    func jobRunAfter(id: Int64, attempt: Int, owner: String, jobs: [Int64]) async throws -> Bool
     /// Up to `limit` jobs that run after `id` and wait for it (while it has not ended), ascending (no results).
     func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency]
     /// Up to `limit` jobs not ended yet (`waiting`, `available`, `running`) matching any of

@@ -78,6 +78,7 @@ enum JobSpans {
         case .dead: "dead"
         case .cancelled: "cancelled"
         case .returned: "returned"
+        case .deferred, .runAfter: "deferred"
         }
     }
 }

@@ -2,7 +2,7 @@ import Metrics
 
 /// The worker's metric handles, made once per kind rather than once per job.
 struct WorkerMetrics: Sendable {
-    enum Outcome: String, CaseIterable, Sendable { case completed, retry, dead, cancelled, returned }
+    enum Outcome: String, CaseIterable, Sendable { case completed, retry, dead, cancelled, returned, deferred }
 
     private let claimed: [JobKind: Counter]
     private let duration: [JobKind: Timer]

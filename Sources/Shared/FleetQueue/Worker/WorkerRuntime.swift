@@ -246,7 +246,9 @@ public final class WorkerRuntime: Service, Sendable {
             return outcome(of: job, .leaseLost, result, logger: logger)
         }
         let recorded = outcome(of: job, found.disposition, result, logger: logger)
-        if let recorded {
+        if case .runAfter(let jobs)? = recorded {
+            await runAfter(job, jobs, logger: logger)
+        } else if let recorded {
             await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: recorded))
         }
         let backlog = state.withLock { state in
@@ -295,8 +297,27 @@ public final class WorkerRuntime: Service, Sendable {
         }
     }
 
+    /// Writes a `JobDeferral.runAfter` at once, in its own transaction (it locks the jobs waited
+    /// for, which a batch of other outcomes should not wait on). When the database refuses, the
+    /// job is deferred briefly instead: its handler looks again for what it waits for.
+    private func runAfter(_ job: ClaimedJob, _ jobs: [Int64], logger: Logger) async {
+        do {
+            if try await driver.jobRunAfter(id: job.id, attempt: job.attempt, owner: id, jobs: jobs) { return }
+            logger.warning("deferral discarded: the job is no longer leased to this worker")
+        } catch {
+            logger.error("could not make the job wait; deferring it instead", metadata: ["error": "\(error)"])
+            let outcome = JobOutcome.Kind.deferred(error: "could not wait for jobs \(jobs): \(error)", code: nil, retryIn: configuration.retry.base)
+            await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: outcome))
+        }
+    }
+
     private func failure(of job: ClaimedJob, _ error: any Error) -> JobOutcome.Kind {
         if case JobError.permanent(let code, let message) = error { return .dead(error: message, code: code) }
+        switch error as? JobDeferral {
+        case .runAfter(let jobs, _)?: return .runAfter(jobs: jobs)
+        case .retryIn(let delay, let code, let reason)?: return .deferred(error: reason, code: code, retryIn: delay)
+        case nil: break
+        }
         let message = (error as? JobError)?.description ?? describe(error)
         let code = (error as? any CodedError)?.code
         if job.attempt >= job.maxAttempts { return .dead(error: message, code: code) }
@@ -313,6 +334,12 @@ public final class WorkerRuntime: Service, Sendable {
             label = .dead; logger.error("job dead", metadata: ["error": "\(error)", "code": "\(code?.rawValue ?? "-")"])
         case .cancelled: label = .cancelled; logger.info("job cancelled")
         case .returned: label = .returned; logger.info("job handed back to the queue")
+        case .deferred(let error, let code, let wait):
+            label = .deferred
+            logger.info("job deferred; its attempt not counted", metadata: [
+                "reason": "\(error)", "code": "\(code?.rawValue ?? "-")", "retry_in_s": "\(wait.seconds)",
+            ])
+        case .runAfter(let jobs): label = .deferred; logger.info("job deferred until other jobs end", metadata: ["after": "\(jobs)"])
         }
         metrics.finished(job.kind, label)
     }

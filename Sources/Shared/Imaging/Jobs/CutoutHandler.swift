@@ -12,10 +12,14 @@ public struct CutoutHandler: JobHandler {
     public let kind = JobKind.garmentCutout
     let storage: any ImageStorage
     let chain: BackgroundRemovalChain
+    /// A cut-out the store refuses for an outage defers the job instead of spending its attempt
+    /// (the backend is asked again when it runs: the cut-out is not kept in memory meanwhile).
+    let outage: StorageOutage
 
-    public init(storage: any ImageStorage, chain: BackgroundRemovalChain) {
+    public init(storage: any ImageStorage, chain: BackgroundRemovalChain, outage: StorageOutage = .shared) {
         self.storage = storage
         self.chain = chain
+        self.outage = outage
     }
 
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
@@ -45,8 +49,10 @@ public struct CutoutHandler: JobHandler {
         }
         let cutoutKey = StorageKey.garmentCutout(user: payload.userID, garment: payload.garmentID)
         let previewKey = StorageKey.garmentPreview(user: payload.userID, garment: payload.garmentID)
-        try await storage.write(result.cutout.preview, to: previewKey)
-        try await storage.write(result.cutout.png, to: cutoutKey)
+        try await outage.deferringOutages {
+            try await storage.write(result.cutout.preview, to: previewKey)
+            try await storage.write(result.cutout.png, to: cutoutKey)
+        }
         context.logger.info("cut out", metadata: [
             "backend": "\(result.backend)", "path": "\(cutoutKey.relativePath)",
             "foreground_fraction": "\(result.cutout.foregroundFraction)",

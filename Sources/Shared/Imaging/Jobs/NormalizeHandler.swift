@@ -15,11 +15,14 @@ public struct NormalizeHandler: JobHandler {
     let normalizer: ImageNormalizer
     /// Read for every job, so an operator's change to `fleet_settings` needs no restart.
     let profiles: any NormalizeProfileSource
+    /// A photo the store refuses for an outage defers the job instead of spending its attempt.
+    let outage: StorageOutage
 
-    public init(storage: any ImageStorage, normalizer: ImageNormalizer, profiles: any NormalizeProfileSource) {
+    public init(storage: any ImageStorage, normalizer: ImageNormalizer, profiles: any NormalizeProfileSource, outage: StorageOutage = .shared) {
         self.storage = storage
         self.normalizer = normalizer
         self.profiles = profiles
+        self.outage = outage
     }
 
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
@@ -54,7 +57,7 @@ public struct NormalizeHandler: JobHandler {
         case .body: .bodyPhoto(user: payload.userID, photo: payload.imageID)
         case .garment: .garment(user: payload.userID, garment: payload.imageID)
         }
-        try await storage.write(image.jpeg, to: output)
+        try await outage.deferringOutages { try await storage.write(image.jpeg, to: output) }
         context.logger.info("normalised", metadata: ["path": "\(output.relativePath)", "width": "\(image.width)", "height": "\(image.height)"])
         var result: [String: JSONValue] = [
             "path": .string(output.relativePath), "width": .number(Double(image.width)),

@@ -15,14 +15,12 @@ struct RenderAttempt: Sendable {
         case failed(RenderFailure)
     }
 
-    /// Which garment image the render sends.
+    /// Which garment image the render sends (`RenderInputCheck` decides).
     enum GarmentSource: Sendable, Equatable {
-        /// Its cut-out when one is stored, else its photo (a render requested after the
-        /// garment was processed: nothing of the cut-out is pending by then).
-        case cutoutIfStored
-        /// Its cut-out: the cut-out job the render ran after stored one.
+        /// Its cut-out: stored, and nothing is making another.
         case cutout
-        /// Its normalised photo: the cut-out job the render ran after ended without a cut-out.
+        /// Its normalised photo: no cut-out is stored, or the cut-out job the render ran after
+        /// ended without one.
         case photo
     }
 
@@ -257,7 +255,7 @@ struct RenderAttempt: Sendable {
                 return .failed(RenderFailure(.providerDown, "\(provider.name): the provider's image does not decode: \(error)"))
             }
             let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
-            try await handler.storage.write(jpeg, to: key)
+            try await handler.outage.deferringOutages { try await handler.storage.write(jpeg, to: key) }
             span.attributes[TraceAttribute.outcome] = "stored"
             return .stored(path: key.relativePath)
         }
@@ -269,7 +267,6 @@ struct RenderAttempt: Sendable {
         let garmentID = try StorageID(render.garmentID)
         let cutout: Data? = switch garmentSource {
         case .cutout: try await read(.garmentCutout(user: owner, garment: garmentID))
-        case .cutoutIfStored: try? await read(.garmentCutout(user: owner, garment: garmentID))
         case .photo: nil
         }
         let garment = if let cutout {

@@ -19,7 +19,9 @@ import Tracing
 /// that settles the credit in the same statement, so whoever ends the render first wins and
 /// nothing is charged twice. The job completes with the render; a failed render's job ends `dead`
 /// with the failure's code and message (`RenderFailure`), so the queue's counts, its dead list and
-/// the console show it. Only infrastructure errors (database, storage) retry it.
+/// the console show it. Only infrastructure errors (the database) retry it. It is deferred, its
+/// attempt unspent, while jobs are still making the render's photos (`RenderInputCheck`) and while
+/// a storage outage refuses its result (`StorageOutage`).
 public struct RenderHandler: JobHandler {
     public let kind = JobKind.renderRun
     /// Each render carries its provider's and its requester's limit keys (`RenderCapacity`).
@@ -30,6 +32,9 @@ public struct RenderHandler: JobHandler {
     public let fetcher: ProviderImageFetcher
     public let events: RenderEvents
     public let options: RenderOptions
+    /// A result the store refuses for an outage defers the job instead of spending its attempt;
+    /// the render's deadline still ends it.
+    public var outage = StorageOutage.shared
     /// Its callbacks' waiters, run in the worker's group.
     public var services: [any Service] { [events] }
     /// Run times for admission control's estimate, written in batches.
@@ -55,6 +60,17 @@ public struct RenderHandler: JobHandler {
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(RenderRunPayload.self)
         let logger = context.logger.with("render_id", payload.renderID.value)
+        // Past its deadline (by this host's clock) it is not deferred: `start` ends it. Should the
+        // database's clock still let it start, the photo is sent, as when no cut-out is stored.
+        var garmentSource = RenderAttempt.GarmentSource.photo
+        if let found = try await store.render(id: payload.renderID.value), !found.status.isTerminal {
+            let check = RenderInputCheck(queue: context.queue, storage: storage)
+            switch try await check.verdict(for: found, cutoutMade: try await cutoutMade(payload, job, context)) {
+            case .ready(let source): garmentSource = source
+            case .notReady(let deferral) where found.deadlineAt > Date(): throw deferral
+            case .notReady: break
+            }
+        }
         let render: RenderRecord
         let earlier: ProviderSubmission?
         switch try await store.start(id: payload.renderID.value) {
@@ -82,7 +98,6 @@ public struct RenderHandler: JobHandler {
             guard try await store.fail(id: render.id, failure: failure) else { return try await endedElsewhere(render.id) }
             throw failed(render, failure, logger: logger)
         }
-        let garmentSource = try await garmentSource(payload, job, context)
         let remaining = render.deadlineAt.timeIntervalSinceNow
         let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)
         let attempt = RenderAttempt(
@@ -139,13 +154,14 @@ public struct RenderHandler: JobHandler {
         .permanent(code: JobErrorCode(rawValue: failure.code.rawValue), message: failure.message)
     }
 
-    /// What the garment's cut-out job, when the render ran after one, said: a cut-out to use, or
-    /// none (every backend failed: the normalised photo is sent instead). The job runs only once
-    /// every job it runs after has completed, so the cut-out is never read while pending.
-    private func garmentSource(_ payload: RenderRunPayload, _ job: ClaimedJob, _ context: JobContext) async throws -> RenderAttempt.GarmentSource {
-        guard let cutoutJob = payload.cutoutJobID else { return .cutoutIfStored }
+    /// What the garment's cut-out job, when the render ran after one, said: whether it made a
+    /// cut-out (false: every backend failed, the normalised photo is sent instead); nil when the
+    /// render ran after none. The job runs only once every job it runs after has completed, so
+    /// the cut-out is never read while pending.
+    private func cutoutMade(_ payload: RenderRunPayload, _ job: ClaimedJob, _ context: JobContext) async throws -> Bool? {
+        guard let cutoutJob = payload.cutoutJobID else { return nil }
         let result = try await context.dependencies(of: job).first { $0.id == cutoutJob }?.result
-        return CutoutResult.madeCutout(result) == false ? .photo : .cutout
+        return CutoutResult.madeCutout(result) != false
     }
 
     /// Ends the render as `outcome` in a `settle` span; `end` says whether it ended here (false:

@@ -1,0 +1,93 @@
+import FleetQueue
+import FleetStorage
+import Imaging
+
+extension JobErrorCode {
+    /// A render's body photo or garment is not stored and no job is making it yet (its request
+    /// may have committed before the one that makes it): deferred, its attempt not counted.
+    public static let renderInputNotReady = Self(rawValue: "RENDER_INPUT_NOT_READY")
+}
+
+/// Whether a render's photos are ready when its job is about to start it, whatever order the
+/// requests making them committed in (`docs/renders.md`, "Inputs"). The request enqueued the
+/// render after the jobs it found making its photos, but a `garment.process` or `image.normalize`
+/// sent beside it (pipelined, or from another backend) may commit after the render's request:
+/// the render then finds those jobs here, and waits for them rather than sending a garment whose
+/// cut-out is being made, or failing on a photo not written yet.
+struct RenderInputCheck: Sendable {
+    /// What the render sends as its garment, or why it cannot start yet.
+    enum Verdict: Sendable {
+        case ready(RenderAttempt.GarmentSource)
+        case notReady(JobDeferral)
+    }
+
+    /// How long a render whose photo nobody is making yet waits before it looks again.
+    static let lookAgainIn = Duration.milliseconds(500)
+
+    let queue: JobQueue
+    let storage: any ImageStorage
+
+    /// `cutoutMade`: what the cut-out job the render ran after said (`RenderRunPayload.cutoutJobID`;
+    /// false: none could be made, the photo is sent), nil when it ran after none.
+    ///
+    /// The jobs are looked for before the files and, when a file is missing, once more after them:
+    /// a job that writes a photo was committed before it wrote it (with the garment's cut-out
+    /// job, which `garment.process` enqueues in the same transaction), so a photo seen without
+    /// its cut-out is either seen with its cut-out job pending by the second look, or that job
+    /// completed, having written the cut-out first, which the files' second look then sees.
+    func verdict(for render: RenderRecord, cutoutMade: Bool?) async throws -> Verdict {
+        let owner = try StorageID(render.ownerID)
+        let body = try StorageID(render.bodyPhotoID), garment = try StorageID(render.garmentID)
+        let makers = try RenderInputs.makers(owner: owner, bodyPhotoID: body, garmentID: garment)
+        if let wait = try await waitForMakers(makers) { return .notReady(wait) }
+        var files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment)
+        if !files.complete(cutoutMade: cutoutMade) {
+            if let wait = try await waitForMakers(makers) { return .notReady(wait) }
+            files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment)
+        }
+        let source: RenderAttempt.GarmentSource = cutoutMade != false && files.cutout ? .cutout : .photo
+        let missing = [files.body ? nil : "body photo", source == .photo && !files.garment ? "garment" : nil].compactMap { $0 }
+        guard missing.isEmpty else {
+            return .notReady(.retryIn(
+                Self.lookAgainIn, code: .renderInputNotReady, reason: "no \(missing.joined(separator: " and ")) stored, and no job making it yet"))
+        }
+        return .ready(source)
+    }
+
+    private func waitForMakers(_ makers: [JobMatch]) async throws -> JobDeferral? {
+        let pending = try await queue.pendingJobs(matching: makers)
+        guard !pending.isEmpty else { return nil }
+        let kinds = Set(pending.map(\.kind.rawValue)).sorted().joined(separator: ", ")
+        return .runAfter(jobs: pending.map(\.id), reason: "jobs making its photos are not done (\(kinds))")
+    }
+}
+
+/// Which of a render's photos are stored.
+struct StoredInputs: Sendable {
+    var body: Bool
+    var garment: Bool
+    var cutout: Bool
+
+    static func look(_ storage: any ImageStorage, owner: StorageID, body: StorageID, garment: StorageID) async throws -> Self {
+        Self(
+            body: try await storage.holds(.bodyPhoto(user: owner, photo: body)),
+            garment: try await storage.holds(.garment(user: owner, garment: garment)),
+            cutout: try await storage.holds(.garmentCutout(user: owner, garment: garment)))
+    }
+
+    /// Everything the render would send is there: the body photo, and the garment's cut-out, or
+    /// its photo when the cut-out job it ran after said none could be made.
+    func complete(cutoutMade: Bool?) -> Bool { body && (cutoutMade == false ? garment : cutout) }
+}
+
+extension ImageStorage {
+    /// Whether an object is stored at `key`.
+    func holds(_ key: StorageKey) async throws -> Bool {
+        do {
+            _ = try await fileForReading(key)
+            return true
+        } catch StorageError.notFound {
+            return false
+        }
+    }
+}
