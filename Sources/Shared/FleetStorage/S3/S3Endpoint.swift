@@ -37,8 +37,8 @@ public struct S3Endpoint: Sendable, Equatable {
         return "\(name):\(port)"
     }
 
-    /// The unencoded path of an object (`/key`, or `/bucket/key` path-style); an empty key is the
-    /// bucket itself (`/` or `/bucket`... with its trailing slash, as S3 lists it).
+    /// The unencoded path of an object (`/key`, or `/bucket/key` path-style); an empty key names
+    /// the bucket itself (`/`, or `/bucket/` path-style).
     public func path(ofKey key: String) -> String {
         switch addressing {
         case .virtualHosted: "/" + key
