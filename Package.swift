@@ -76,8 +76,9 @@ let package = Package(
         .target(name: "FleetPostgres", dependencies: ["CLibPQ", log, serviceLifecycle], path: "Sources/Shared/FleetPostgres"),
         // The outbound HTTP client (libcurl's multi interface) every provider client uses.
         .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims", tracing], path: "Sources/Shared/FleetHTTPClient"),
-        // Where images live: storage keys and ids, the local store, atomic files.
-        .target(name: "FleetStorage", dependencies: ["FleetSupport"], path: "Sources/Shared/FleetStorage"),
+        // Where images live: storage keys and ids, the local store, atomic files, and the groundwork
+        // of object storage (S3/: AWS Signature V4 and presigned URLs, HMAC from swift-crypto).
+        .target(name: "FleetStorage", dependencies: ["FleetSupport", crypto], path: "Sources/Shared/FleetStorage"),
         // The settings operators change without a deploy (`fleet_settings`): render provider and
         // categories, image profiles.
         .target(name: "LiveSettings", dependencies: ["FleetPostgres"], path: "Sources/Shared/LiveSettings"),

@@ -5,8 +5,11 @@
 # chromium and chromium-driver: the console's browser test (scripts/console-browser-test.py).
 # pgbouncer: the tests through a transaction pooler (scripts/pgbouncer.sh starts its own; the
 # package's system-wide server, on port 6432, is stopped and disabled as prometheus' is).
+# ceph-mon, ceph-osd, radosgw, ceph-common: the S3 gateway of the object storage tests
+# (scripts/s3.sh starts its own one-node cluster; the packages start no daemon).
 set -euo pipefail
-packages=(libpq-dev libvips-dev libvips-tools libcurl4-openssl-dev libsodium-dev postgresql python3-venv chromium chromium-driver pgbouncer node-typescript)
+packages=(libpq-dev libvips-dev libvips-tools libcurl4-openssl-dev libsodium-dev postgresql python3-venv chromium chromium-driver pgbouncer
+  node-typescript ceph-mon ceph-osd radosgw ceph-common)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 missing=()
 for package in "${packages[@]}"; do
