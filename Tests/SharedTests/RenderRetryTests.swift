@@ -207,7 +207,7 @@ import Testing
     /// runs no worker), its credit released.
     private func fail(_ f: RenderFixture, _ render: RenderRecord) async throws {
         _ = try await f.q.queue.cancel(id: try #require(render.jobID))
-        #expect(try await f.store.fail(id: render.id, code: .renderFailed))
+        #expect(try await f.store.fail(id: render.id, failure: RenderFailure(.providerDown, "fal answered 503")))
     }
 
     private func ledger(_ q: TestQueue, _ render: String) async throws -> [String] {
