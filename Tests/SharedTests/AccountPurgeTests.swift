@@ -216,7 +216,8 @@ import Testing
             VALUES ('r-since', 'u-back', 'u-back', 'g1', 'b1', 'tops', 'local', 'pending', now() + interval '30 seconds')
             """)
 
-        #expect(try await Migrator(migrations: FleetSchema.migrations, logger: testLogger).migrate(conninfo: url) == [22])
+        let applied = try await Migrator(migrations: FleetSchema.migrations, logger: testLogger).migrate(conninfo: url)
+        #expect(applied.first == 22, "migration 22 first, then the later ones: \(applied)")
         let enqueued = try await pool.query(
             "SELECT payload->>'userId' AS user_id, idempotency_key FROM jobs WHERE kind = 'account.purge' AND state = 'available'").rows
         #expect(try enqueued.map { [try $0.string("user_id"), try $0.string("idempotency_key")] } == [["u-gone", "purge:linked-trees:u-gone"]])

@@ -27,6 +27,7 @@ import Testing
         "render.feedback": #"{"renderId":"r1","userId":"u1","vote":"up"}"#,
         "renders.list": #"{"userId":"u1"}"#,
         "credits.get": #"{"userId":"u1"}"#,
+        "render.retry": #"{"renderId":"r1"}"#,
         "token.issue": "{}",
         "account.link": #"{"ephemeralToken":"eph_x","userId":"u1"}"#,
         "job.get": #"{"jobId":1}"#,
