@@ -40,7 +40,7 @@ struct RetryRender: AsyncParsableCommand {
         discussion: """
             The render's job (and any failed job making its photos) runs again; its completion callback is sent again \
             at its new end. Refused INSUFFICIENT_CREDITS when its user has no credit left (it stays failed), \
-            RENDER_NOT_RETRYABLE when it is not failed. Needs the operate role. docs/operations.md, "Failed renders".
+            RENDER_NOT_RETRYABLE when it is not failed. A render that failed for its photo is retried only this way, once its cause is fixed. Needs the operate role. docs/operations.md, "Failed renders".
             """)
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The render id.") var renderId: String
@@ -54,9 +54,10 @@ struct RetryRender: AsyncParsableCommand {
 struct RetryRenders: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "retry", abstract: "Retry the failed renders matching a filter, the oldest failure first.",
-        discussion: "Each render as `render retry` does, on its own; those refused stay failed and are listed with why.")
+        discussion: "Each render as `render retry` does, on its own; those refused stay failed and are listed with why. Renders that failed for their photo (PROVIDER_REJECTED, IMAGE_INVALID) are not retried.")
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "The render's error code: RENDER_FAILED or RENDER_TIMEOUT.") var errorCode: String?
+    @Option(help: "Why it failed, e.g. PROVIDER_DOWN, TIMEOUT, STORAGE (technical failures only are retried).") var failureCode: String?
     @Option(help: "The render's provider, e.g. fal-fashn.") var provider: String?
     @Option(help: "Failed within this look-back (30m, 1h, 2d).") var since: LookBack?
     @Option(help: "At most this many renders (up to \(RetryRendersRequest.maxLimit)).") var limit = RetryRendersRequest.defaultLimit
@@ -64,7 +65,7 @@ struct RetryRenders: AsyncParsableCommand {
 
     func run() async throws {
         try output.print(try await connection.send(RetryRendersRequest(
-            errorCode: errorCode, provider: provider, since: since?.date, limit: limit, dryRun: output.dryRun)))
+            errorCode: errorCode, failureCode: failureCode, provider: provider, since: since?.date, limit: limit, dryRun: output.dryRun)))
     }
 }
 

@@ -203,6 +203,26 @@ import Testing
         #expect(try await f.ledger("r-onboarding").isEmpty)
     }
 
+    /// A render the provider refused for its photo is not retried by filter, which finds the
+    /// technical failure beside it; named by id (its cause fixed), it is.
+    @Test func aRenderFailedForItsPhotoIsRetriedOnlyByItsId() async throws {
+        let f = try await RenderFixture.make()
+        let retries = RenderRetries(pool: f.q.pool)
+        try await f.grant("u1", credits: 2)
+        let photo = try await f.request("r-photo")
+        _ = try await f.q.queue.cancel(id: try #require(photo.jobID))
+        #expect(try await f.store.fail(id: photo.id, failure: RenderFailure(.providerRejected, "the provider refused the photo")))
+        try await fail(f, try await f.request("r-down"))
+        #expect(try await retries.failed(.init(limit: 10)) == ["r-down"])
+        #expect(try await retries.failed(.init(failureCode: "PROVIDER_DOWN", limit: 10)) == ["r-down"])
+        #expect(try await retries.failed(.init(failureCode: "PROVIDER_REJECTED", limit: 10)).isEmpty)
+        #expect(try await retries.failed(.init(failureCode: "TIMEOUT", limit: 10)).isEmpty)
+        #expect(try await f.reload(photo).status == .failed)
+        let reopened = try await retries.retry(id: "r-photo")
+        #expect(reopened.status == .pending && reopened.failureCode == nil && reopened.errorMessage == nil)
+        #expect(try await f.ledger("r-photo") == ["reserve", "release", "reserve"])
+    }
+
     /// Ends `render` as a provider fault would, its job already over (cancelled here: the fixture
     /// runs no worker), its credit released.
     private func fail(_ f: RenderFixture, _ render: RenderRecord) async throws {

@@ -592,7 +592,7 @@ export declare class DispatcherClient {
   credits(userId: string): Promise<CreditBalance>;
   /** Operators (operate role): failed renders pending again, credit reserved again, one by renderId (a refusal rejects:
    * INSUFFICIENT_CREDITS, RENDER_NOT_RETRYABLE, NOT_FOUND) or many by filter (each refusal in `refused`); `since` ISO 8601. */
-  retryRenders(retry: { renderId?: string; errorCode?: string; provider?: string; since?: string; limit?: number; dryRun?: boolean }): Promise<RenderRetryResult>;
+  retryRenders(retry: { renderId?: string; errorCode?: string; failureCode?: string; provider?: string; since?: string; limit?: number; dryRun?: boolean }): Promise<RenderRetryResult>;
   /** Job control: `read` or `operate` to look, `operate` to change; others reject with FORBIDDEN. */
   getJob(jobId: number): Promise<JobStatus>;
   /** Newest first; pass nextCursor back for the next page (null: no more). */

@@ -24,7 +24,10 @@ public enum RenderRetryError: Error, Equatable, CustomStringConvertible {
 }
 
 /// Operators' retries of failed renders (`render.retry`): each render as a whole, in one
-/// transaction. The render goes back to `pending` with a new deadline (now + the render deadline)
+/// transaction. A retry by filter finds only technical failures (`RenderFailureCode.isTechnical`,
+/// the list onboarding tokens read too): a photo the provider refused would be refused again, so
+/// only an operator naming the render (once its cause is fixed, e.g. the upload replaced) retries
+/// one. The render goes back to `pending` with a new deadline (now + the render deadline)
 /// and its retry count one higher; a charged render reserves its credit again
 /// (`CreditLedger.reserve`, keyed by the retry: a user without credit left is refused
 /// `INSUFFICIENT_CREDITS` and the render stays failed); a render of an onboarding token or a
@@ -46,27 +49,34 @@ public struct RenderRetries: Sendable {
     public struct Filter: Sendable, Equatable, Encodable {
         /// The render's business code (`RENDER_FAILED`, `RENDER_TIMEOUT`).
         public var errorCode: String?
+        /// Why it failed (`RenderFailureCode`'s raw value).
+        public var failureCode: String?
         public var provider: String?
         /// Failed at or after.
         public var failedSince: Date?
         public var limit: Int
 
-        public init(errorCode: String? = nil, provider: String? = nil, failedSince: Date? = nil, limit: Int) {
+        public init(errorCode: String? = nil, failureCode: String? = nil, provider: String? = nil, failedSince: Date? = nil, limit: Int) {
             self.errorCode = errorCode
+            self.failureCode = failureCode
             self.provider = provider
             self.failedSince = failedSince
             self.limit = limit
         }
     }
 
-    /// The ids of the failed renders matching `filter`, the oldest failure first, at most `filter.limit`.
+    /// The ids of the failed renders matching `filter` that failed for a technical reason (a render
+    /// failed before the fleet recorded reasons counts as one), the oldest failure first, at most
+    /// `filter.limit`.
     public func failed(_ filter: Filter) async throws -> [String] {
         try await pool.query("""
             SELECT id FROM renders
             WHERE status = 'failed' AND ($1::text IS NULL OR error_code = $1) AND ($2::text IS NULL OR provider = $2)
                 AND ($3::float8 IS NULL OR updated_at >= to_timestamp($3::float8))
+                AND ($5::text IS NULL OR failure_code = $5) AND (failure_code IS NULL OR failure_code <> ALL($6::text[]))
             ORDER BY updated_at, id LIMIT $4
-            """, [filter.errorCode, filter.provider, filter.failedSince?.timeIntervalSince1970, filter.limit], planning: .eachCall
+            """, [filter.errorCode, filter.provider, filter.failedSince?.timeIntervalSince1970, filter.limit, filter.failureCode,
+                   PostgresArray(RenderFailureCode.allCases.filter { !$0.isTechnical }.map(\.rawValue))], planning: .eachCall
         ).rows.map { try $0.string("id") }
     }
 

@@ -3,8 +3,10 @@ import Foundation
 /// `render.retry` (role `operate`): failed renders back to `pending`, each as a whole in one
 /// transaction: a new deadline, its credit reserved again (charged renders; a user with no credit
 /// left is refused), its job and any failed input jobs run again, its completion callback sent
-/// again at its new end. One render by `renderId` (a refusal is the answer's error), or the
-/// failed renders matching the filter (`errorCode`, `provider`, failed `since`), the oldest
+/// again at its new end. Only a technical failure is retried (not a photo the provider refused,
+/// `PROVIDER_REJECTED`, or one that is no usable image, `IMAGE_INVALID`). One render by
+/// `renderId` (a refusal is the answer's error), or the failed renders matching the filter
+/// (`errorCode`, `failureCode`, `provider`, failed `since`; technical failures only), the oldest
 /// failure first, at most `limit` (each refusal listed in `refused`). `dryRun`: which renders it
 /// would retry, nothing changed (credits are not checked).
 public struct RetryRendersRequest: DispatcherRequest {
@@ -43,6 +45,8 @@ public struct RetryRendersRequest: DispatcherRequest {
     public let renderId: String?
     /// The render's business code: `RENDER_FAILED` or `RENDER_TIMEOUT`.
     public let errorCode: String?
+    /// Why it failed: one of the render failure codes (`PROVIDER_DOWN`, `TIMEOUT`…).
+    public let failureCode: String?
     public let provider: String?
     /// Failed at or after.
     public let since: Date?
@@ -53,15 +57,19 @@ public struct RetryRendersRequest: DispatcherRequest {
     public init(renderId: String, dryRun: Bool? = nil) {
         self.renderId = renderId
         errorCode = nil
+        failureCode = nil
         provider = nil
         since = nil
         limit = nil
         self.dryRun = dryRun
     }
 
-    public init(errorCode: String? = nil, provider: String? = nil, since: Date? = nil, limit: Int? = nil, dryRun: Bool? = nil) {
+    public init(
+        errorCode: String? = nil, failureCode: String? = nil, provider: String? = nil, since: Date? = nil, limit: Int? = nil, dryRun: Bool? = nil
+    ) {
         renderId = nil
         self.errorCode = errorCode
+        self.failureCode = failureCode
         self.provider = provider
         self.since = since
         self.limit = limit

@@ -14,8 +14,8 @@ public struct RetryRendersOperation: DispatcherOperation {
     public func run(_ request: RetryRendersRequest) async throws -> RetryRendersRequest.Result {
         let dryRun = request.dryRun ?? false
         if let renderId = request.renderId {
-            guard request.errorCode == nil, request.provider == nil, request.since == nil, request.limit == nil else {
-                throw DispatcherError(.badArgument, "args.renderId names one render: leave out errorCode, provider, since and limit")
+            guard request.errorCode == nil, request.failureCode == nil, request.provider == nil, request.since == nil, request.limit == nil else {
+                throw DispatcherError(.badArgument, "args.renderId names one render: leave out errorCode, failureCode, provider, since and limit")
             }
             if dryRun {
                 guard let render = try await store.render(id: renderId) else { throw DispatcherError(mapping: RenderRetryError.notFound(renderId)) }
@@ -27,7 +27,12 @@ public struct RetryRendersOperation: DispatcherOperation {
             return .init(dryRun: dryRun, renderIds: [renderId])
         }
         let limit = try PageCursor.limit(request.limit, default: RetryRendersRequest.defaultLimit, max: RetryRendersRequest.maxLimit)
-        let filter = RenderRetries.Filter(errorCode: request.errorCode, provider: request.provider, failedSince: request.since, limit: limit)
+        if let code = request.failureCode, RenderFailureCode(rawValue: code) == nil {
+            let codes = RenderFailureCode.allCases.map(\.rawValue).joined(separator: ", ")
+            throw DispatcherError(.badArgument, "args.failureCode: '\(code)' is not one of \(codes)")
+        }
+        let filter = RenderRetries.Filter(
+            errorCode: request.errorCode, failureCode: request.failureCode, provider: request.provider, failedSince: request.since, limit: limit)
         let failed = try await retries.failed(filter)
         guard !dryRun else { return .init(dryRun: true, renderIds: failed) }
         var retried: [String] = []
