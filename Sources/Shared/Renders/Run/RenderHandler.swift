@@ -61,9 +61,12 @@ public struct RenderHandler: JobHandler {
         let payload = try job.decodePayload(RenderRunPayload.self)
         let logger = context.logger.with("render_id", payload.renderID.value)
         // Past its deadline (by this host's clock) it is not deferred: `start` ends it. Should the
-        // database's clock still let it start, the photo is sent, as when no cut-out is stored.
+        // database's clock still let it start, the photo is sent, as when no cut-out is stored. A
+        // provider this worker cannot build fails the render at once (`PROVIDER_MISCONFIGURED`)
+        // rather than after its photos were waited for.
         var garmentSource = RenderAttempt.GarmentSource.photo
-        if let found = try await store.render(id: payload.renderID.value), !found.status.isTerminal {
+        if let found = try await store.render(id: payload.renderID.value), !found.status.isTerminal,
+           (try? providers.provider(named: found.provider)) != nil {
             let check = RenderInputCheck(queue: context.queue, storage: storage)
             switch try await check.verdict(for: found, cutoutMade: try await cutoutMade(payload, job, context)) {
             case .ready(let source): garmentSource = source
