@@ -1,6 +1,6 @@
 /// The keys a request to an S3-compatible store is signed with. Temporary credentials (from STS
 /// or an instance role) carry a session token, sent as `x-amz-security-token`.
-public struct S3Credentials: Sendable, CustomStringConvertible {
+public struct S3Credentials: Sendable, Equatable, CustomStringConvertible {
     public let accessKeyID: String
     public let secretAccessKey: String
     public let sessionToken: String?
