@@ -29,6 +29,10 @@ struct RenderSuite: AsyncParsableCommand {
     var providerLimit: Int?
     @Option(help: "Users the renders are spread over, round robin, each with credits (1: every render contends for one user's credits).")
     var users = 1000
+    @Flag(help: "Measure what a render costs PostgreSQL instead of the rate: per render, the transactions (xact_commit), WAL and server CPU, and the statements by total time. The benchmark reads nothing meanwhile (it learns of each end from fleet_renders_finished); the fleet's idle background is measured apart and taken out.")
+    var cost = false
+    @Option(help: "With --cost: seconds the fleet idles, to measure its background (polls, heartbeats, admission's estimate).")
+    var idleSeconds = 10.0
 
     func run() async throws {
         let database = try await BenchDatabase.prepare()
@@ -71,6 +75,21 @@ struct RenderSuite: AsyncParsableCommand {
         progress("ramping up to \(inFlight) renders in flight over \(latency) s, then warming up for \(latency) s")
         try await loop.ramp(over: .milliseconds(Int64(latency * 1000)))
         try await loop.run(for: .milliseconds(Int64(latency * 1000)))
+        if cost {
+            let measured = try await RenderCostRun(
+                loop: loop, meter: try await ServerCostMeter.connect(database.url), idleSeconds: idleSeconds, seconds: seconds,
+                latency: latency, repeats: options.repeats
+            ).run()
+            await loop.stop()
+            worker.signal(SIGTERM)
+            _ = await worker.wait(timeout: .seconds(40))
+            await receiver.stop()
+            await fal.stop()
+            try await loop.checkAllComplete()
+            try await loop.checkCredits()
+            measured.print(json: options.json, title: "render cost: \(inFlight) in flight, provider latency \(latency) s, medians of \(options.repeats)")
+            return
+        }
         for round in 1...options.repeats {
             let window = try await loop.measure(
                 for: .milliseconds(Int64(seconds * 1000)), latency: latency, providerTime: { fal.providerTime(of: $0) })
@@ -172,6 +191,12 @@ actor ClosedLoop {
     private var next = 0
     private var failure: (any Error)?
     private var replacing: Task<Void, Never>?
+    /// Whether a render that ends (or is refused) is requested again; off while draining.
+    private var refilling = true
+    /// Refused renders waiting to be asked again.
+    private var refusedWaiting = 0
+    /// Renders accepted since the last `takeAccepted`.
+    private var accepted = 0
 
     init(requests: RenderRequests, pool: PostgresPool, conninfo: String, inFlight: Int, users: Int, logger: Logger) {
         self.requests = requests
@@ -188,11 +213,44 @@ actor ClosedLoop {
         let events = notifier.subscribe(to: [RenderChannel.finished]).events
         listening = Task { [notifier] in await notifier.run() }
         replacing = Task { await replaceEnded(events) }
+        try await fill(over: duration)
+    }
+
+    /// Requests `inFlight` renders evenly over `duration`, each replaced as it ends from then on.
+    func fill(over duration: Duration) async throws {
+        refilling = true
         let start = ContinuousClock.now
         for n in 0..<inFlight {
             try await Task.sleep(until: start + duration * (Double(n) / Double(inFlight)))
             try await request()
         }
+    }
+
+    /// Stops replacing the renders that end and returns once every render requested has been
+    /// announced ended (a render that failed counts: `checkAllComplete` looks afterwards).
+    func drain(timeout: Duration) async throws {
+        refilling = false
+        let deadline = ContinuousClock.now + timeout
+        while !open.isEmpty || refusedWaiting > 0 {
+            if let failure { throw failure }
+            guard ContinuousClock.now < deadline else {
+                throw BenchError("\(open.count) renders were not announced ended within \(timeout) of the drain's start")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        ended = []
+    }
+
+    /// Renders accepted since the last call (refusals not counted).
+    func takeAccepted() -> Int {
+        defer { accepted = 0 }
+        return accepted
+    }
+
+    /// Every render requested completed (read once, after the measurements).
+    func checkAllComplete() async throws {
+        let notComplete = try await pool.query("SELECT count(*) AS n FROM renders WHERE status <> 'complete'").rows[0].int("n")
+        guard notComplete == 0 else { throw BenchError("\(notComplete) renders did not complete") }
     }
 
     func stop() {
@@ -209,12 +267,20 @@ actor ClosedLoop {
             case .notification(_, let id):
                 guard open.remove(id) != nil else { continue }
                 ended.append(id)
+                guard refilling else { continue }
                 Task { do { try await self.request() } catch { self.failed(error) } }
             }
         }
     }
 
     private func failed(_ error: any Error) { failure = failure ?? error }
+
+    /// A refused user asks again, unless the loop is draining.
+    private func askAgain() async {
+        refusedWaiting -= 1
+        guard refilling else { return }
+        do { try await request() } catch { failed(error) }
+    }
 
     private func request() async throws {
         next += 1
@@ -227,15 +293,17 @@ actor ClosedLoop {
             _ = try await requests.request(RenderRequest(
                 renderID: StorageID(id), requester: .user("bench-\(n % users + 1)"), ownerID: StorageID("bench"),
                 garmentID: StorageID("g1"), bodyPhotoID: StorageID("b1"), category: .tops))
+            accepted += 1
         } catch RenderRequestError.busy(let retryAfter) {
             // Refused at once: the user asks again when told to, as the app would, give or take
             // a second (people do not tap in step; refused users all coming back in the same
             // instant would measure a herd no real traffic makes).
             busy.append((ContinuousClock.now - asked).seconds * 1000)
             open.remove(id)
+            refusedWaiting += 1
             Task {
                 try? await Task.sleep(for: .seconds(Double(retryAfter) + Double.random(in: 0...1)))
-                do { try await self.request() } catch { self.failed(error) }
+                await self.askAgain()
             }
         }
     }
