@@ -59,11 +59,15 @@ struct RenderCostRun {
     func run() async throws -> Result {
         var result = Result()
         try await loop.drain(timeout: .seconds(latency * 4 + 60))
+        try await meter.resetStatements()
         try await Task.sleep(for: Self.statisticsSettle)
         let idleStart = try await meter.read()
         try await Task.sleep(for: .seconds(idleSeconds))
         let idle = try await meter.read() - idleStart
         let idleElapsed = (idle.at - idleStart.at).seconds
+        for statement in try await meter.topStatements(limit: 5) {
+            progress(String(format: "idle: %.1f calls/s, %.2f ms/s: ", statement.calls / idleElapsed, statement.milliseconds / idleElapsed) + statement.query)
+        }
         // The first reading's own transaction is in the difference.
         let background = ServerCounters(
             commits: (idle.commits - 1) / idleElapsed, rollbacks: idle.rollbacks / idleElapsed, walBytes: idle.walBytes / idleElapsed,
