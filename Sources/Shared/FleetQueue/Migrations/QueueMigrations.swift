@@ -7,5 +7,6 @@ public enum QueueMigrations {
     public static let all = [
         jobQueue, scheduleSlots, jobControl, concurrencyLimits, jobCallbackColumn, consoleIndexes, jobTraces, workerLocks, finishedJobsIndex,
         finishWatches, waitingState, jobDependencies, setBasedDependencySettlement, largeTableReads, orderedDependencySettlement,
+        runningJobsByKind,
     ]
 }
