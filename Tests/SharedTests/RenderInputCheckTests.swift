@@ -14,13 +14,13 @@ import Testing
         let check = RenderInputCheck(queue: f.q.queue, storage: f.storage)
         let render = try await f.request("r1")
         // The fixture stores u1's body photo and g1's cut-out: nothing is being made.
-        guard case .ready(.cutout) = try await check.verdict(for: render, cutoutMade: nil) else {
+        guard case .ready(.cutout) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
             Issue.record("a stored cut-out was not sent")
             return
         }
         // A cut-out of g1 still queued (a `garment.process` that committed after the request): wait for it.
         let cutout = try await f.q.queue.enqueue(try NewJob(GarmentCutoutPayload(userID: StorageID("u1"), garmentID: StorageID("g1"))))
-        guard case .notReady(.runAfter(let jobs, _)) = try await check.verdict(for: render, cutoutMade: nil) else {
+        guard case .notReady(.runAfter(let jobs, _)) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
             Issue.record("a render started while its garment's cut-out was queued")
             return
         }
@@ -35,14 +35,14 @@ import Testing
             renderID: StorageID("r2"), requester: .user("u1"), ownerID: StorageID("u1"), garmentID: StorageID("g2"),
             bodyPhotoID: StorageID("b1"), category: .tops))
         // Neither g2's photo nor its cut-out is stored, and no job makes them (yet).
-        guard case .notReady(.retryIn(let delay, let code, _)) = try await check.verdict(for: render, cutoutMade: nil) else {
+        guard case .notReady(.retryIn(let delay, let code, _)) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
             Issue.record("a render without its garment was not deferred")
             return
         }
         #expect(delay == RenderInputCheck.lookAgainIn && code == .renderInputNotReady)
         // The photo made, no cut-out and nothing making one: the photo is sent.
         try await f.storage.write(RenderFixture.bodyPhoto, to: .garment(user: StorageID("u1"), garment: StorageID("g2")))
-        guard case .ready(.photo) = try await check.verdict(for: render, cutoutMade: nil) else {
+        guard case .ready(.photo) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
             Issue.record("a garment without a cut-out was not sent as its photo")
             return
         }

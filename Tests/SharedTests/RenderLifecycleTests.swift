@@ -281,7 +281,7 @@ struct RenderFixture {
         let person = TryOnImage(bytes: RenderFixture.bodyPhoto)
         let submission = try await f.handler.providers.provider(named: FashnProvider.name)
             .submit(TryOnRequest(person: person, garment: person, category: .tops))
-        try await f.store.saveSubmission(id: render.id, submission: submission)
+        try await f.store.recordSubmission(id: render.id, cutout: false, submission: submission)
         return submission
     }
 

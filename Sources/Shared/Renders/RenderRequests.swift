@@ -197,7 +197,7 @@ public struct RenderRequests: Sendable {
         Counter(label: "fleet_render_busy_total", dimensions: [("provider", provider)]).increment()
     }
 
-    /// The render, its inputs' jobs (enqueued, or found still pending), its job (after them), the job's id on the render, then for a
+    /// Its inputs' jobs (enqueued, or found still pending), its job (after them), the render with its job's id, then for a
     /// charged render the lock and the reservation: the user's `credits` row is locked only for the last statement and the
     /// commit, since concurrent requests of one user queue on that lock.
     ///
@@ -216,25 +216,26 @@ public struct RenderRequests: Sendable {
         case .user(let user):
             userID = user
         }
-        // Charged unless a user subscribes (`CreditLedger.subscribesNow`). Onboarding renders are never charged.
-        let charged = try await connection.query("""
-            INSERT INTO renders (id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, charged, deadline_at, callback_url)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2::text IS NOT NULL AND NOT \(CreditLedger.subscribesNow(user: "$2", grace: "$10")),
-                    now() + make_interval(secs => $9), $11)
-            RETURNING charged
-            """, [request.renderID.value, userID, tokenID, request.ownerID.value, request.garmentID.value,
-                  request.bodyPhotoID.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL]
-        ).rows[0].bool("charged")
         let inputs = try await RenderInputs.prepare(for: request, on: connection)
         try checkInputs(inputs.pendingKinds)
         var run = try NewJob(RenderRunPayload(renderID: request.renderID, cutoutJobID: inputs.cutoutJobID), priority: 1, maxAttempts: Self.runAttempts,
                              idempotencyKey: "render:\(request.renderID.value)",
                              limitKeys: RenderCapacity.limitKeys(provider: provider, requester: userID ?? tokenID ?? ""))
         run.after = inputs.jobIDs
+        // The job first, so the render row is written once, with its job. A render id asked
+        // again finds its job by key here and fails on the render's primary key below.
         let job = try await JobQueue.enqueue([run], announce: false, in: connection)[0]
-        let render = try RenderStore.record(try await connection.query(
-            "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [request.renderID.value, job.id]).rows[0])
-        if charged, let userID { try await Self.reserveCredit(user: userID, render: request.renderID.value, on: connection) }
+        // Charged unless a user subscribes (`CreditLedger.subscribesNow`). Onboarding renders are never charged.
+        let render = try RenderStore.record(try await connection.query("""
+            INSERT INTO renders (id, user_id, ephemeral_token_id, owner_id, garment_id, body_photo_id, category, provider, charged, deadline_at,
+                                 callback_url, job_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2::text IS NOT NULL AND NOT \(CreditLedger.subscribesNow(user: "$2", grace: "$10")),
+                    now() + make_interval(secs => $9), $11, $12)
+            RETURNING \(RenderStore.columns)
+            """, [request.renderID.value, userID, tokenID, request.ownerID.value, request.garmentID.value,
+                  request.bodyPhotoID.value, request.category.rawValue, provider, deadline.seconds, billingGrace.seconds, request.callbackURL, job.id]
+        ).rows[0])
+        if render.charged, let userID { try await Self.reserveCredit(user: userID, render: request.renderID.value, on: connection) }
         return render
     }
 

@@ -45,39 +45,54 @@ public struct RenderStore: Sendable {
 
     /// pending → processing, in one statement that also returns the row and the provider
     /// submission an earlier attempt kept (so a worker taking over after a crash asks for that
-    /// job instead of paying for a second one).
-    public func start(id: String) async throws -> Start {
-        let rows = try await pool.query("""
-            WITH started AS (
-                UPDATE renders SET status = 'processing', updated_at = now()
-                WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
-                RETURNING \(Self.columns), provider_submission::text AS submission
-            )
-            SELECT true AS started, * FROM started
-            UNION ALL
-            SELECT false, \(Self.columns), provider_submission::text FROM renders WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM started)
-            """, [id]).rows
-        guard let row = rows.first else { return .gone }
-        let render = try Self.record(row)
-        let earlier = try row["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) }
-        if try row.bool("started") { return .started(render, earlier: earlier) }
-        return render.status.isTerminal ? .ended(render) : .pastDeadline(render, earlier: earlier)
+    /// job instead of paying for a second one). `beforeCommit` runs in the same transaction once
+    /// the render started, and refuses the start by throwing (rolled back: the render stays as it
+    /// was): the worker looks there for the jobs still making its photos, so that reading the
+    /// render, looking and starting cost one transaction.
+    public func start(
+        id: String, beforeCommit: (RenderRecord, PostgresConnection) async throws -> Void = { _, _ in }
+    ) async throws -> Start {
+        try await pool.withConnection { connection in
+            try await connection.transaction { connection in
+                let rows = try await connection.query("""
+                    WITH started AS (
+                        UPDATE renders SET status = 'processing', updated_at = now()
+                        WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
+                        RETURNING \(Self.columns), provider_submission::text AS submission
+                    )
+                    SELECT true AS started, * FROM started
+                    UNION ALL
+                    SELECT false, \(Self.columns), provider_submission::text FROM renders WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM started)
+                    """, [id]).rows
+                guard let row = rows.first else { return .gone }
+                let render = try Self.record(row)
+                let earlier = try row["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) }
+                guard try row.bool("started") else { return render.status.isTerminal ? .ended(render) : .pastDeadline(render, earlier: earlier) }
+                try await beforeCommit(render, connection)
+                return .started(render, earlier: earlier)
+            }
+        }
     }
 
-    /// Keeps what the provider returned on submit, so a worker that takes over after a crash
-    /// asks for the same job instead of submitting (and paying) again.
-    public func saveSubmission(id: String, submission: ProviderSubmission) async throws {
-        let json = String(decoding: try JSONEncoder().encode(submission), as: UTF8.self)
+    /// processing → pending again: a render started before its photos were found stored waits
+    /// for them as one no worker started (`RenderTimeoutSweeper` fails such renders whose job
+    /// ended without running them).
+    public func unstart(id: String) async throws {
+        try await pool.query(
+            "UPDATE renders SET status = 'pending', updated_at = now() WHERE id = $1 AND status = 'processing' AND provider_submission IS NULL", [id])
+    }
+
+    /// Records what the render sent its provider, in one write after the submit: which garment
+    /// image (`garment_cutout`, so the render's status says what it was made from) and, for a job
+    /// still running there (`submission`), what the provider returned, so a worker that takes over
+    /// after a crash asks for the same job instead of submitting (and paying) again.
+    public func recordSubmission(id: String, cutout: Bool, submission: ProviderSubmission?) async throws {
+        let json = try submission.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try await pool.query("""
-            UPDATE renders SET provider_job_id = $2, provider_submission = $3::jsonb, updated_at = now()
+            UPDATE renders SET garment_cutout = $2, provider_job_id = coalesce($3, provider_job_id),
+                provider_submission = coalesce($4::jsonb, provider_submission), updated_at = now()
             WHERE id = $1 AND status = 'processing'
-            """, [id, submission.jobID, json])
-    }
-
-    /// Records which garment image the render sends its provider (`garment_cutout`), before it
-    /// is sent.
-    public func recordGarmentInput(id: String, cutout: Bool) async throws {
-        try await pool.query("UPDATE renders SET garment_cutout = $2 WHERE id = $1 AND status = 'processing'", [id, cutout])
+            """, [id, cutout, submission?.jobID, json])
     }
 
     /// processing → complete with its result, consuming the reserved credit in the same

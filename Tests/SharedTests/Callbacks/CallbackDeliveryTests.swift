@@ -133,7 +133,7 @@ struct ResultHandler: JobHandler {
             "UPDATE jobs SET trace_parent = $1 WHERE id = (SELECT job_id FROM renders WHERE id = 'r-done')", [traceParent])
         // One completed by its worker, one timed out by the dispatcher's sweep.
         _ = try await f.store.start(id: "r-done")
-        try await f.store.recordGarmentInput(id: "r-done", cutout: false)
+        try await f.store.recordSubmission(id: "r-done", cutout: false, submission: nil)
         #expect(try await f.store.complete(id: "r-done", resultPath: "u1/renders/r-done.jpg"))
         // r-late's deadline aged in the table rather than slept through (a loaded machine).
         try await f.q.pool.query("UPDATE renders SET deadline_at = now() - interval '1 second' WHERE id = 'r-late'")

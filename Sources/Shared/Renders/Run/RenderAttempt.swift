@@ -153,7 +153,7 @@ struct RenderAttempt: Sendable {
 
     /// Submits; a transient error is retried once (if the render's single retry is unused).
     private func submitWithRetry(retried: inout Bool) async throws -> Result<ProviderSubmission, ProviderError> {
-        let request = try await tryOnRequest()
+        let (request, sendsCutout) = try await tryOnRequest()
         while true {
             let started = ContinuousClock.now
             do {
@@ -171,9 +171,8 @@ struct RenderAttempt: Sendable {
                 progress.submission = submission
                 // A job still running at the provider is kept on the row: a worker taking over
                 // after a crash asks for it instead of paying for a second one.
-                if !submission.state.isSettled {
-                    try await handler.store.saveSubmission(id: render.id, submission: submission)
-                }
+                try await handler.store.recordSubmission(
+                    id: render.id, cutout: sendsCutout, submission: submission.state.isSettled ? nil : submission)
                 return .success(submission)
             } catch let error as ProviderError where error.rateLimitedFor != nil {
                 // The provider's capacity, not a fault: not the render's one retry. The fleet eases
@@ -261,7 +260,8 @@ struct RenderAttempt: Sendable {
         }
     }
 
-    private func tryOnRequest() async throws -> TryOnRequest {
+    /// What the provider is sent, and whether its garment is the cut-out.
+    private func tryOnRequest() async throws -> (TryOnRequest, cutout: Bool) {
         let owner = try StorageID(render.ownerID)
         let person = try await read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoID)))
         let garmentID = try StorageID(render.garmentID)
@@ -274,12 +274,11 @@ struct RenderAttempt: Sendable {
         } else {
             TryOnImage(bytes: try await read(.garment(user: owner, garment: garmentID)))
         }
-        // On the row before anything is sent, so the render's status says what it was made from.
-        try await handler.store.recordGarmentInput(id: render.id, cutout: cutout != nil)
         let remaining = max(1, render.deadlineAt.timeIntervalSinceNow)
-        return TryOnRequest(
+        let request = TryOnRequest(
             person: TryOnImage(bytes: person), garment: garment, category: render.category,
             options: TryOnOptions(webhookURL: handler.options.webhookURL, timeout: .seconds(remaining)))
+        return (request, cutout != nil)
     }
 
     private func read(_ key: StorageKey) async throws -> Data {

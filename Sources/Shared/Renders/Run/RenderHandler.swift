@@ -60,23 +60,18 @@ public struct RenderHandler: JobHandler {
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(RenderRunPayload.self)
         let logger = context.logger.with("render_id", payload.renderID.value)
-        // Past its deadline (by this host's clock) it is not deferred: `start` ends it. Should the
-        // database's clock still let it start, the photo is sent, as when no cut-out is stored. A
-        // provider this worker cannot build fails the render at once (`PROVIDER_MISCONFIGURED`)
-        // rather than after its photos were waited for.
-        var garmentSource = RenderAttempt.GarmentSource.photo
-        if let found = try await store.render(id: payload.renderID.value), !found.status.isTerminal,
-           (try? providers.provider(named: found.provider)) != nil {
-            let check = RenderInputCheck(queue: context.queue, storage: storage)
-            switch try await check.verdict(for: found, cutoutMade: try await cutoutMade(payload, job, context)) {
-            case .ready(let source): garmentSource = source
-            case .notReady(let deferral) where found.deadlineAt > Date(): throw deferral
-            case .notReady: break
-            }
-        }
+        // Reading the render, looking for the jobs still making its photos and starting it are
+        // one transaction: a pending maker rolls the start back and defers the job. Past its
+        // deadline (by this host's clock) it is not deferred: the photo is sent, as when no
+        // cut-out is stored. A provider this worker cannot build fails the render at once
+        // (`PROVIDER_MISCONFIGURED`) rather than after its photos were waited for.
         let render: RenderRecord
         let earlier: ProviderSubmission?
-        switch try await store.start(id: payload.renderID.value) {
+        let start = try await store.start(id: payload.renderID.value) { render, connection in
+            guard (try? providers.provider(named: render.provider)) != nil, render.deadlineAt > Date() else { return }
+            if let wait = try await RenderInputCheck.makersPending(for: render, on: connection) { throw wait }
+        }
+        switch start {
         case .started(let started, let submission):
             (render, earlier) = (started, submission)
         case .gone:
@@ -100,6 +95,16 @@ public struct RenderHandler: JobHandler {
             let failure = RenderFailure(.providerMisconfigured, "\(error)")
             guard try await store.fail(id: render.id, failure: failure) else { return try await endedElsewhere(render.id) }
             throw failed(render, failure, logger: logger)
+        }
+        var garmentSource = RenderAttempt.GarmentSource.photo
+        let check = RenderInputCheck(queue: context.queue, storage: storage)
+        switch try await check.verdict(for: render, cutoutMade: try await cutoutMade(payload, job, context), makersLookedFor: true) {
+        case .ready(let source): garmentSource = source
+        case .notReady(let deferral) where render.deadlineAt > Date():
+            // A photo not stored yet, nobody making it yet: the render waits as one not started.
+            try await store.unstart(id: render.id)
+            throw deferral
+        case .notReady: break
         }
         let remaining = render.deadlineAt.timeIntervalSinceNow
         let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)

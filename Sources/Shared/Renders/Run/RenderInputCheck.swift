@@ -1,3 +1,4 @@
+import FleetPostgres
 import FleetQueue
 import FleetStorage
 import Imaging
@@ -29,20 +30,22 @@ struct RenderInputCheck: Sendable {
 
     /// `cutoutMade`: what the cut-out job the render ran after said (`RenderRunPayload.cutoutJobID`;
     /// false: none could be made, the photo is sent), nil when it ran after none.
+    /// `makersLookedFor`: the jobs were already looked for (`makersPending`, in the render's
+    /// start) and none was pending.
     ///
     /// The jobs are looked for before the files and, when a file is missing, once more after them:
     /// a job that writes a photo was committed before it wrote it (with the garment's cut-out
     /// job, which `garment.process` enqueues in the same transaction), so a photo seen without
     /// its cut-out is either seen with its cut-out job pending by the second look, or that job
     /// completed, having written the cut-out first, which the files' second look then sees.
-    func verdict(for render: RenderRecord, cutoutMade: Bool?) async throws -> Verdict {
+    func verdict(for render: RenderRecord, cutoutMade: Bool?, makersLookedFor: Bool) async throws -> Verdict {
         let owner = try StorageID(render.ownerID)
         let body = try StorageID(render.bodyPhotoID), garment = try StorageID(render.garmentID)
-        let makers = try RenderInputs.makers(owner: owner, bodyPhotoID: body, garmentID: garment)
-        if let wait = try await waitForMakers(makers) { return .notReady(wait) }
+        let makers = try Self.makers(of: render)
+        if !makersLookedFor, let wait = Self.waiting(for: try await queue.pendingJobs(matching: makers)) { return .notReady(wait) }
         var files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment)
         if !files.complete(cutoutMade: cutoutMade) {
-            if let wait = try await waitForMakers(makers) { return .notReady(wait) }
+            if let wait = Self.waiting(for: try await queue.pendingJobs(matching: makers)) { return .notReady(wait) }
             files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment)
         }
         let source: RenderAttempt.GarmentSource = cutoutMade != false && files.cutout ? .cutout : .photo
@@ -54,8 +57,18 @@ struct RenderInputCheck: Sendable {
         return .ready(source)
     }
 
-    private func waitForMakers(_ makers: [JobMatch]) async throws -> JobDeferral? {
-        let pending = try await queue.pendingJobs(matching: makers)
+    /// The first look for the jobs making the render's photos, in the transaction that starts it
+    /// (`RenderStore.start`): the deferral that waits for them, or nil when none is pending.
+    static func makersPending(for render: RenderRecord, on connection: PostgresConnection) async throws -> JobDeferral? {
+        waiting(for: try await JobQueue.pendingJobs(matching: try makers(of: render), in: connection))
+    }
+
+    private static func makers(of render: RenderRecord) throws -> [JobMatch] {
+        try RenderInputs.makers(
+            owner: try StorageID(render.ownerID), bodyPhotoID: try StorageID(render.bodyPhotoID), garmentID: try StorageID(render.garmentID))
+    }
+
+    private static func waiting(for pending: [JobDependency]) -> JobDeferral? {
         guard !pending.isEmpty else { return nil }
         let kinds = Set(pending.map(\.kind.rawValue)).sorted().joined(separator: ", ")
         return .runAfter(jobs: pending.map(\.id), reason: "jobs making its photos are not done (\(kinds))")
