@@ -17,8 +17,9 @@ struct RenderCostRun {
     let latency: Double
     let repeats: Int
 
-    /// Longer than PostgreSQL's interval between a backend's reports of its counts (1 s).
-    static let statisticsSettle = Duration.seconds(2.5)
+    /// Longer than PostgreSQL 15's delay before an idle backend reports the counts it holds
+    /// (`PGSTAT_IDLE_INTERVAL`, 10 s): a shorter wait charges one stretch's transactions to the next.
+    static let statisticsSettle = Duration.seconds(11)
 
     struct Result {
         var report = Report()
