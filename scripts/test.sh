@@ -14,7 +14,10 @@ scripts/install-deps.sh
 dir=.data/test-postgres
 port=${FLEET_TEST_PG_PORT:-$(scripts/pg.sh pick-port --dir "$dir" --port 15330)}
 bouncer_port=${FLEET_TEST_PGBOUNCER_PORT:-$(scripts/pg.sh pick-port --dir .data/none --port $((port + 1)))}
-trap 'scripts/pgbouncer.sh stop --port "$bouncer_port"; scripts/pg.sh stop --dir "$dir" --port "$port"' EXIT
+# The S3 gateway the object storage tests start on first use (Tests/SharedTests/Support/S3Gateway.swift)
+# goes too; `|| true`: a machine without Ceph never started one.
+trap 'scripts/pgbouncer.sh stop --port "$bouncer_port"; scripts/pg.sh stop --dir "$dir" --port "$port"
+      scripts/s3.sh stop --dir .data/s3-test >/dev/null 2>&1 || true' EXIT
 scripts/pg.sh start --dir "$dir" --port "$port" --fast >/dev/null
 # Every test makes a database of its own (t_…) and leaves it for a failed run's post-mortem; the
 # cluster lives on between runs (a day of runs filled 53 GB and the disk): the last run's go now.
