@@ -216,7 +216,7 @@ import Testing
         }
         try await q.driver.limitSet(ConcurrencyLimit(key: "drill:shared", maxRunning: 1), by: "test")
         // Jobs already running finish (300 ms); from then on one at a time.
-        try await Task.sleep(for: .seconds(1))
+        try await q.waitUntil("the jobs beyond the new limit finished") { try await running().all <= 1 }
         var afterLowering = 0
         for _ in 0..<40 {
             afterLowering = max(afterLowering, try await running().all)

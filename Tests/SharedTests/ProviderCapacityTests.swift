@@ -157,6 +157,7 @@ import Testing
         let soon = ProviderLatencySamples(flushInterval: .milliseconds(200))
         try await soon.record(provider: "soon", .seconds(4), to: capacity)
         try await soon.record(provider: "soon", .seconds(8), to: capacity)
+        // The flush interval passing is the premise: a sleep longer than it (load only lengthens it).
         try await Task.sleep(for: .milliseconds(300))
         try await soon.record(provider: "soon", .seconds(12), to: capacity)
         let written = try #require(try await row("soon"))
