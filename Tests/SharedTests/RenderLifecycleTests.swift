@@ -58,10 +58,10 @@ struct RenderFixture {
 
     /// A fixture rendering at a fake fal whose jobs take `latency`, `user` granted `credits`,
     /// for render workers run as processes (`workerEnvironment`).
-    static func atFal(latency: Duration, user: String = "u1", credits: Int) async throws -> RenderFixture {
+    static func atFal(latency: Duration, deadline: Duration = .seconds(30), user: String = "u1", credits: Int) async throws -> RenderFixture {
         let fal = try await FakeFal.start()
         fal.update { $0.latency = latency }
-        let f = try await make(provider: FashnProvider.name, fal: fal)
+        let f = try await make(provider: FashnProvider.name, deadline: deadline, fal: fal)
         try await f.grant(user, credits: credits)
         return f
     }

@@ -144,9 +144,9 @@ private final class DroppingConnectionHandler: ChannelInboundHandler, @unchecked
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text)), promise: nil)
         if let closeIdleAfter {
             let (channel, closedIdle) = (context.channel, closedIdle)
+            // Counted once the socket is closed (the FIN sent), not when the close is asked for.
             idleClose = context.eventLoop.scheduleTask(in: closeIdleAfter) {
-                channel.close(promise: nil)
-                closedIdle()
+                channel.close().whenComplete { _ in closedIdle() }
             }
         }
     }
