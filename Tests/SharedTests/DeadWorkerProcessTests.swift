@@ -83,7 +83,9 @@ let leaseOfAnHour = ["FLEET_LEASE_SECONDS": "3600"]
         try await dispatcher.start()
         defer { dispatcher.signal(SIGKILL) }
         let victim = try WorkerProcess(databaseURL: q.url, environment: leaseOfAnHour)
-        let job = try await q.queue.enqueue(try NewJob(DrillScript(sleepMs: 3_000)))
+        // 30 s: it outlasts the survivor's start and the kill (a 3 s job ended on the victim
+        // first on a loaded machine).
+        let job = try await q.queue.enqueue(try NewJob(DrillScript(sleepMs: 30_000)))
         try await q.waitUntil("running on the victim") { try await q.leaseOwnerPID(of: job.id) == victim.pid }
         let survivor = try WorkerProcess(databaseURL: q.url, environment: leaseOfAnHour)
         try await q.waitUntilLocked([victim, survivor])
@@ -92,7 +94,7 @@ let leaseOfAnHour = ["FLEET_LEASE_SECONDS": "3600"]
             try await q.leaseOwnerPID(of: job.id) == survivor.pid
         }
         #expect(await victim.wait() != 0)
-        try await q.waitUntil(timeout: .seconds(30), "completed") { try await q.queue.job(id: job.id)?.state == .completed }
+        try await q.waitUntil(timeout: .seconds(120), "completed") { try await q.queue.job(id: job.id)?.state == .completed }
         let done = try #require(try await q.queue.job(id: job.id))
         #expect(done.attempt == 2 && done.errors.map(\.code) == ["WORKER_LOST"], "\(done)")
         survivor.signal(SIGTERM)
