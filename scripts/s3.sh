@@ -6,7 +6,8 @@
 # usage: scripts/s3.sh start|stop|status|url|dir [--dir DIR] [--port PORT]
 #   start    create the cluster if needed (one monitor, one OSD, one gateway), start what is not
 #            running, make the S3 user and the bucket; prints what `url` prints
-#   stop     stop the gateway, the OSD and the monitor this folder's pid files name
+#   stop     stop the gateway, the OSD and the monitor this folder's pid files name, and wait
+#            until each has exited
 #   status   "running: <endpoint>" (exit 0) or "stopped" (exit 3)
 #   url      `export` lines for a shell: S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY_ID,
 #            S3_SECRET_ACCESS_KEY, S3_BUCKET
@@ -16,6 +17,9 @@
 # one replica, no cluster authentication (cephx off), everything bound to 127.0.0.1. The S3
 # keys are fixed test keys. Run as root the daemons stay root: unlike PostgreSQL, Ceph does not
 # refuse it, so the folder may be anywhere (a clone in root's 0700 home included).
+# Each daemon runs in the foreground (-f) in a session of its own, its output in the folder's
+# log/<name>.out, and its pid (the script's own $!, not a pid file the daemon writes after
+# forking itself away) in run/<name>.pid: `stop` ends exactly the daemons `start` started.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 command=${1:-}
@@ -45,8 +49,23 @@ done
 # Runs a Ceph command line tool against this cluster only (never /etc/ceph).
 ceph_cli() { ceph --conf "$conf" --connect-timeout 10 "$@"; }
 
-# Whether the daemon whose pid file is $1 is running.
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Whether the daemon whose pid file is $1 is running: that pid, and a process of this folder's
+# cluster (a pid the kernel gave to another process since is not ours to signal).
+alive() {
+  [ -f "$1" ] || return 1
+  local pid
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--conf $conf "
+}
+
+# Starts the daemon named $1 (mon.a, osd.0, client.rgw), the command line after it, in the
+# foreground of a session of its own (no terminal's hangup reaches it), and records its pid.
+launch() {
+  local name=$1
+  shift
+  setsid "$@" -f </dev/null >>"$dir/log/$name.out" 2>&1 &
+  echo $! >"$dir/run/$name.pid"
+}
 
 # Polls `$@` every 0.1 s until it succeeds; after $1 seconds says what did not happen.
 wait_for() {
@@ -74,7 +93,8 @@ auth service required = none
 auth client required = none
 run dir = $dir/run
 admin socket = $dir/run/\$cluster-\$name.asok
-pid file = $dir/run/\$name.pid
+# The daemons' own pid files, apart from the script's (run/<name>.pid): the script's alone count.
+pid file = $dir/run/\$name.daemon.pid
 log file = $dir/log/\$name.log
 # The monitor writes the cluster log under /var/log/ceph unless told otherwise.
 mon cluster log file = $dir/log/cluster.log
@@ -113,7 +133,7 @@ create() {
 }
 
 start_monitor() {
-  alive "$dir/run/mon.a.pid" || ceph-mon --conf "$conf" -i a 2>>"$dir/log/daemons.stderr"
+  alive "$dir/run/mon.a.pid" || launch mon.a ceph-mon --conf "$conf" -i a
   wait_for 30 "the monitor does not answer" ceph_cli mon stat
 }
 
@@ -128,14 +148,14 @@ start_osd() {
   fi
   # memstore keeps nothing across a restart: an OSD that stopped comes back empty, so the
   # whole cluster is made again instead (start calls create when the OSD is not running).
-  alive "$dir/run/osd.0.pid" || ceph-osd --conf "$conf" -i 0 2>>"$dir/log/daemons.stderr"
+  alive "$dir/run/osd.0.pid" || launch osd.0 ceph-osd --conf "$conf" -i 0
   wait_for 60 "the OSD is not up" osd_up
 }
 
 osd_up() { ceph_cli osd dump | grep -q '^osd.0 up'; }
 
 start_gateway() {
-  alive "$dir/run/client.rgw.pid" || radosgw --conf "$conf" -n client.rgw 2>>"$dir/log/daemons.stderr"
+  alive "$dir/run/client.rgw.pid" || launch client.rgw radosgw --conf "$conf" -n client.rgw
   wait_for 120 "the gateway does not answer on $endpoint" curl -sf -o /dev/null "$endpoint/"
   if ! radosgw-admin --conf "$conf" user info --uid fleet >/dev/null 2>&1; then
     radosgw-admin --conf "$conf" user create --uid fleet --display-name "Wearbloom fleet tests" \
@@ -163,7 +183,8 @@ start() {
   start_gateway
 }
 
-# Stops what the pid files of this folder name, gateway first, and waits for each to end.
+# Stops what the pid files of this folder name, gateway first, and waits for each to end (a
+# daemon still there after 30 s is killed).
 stop() {
   local name pid
   for name in client.rgw osd.0 mon.a; do
@@ -173,7 +194,7 @@ stop() {
       for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
     fi
-    rm -f "$dir/run/$name.pid"
+    rm -f "$dir/run/$name.pid" "$dir/run/$name.daemon.pid"
   done
 }
 

@@ -33,9 +33,11 @@ struct Run: WorkerRunCommand {
         // A purge holds its connection while it deletes the files (the rows naming the trees stay
         // locked until they are gone): one connection per purge running at once.
         let purgePool = settings.makePool(maxConnections: max(1, settings.worker.concurrency[.accountPurge] ?? 1), applicationName: executable)
+        // The process's one outage: a refused write by either kind defers both (one store).
+        let outage = StorageOutage()
         return [
-            NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: StoredNormalizeProfiles(pool: settingsPool)),
-            CutoutHandler(storage: storage, chain: try removal.makeChain(http: CurlHTTPClient())),
+            NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: StoredNormalizeProfiles(pool: settingsPool), outage: outage),
+            CutoutHandler(storage: storage, chain: try removal.makeChain(http: CurlHTTPClient()), outage: outage),
             PurgeHandler(storage: storage, accounts: AccountErasure(pool: purgePool)),
         ]
     }

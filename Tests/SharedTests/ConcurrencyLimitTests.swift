@@ -190,11 +190,14 @@ import Testing
         let q = try await TestQueue.make()
         try await q.driver.limitSet(ConcurrencyLimit(key: "drill:shared", maxRunning: 4), by: "test")
         let payload = try NewJob(DrillScript(sleepMs: 300)).payload
-        _ = try await q.queue.enqueue((0..<60).map { _ in NewJob(kind: .drillScript, payload: payload, limitKeys: ["drill:shared"]) })
         let environment = ["FLEET_LEASE_SECONDS": "2", "FLEET_CONCURRENCY": "drill.script=50"]
         let doomed = try WorkerProcess(databaseURL: q.url, environment: environment)
         let survivor = try WorkerProcess(databaseURL: q.url, environment: environment)
         defer { doomed.signal(SIGKILL); survivor.signal(SIGKILL) }
+        // Both up before the jobs come: a worker slow to start on a loaded machine found the
+        // other had run them all.
+        try await q.waitUntilLocked([doomed, survivor])
+        _ = try await q.queue.enqueue((0..<60).map { _ in NewJob(kind: .drillScript, payload: payload, limitKeys: ["drill:shared"]) })
         func running() async throws -> (all: Int, doomed: Int) {
             let row = try await q.pool.query("""
                 SELECT count(*) AS n, count(*) FILTER (WHERE lease_owner LIKE $1) AS doomed FROM jobs WHERE state = 'running'
@@ -216,7 +219,7 @@ import Testing
         }
         try await q.driver.limitSet(ConcurrencyLimit(key: "drill:shared", maxRunning: 1), by: "test")
         // Jobs already running finish (300 ms); from then on one at a time.
-        try await Task.sleep(for: .seconds(1))
+        try await q.waitUntil("the jobs beyond the new limit finished") { try await running().all <= 1 }
         var afterLowering = 0
         for _ in 0..<40 {
             afterLowering = max(afterLowering, try await running().all)

@@ -153,11 +153,12 @@ import Testing
     }
 
     @Test func cancellingTheCallerEndsTheRequest() async throws {
-        let server = try await Self.server(Observed())
+        let observed = Observed()
+        let server = try await Self.server(observed)
         defer { Task { await server.stop() } }
         let client = CurlHTTPClient()
         let task = Task { try await client.execute(HTTPClientRequest(url: server.baseURL + "/slow", timeout: .seconds(30))) }
-        try await Task.sleep(for: .milliseconds(100))
+        try await waitFor("the request at the server") { observed.state.withLock { $0.peak } >= 1 }
         task.cancel()
         await #expect(throws: HTTPClientError.cancelled(url: server.baseURL + "/slow")) { _ = try await task.value }
     }

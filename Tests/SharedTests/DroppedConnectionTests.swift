@@ -57,8 +57,8 @@ import Testing
         defer { Task { await server.stop() } }
         let client = CurlHTTPClient()
         try await Self.warm(client, server)
-        // Every pooled connection is closed by now, with room for a loaded machine (the close is due at 50 ms).
-        try await Task.sleep(for: .milliseconds(1500))
+        // Every pooled connection closed by the server (50 ms after its answer).
+        try await waitFor("the server's idle closes") { server.idleCloses == server.connections }
         let response = try await Self.post(client, server).get()
         #expect(response.status == 201)
         #expect(server.count("POST", "/submit") == 1, "\(server.received)")

@@ -192,7 +192,8 @@ import Testing
         #expect(jobs.run.state == .cancelled && jobs.run.attempt == 0, "\(jobs.run)")
         try await fleet.q.waitUntil(timeout: .seconds(30), "the slow cut-out ended") { try await fleet.job(jobs.cutout.id).state.isTerminal }
         #expect(try await fleet.job(jobs.cutout.id).state == .completed)
-        try await Task.sleep(for: .seconds(1))
+        // The cut-out's ending statement released or failed its dependents (the triggers of
+        // docs/queue.md, "Dependencies"): nothing can revive the render's job after it.
         #expect(try await fleet.job(jobs.run.id).state == .cancelled)
         #expect(fleet.fal.requests.isEmpty)
         #expect(try await fleet.credits().ledger == ["reserve", "release"])
@@ -298,7 +299,7 @@ import Testing
         #expect(run.state == .cancelled && run.attempt == 0 && run.dependsOn.contains(sent.garment.cutoutJobId), "\(run)")
         try await fleet.q.waitUntil(timeout: .seconds(30), "the slow cut-out ended") { try await fleet.job(sent.garment.cutoutJobId).state.isTerminal }
         #expect(try await fleet.job(sent.garment.cutoutJobId).state == .completed)
-        try await Task.sleep(for: .seconds(1))
+        // The cut-out's ending statement settled its dependents: nothing can revive the run after it.
         #expect(try await fleet.job(run.id).state == .cancelled)
         #expect(fleet.fal.requests.isEmpty)
         await fleet.stop()

@@ -47,7 +47,10 @@ final class TaskLog: Sendable {
         let entries = [try entry("* * * * * * => leases.rescue"), try entry(#"*/2 * * * * * => drill.noop {"from":"schedule"}"#)]
         let a = RunningService(scheduler(q, entries, owner: "dispatcher-a", log: log))
         let b = RunningService(scheduler(q, entries, owner: "dispatcher-b", log: log))
-        try await Task.sleep(for: .seconds(6.5))
+        try await waitFor("three rescue slots and two job slots") {
+            let (rescues, jobs) = (try await slots(q, "leases.rescue").count, try await slots(q, "drill.noop").count)
+            return rescues >= 3 && jobs >= 2
+        }
         try await a.stop()
         try await b.stop()
 
@@ -182,13 +185,18 @@ final class TaskLog: Sendable {
         let log = TaskLog()
         let rescue = try entry("* * * * * * => leases.rescue")
         let before = RunningService(scheduler(q, [rescue], owner: "before", log: log))
-        try await Task.sleep(for: .seconds(2.2))
+        try await waitFor("a slot run before the downtime") { try await !slots(q, "leases.rescue").isEmpty }
         try await before.stop()
         let lastBefore = try #require(try await slots(q, "leases.rescue").last)
-        try await Task.sleep(for: .seconds(4))
+        // The downtime is the premise, counted in slots of the wall clock: at least three of them
+        // pass while no scheduler runs.
+        try await waitFor("three slots of downtime") { Date().timeIntervalSince1970 >= Double(lastBefore) + 3.5 }
         let restarted = Date()
         let after = RunningService(scheduler(q, [rescue], owner: "after", log: log))
-        try await Task.sleep(for: .seconds(1.5))
+        // A slot past the restart shows the restarted scheduler's loop ran past its look-back.
+        try await waitFor("a slot after the restart") {
+            try await slots(q, "leases.rescue").contains { Double($0) > restarted.timeIntervalSince1970 }
+        }
         try await after.stop()
         // The gap held at least three slots; only one of them (the latest, at most one second
         // before the restart) ran.

@@ -1,3 +1,4 @@
+import FleetHTTPClient
 import FleetPostgres
 import FleetQueue
 import FleetStorage
@@ -43,13 +44,22 @@ import Testing
     /// Normalises `count` photos with an image worker on `disk`, whose store refuses writes:
     /// waits until each photo was refused (`code`, its message `saying` the system's reason),
     /// checks they are deferred, not failed (no attempt spent, none dead, nothing partial in the
-    /// tree); then `endOutage`, and waits until every photo is stored, each at its first attempt.
+    /// tree) and that the worker says so (`/readyz` not ready naming the code, `fleet_storage_outage`
+    /// 1); then `endOutage`, and waits until every photo is stored, each at its first attempt, and
+    /// the worker ready again.
     static func normalise(
         _ count: Int, on disk: SmallDisk, in q: TestQueue, refusedWith code: StorageFailureCode, saying reason: String,
         endOutage: () async throws -> Void
     ) async throws {
-        let worker = try WorkerProcess(databaseURL: q.url, executable: "image-worker", environment: ["FLEET_STORAGE_ROOT": disk.path])
+        let port = try freePort()
+        let worker = try WorkerProcess(
+            databaseURL: q.url, executable: "image-worker", environment: ["FLEET_STORAGE_ROOT": disk.path, "FLEET_HTTP_ADDRESS": "127.0.0.1:\(port)"])
         defer { worker.signal(SIGKILL) }
+        let http = CurlHTTPClient()
+        func get(_ path: String) async throws -> HTTPClientResponse {
+            try await http.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)", timeout: .seconds(30)))
+        }
+        func outageGauge() async throws -> Double? { ProbeAndMetricsTests.value(try await get("/metrics").text, "fleet_storage_outage") }
         let ids = try await q.queue.enqueue(try (0..<count).map { index in
             try NewJob(NormalizeImagePayload(userID: StorageID("u1"), uploadID: StorageID("up1"), target: .body, imageID: StorageID("b\(index)")))
         }).map(\.id)
@@ -62,6 +72,9 @@ import Testing
             #expect(job.errors.allSatisfy { $0.code == code.rawValue && $0.error.contains(reason) }, "\(job.errors)")
         }
         #expect(disk.leftovers().isEmpty, "\(disk.leftovers())")
+        let unready = try await get("/readyz")
+        #expect(unready.status == 503 && unready.text.contains("storage failing") && unready.text.contains(code.rawValue), "\(unready.text)")
+        #expect(try await outageGauge() == 1)
 
         try await endOutage()
         try await q.waitUntil(timeout: .seconds(120), "every photo normalised once the store took writes") {
@@ -72,6 +85,10 @@ import Testing
             #expect(FileManager.default.fileExists(atPath: "\(disk.path)/u1/body/b\(index).jpg"))
         }
         #expect(disk.leftovers().isEmpty, "\(disk.leftovers())")
+        // The writes that succeeded ended the outage.
+        let ready = try await get("/readyz")
+        #expect(ready.status == 200, "\(ready.text)")
+        #expect(try await outageGauge() == 0)
     }
 
     /// A render's result refused for a full disk: the render waits (its job deferred, within its

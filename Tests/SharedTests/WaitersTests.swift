@@ -51,7 +51,7 @@ import Testing
     @Test func anUnknownShapeIsIgnored() async {
         let waiters = waiters()
         let wait = Task { await waiters.wait(for: 1, timeout: .milliseconds(300)) }
-        try? await Task.sleep(for: .milliseconds(50))
+        while waiters.wakeUpsWaiting(for: 1) == 0 { try? await Task.sleep(for: .milliseconds(5)) }
         waiters.receive(.notification(channel: "ids", payload: "1,x"))
         waiters.receive(.notification(channel: "elsewhere", payload: "1"))
         #expect(await wait.value == false)

@@ -132,7 +132,10 @@ import Testing
             jobs += try await claim(q, owner: worker.id, 20)
         }
         for pid in pids { try await q.pool.query("SELECT pg_terminate_backend($1)", [pid]) }
-        try await Task.sleep(for: .milliseconds(300))
+        try await q.waitUntil("the locking sessions gone") {
+            for pid in pids where try await !q.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]).rows.isEmpty { return false }
+            return true
+        }
         let taken = try await withThrowingTaskGroup(of: [Int64].self) { group in
             for _ in 0..<4 {
                 group.addTask {

@@ -12,7 +12,9 @@ import Testing
         let q = try await TestQueue.make()
         let worker = RunningWorker(q, handlers: [NoopHandler()], concurrency: [.drillNoop: 4], pollInterval: .seconds(3600))
         try await q.waitUntil("worker registered") { try await q.pool.query("SELECT 1 FROM workers").rows.count == 1 }
-        try await Task.sleep(for: .milliseconds(300))
+        // Listening, so the job below is found by its notification (a job enqueued before the
+        // LISTEN would be found by the look a new LISTEN connection makes).
+        try await q.waitUntil("the worker's LISTEN") { try await !worker.notifier.listeningChannels().isEmpty }
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop))
         try await q.waitUntil(timeout: .seconds(10), "completed by notification") { try await q.queue.job(id: job.id)?.state == .completed }
         try await worker.stop()

@@ -30,7 +30,7 @@ public final class DroppingHTTPServer: Sendable {
 
     /// What the connections saw, shared with them.
     private final class Log: Sendable {
-        let state = Mutex<(received: [Received], connections: Int)>(([], 0))
+        let state = Mutex<(received: [Received], connections: Int, idleCloses: Int)>(([], 0, 0))
     }
 
     private let channel: any Channel
@@ -49,7 +49,7 @@ public final class DroppingHTTPServer: Sendable {
                     defer { state.connections += 1 }
                     return state.connections
                 }
-                let handler = DroppingConnectionHandler(connection: number) { method, path, bodyBytes in
+                let handler = DroppingConnectionHandler(connection: number, closedIdle: { log.state.withLock { $0.idleCloses += 1 } }) { method, path, bodyBytes in
                     log.state.withLock { state in
                         state.received.append(Received(method: method, path: path, connection: number, bodyBytesWithHead: bodyBytes))
                         return decide(method, path, state.received.count - 1)
@@ -63,6 +63,12 @@ public final class DroppingHTTPServer: Sendable {
 
     /// Every request whose head arrived, in order.
     public var received: [Received] { log.state.withLock { $0.received } }
+
+    /// Connections accepted so far.
+    public var connections: Int { log.state.withLock { $0.connections } }
+
+    /// Connections it closed after `closeIdleAfter`.
+    public var idleCloses: Int { log.state.withLock { $0.idleCloses } }
 
     public func count(_ method: String, _ path: String) -> Int {
         received.filter { $0.method == method && $0.path == path }.count
@@ -83,8 +89,11 @@ private final class DroppingConnectionHandler: ChannelInboundHandler, @unchecked
     /// The request being read: its action and the body bytes still to come.
     private var pending: (action: DroppingHTTPServer.Action, bodyLeft: Int)?
     private var idleClose: Scheduled<Void>?
+    private let closedIdle: @Sendable () -> Void
 
-    init(connection: Int, decide: @escaping (_ method: String, _ path: String, _ bodyBytes: Int) -> DroppingHTTPServer.Action) {
+    init(connection: Int, closedIdle: @escaping @Sendable () -> Void,
+         decide: @escaping (_ method: String, _ path: String, _ bodyBytes: Int) -> DroppingHTTPServer.Action) {
+        self.closedIdle = closedIdle
         self.decide = decide
     }
 
@@ -134,8 +143,11 @@ private final class DroppingConnectionHandler: ChannelInboundHandler, @unchecked
         let text = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: keep-alive\r\n\r\n\(body)"
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text)), promise: nil)
         if let closeIdleAfter {
-            let channel = context.channel
-            idleClose = context.eventLoop.scheduleTask(in: closeIdleAfter) { channel.close(promise: nil) }
+            let (channel, closedIdle) = (context.channel, closedIdle)
+            // Counted once the socket is closed (the FIN sent), not when the close is asked for.
+            idleClose = context.eventLoop.scheduleTask(in: closeIdleAfter) {
+                channel.close().whenComplete { _ in closedIdle() }
+            }
         }
     }
 

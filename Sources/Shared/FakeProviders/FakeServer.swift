@@ -61,15 +61,27 @@ public final class FakeServer: Sendable {
     /// traps ("Deinited NIOAsyncWriter without calling finish()", apple/swift-nio#3481). A 2 s
     /// cancel after the graceful shutdown still trapped on this loaded 2-core machine (the
     /// accept loop had not run yet), so the cancel is only a last resort.
-    public func stop() async {
+    /// - Returns: how the server ended, so a test can tell a graceful stop from the last resort.
+    @discardableResult
+    public func stop() async -> StopOutcome {
         stopping.raise()
         await group.triggerGracefulShutdown()
+        let cancelled = Atomic(false)
         let deadline = Task { [task] in
             try await Task.sleep(for: Self.gracePeriod)
+            cancelled.store(true, ordering: .relaxed)
             task.cancel()
         }
         _ = await task.result
         deadline.cancel()
+        return cancelled.load(ordering: .relaxed) ? .cancelledAfterGracePeriod : .graceful
+    }
+
+    public enum StopOutcome: Sendable, Equatable {
+        /// Every connection ended by the graceful shutdown.
+        case graceful
+        /// A request still ran after `gracePeriod`, and the server was cancelled.
+        case cancelledAfterGracePeriod
     }
 
     /// Waits `duration` as a slow or hanging provider does, unless the server serving this

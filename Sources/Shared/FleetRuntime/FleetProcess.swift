@@ -49,7 +49,8 @@ public enum FleetProcess {
         let pool = settings.makePool(applicationName: executable)
         let notifier = settings.makeNotifier(logger: logger)
         let handlers = try makeHandlers(notifier)
-        try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
+        let readiness = handlers.map(HandlerReadiness.init)
+        try await run(http: http(settings, pool: pool, checks: readiness, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
             let runtime = WorkerRuntime(
                 executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
@@ -64,14 +65,18 @@ public enum FleetProcess {
         }
     }
 
-    /// The executable's HTTP side when `FLEET_HTTP_ADDRESS` is on, serving the process's metrics.
+    /// The executable's HTTP side when `FLEET_HTTP_ADDRESS` is on, serving the process's metrics;
+    /// `checks` are `/readyz`'s beside its own.
     public static func http(
-        _ settings: FleetSettings, pool: PostgresPool, routes: [any HTTPRoutes] = [], logger: Logger
+        _ settings: FleetSettings, pool: PostgresPool, routes: [any HTTPRoutes] = [], checks: [any ReadinessCheck] = [], logger: Logger
     ) -> ProcessHTTP? {
         settings.httpAddress.map {
-            ProcessHTTP(address: $0, limits: settings.httpLimits, pool: pool, registry: FleetMetrics.registry, routes: routes, logger: logger)
+            ProcessHTTP(
+                address: $0, limits: settings.httpLimits, pool: pool, registry: FleetMetrics.registry, routes: routes, checks: checks,
+                logger: logger)
         }
     }
+
 
     /// Runs until SIGTERM or SIGINT starts the graceful shutdown. The HTTP side (when there is
     /// one) answers from the start, `/readyz` saying "starting" while `startup` applies the
@@ -108,4 +113,12 @@ private struct StartupThenServices: Service {
         started?.markStarted()
         try await ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger)).run()
     }
+}
+
+/// A handler's own condition (`JobHandler.unreadyReason`: its store refusing writes) as one of
+/// `/readyz`'s checks.
+struct HandlerReadiness: ReadinessCheck {
+    let handler: any JobHandler
+
+    func unreadyReason() async -> String? { await handler.unreadyReason }
 }

@@ -62,8 +62,8 @@ struct ResultHandler: JobHandler {
         })
         // One worker slot: the receiver answers the first delivery 410, the second 302.
         let worker = rig.worker([ResultHandler()], concurrency: [.drillNoop: 2, .callbackDeliver: 1])
+        // Both ended dead: nothing delivers them again, and the stop waits for what is in flight.
         let callbacks = try await rig.waitForEnded(.callbackDeliver, count: 2)
-        try await Task.sleep(for: .milliseconds(500))
         try await worker.stop()
 
         #expect(callbacks.map(\.state) == [.dead, .dead] && callbacks.map(\.attempt) == [1, 1])

@@ -74,8 +74,8 @@ import Testing
         let rig = try await OutboundRig(answers: [.status(422, body: answer)])
         _ = try await enqueue(rig, HTTPRequestPayload(url: rig.receiver.baseURL + "/cron/reminders"))
         let worker = rig.worker()
+        // Ended dead: nothing runs it again, and the stop waits for what is in flight.
         let job = try await rig.waitForEnded(.httpRequest)[0]
-        try await Task.sleep(for: .milliseconds(300))
         try await worker.stop()
 
         #expect(job.state == .dead && job.attempt == 1 && job.errors.map(\.code) == ["HTTP_CLIENT_ERROR"])
@@ -140,8 +140,8 @@ import Testing
             #expect(outcomes.filter { $0 == .fired(slot) }.count == 1 && outcomes.filter { $0 == .taken(slot) }.count == 1)
         }
         let worker = rig.worker()
+        // All five ended: nothing runs them again, and the stop waits for what is in flight.
         let jobs = try await rig.waitForEnded(.httpRequest, count: 5)
-        try await Task.sleep(for: .milliseconds(300))
         try await worker.stop()
 
         #expect(jobs.count == 5 && jobs.allSatisfy { $0.state == .completed })

@@ -19,11 +19,17 @@ extension ConsoleClient {
 
     /// Logs in as a browser does (the login form's CSRF value and its cookie); returns the session cookie's value.
     func login(_ token: String, headers: [String: String] = [:]) async throws -> (session: String, response: RawHTTPResponse) {
+        let (session, response) = try await attemptLogin(token, headers: headers)
+        return (try #require(session), response)
+    }
+
+    /// A login that may be refused: the session, or nil with the refusal.
+    func attemptLogin(_ token: String, headers: [String: String] = [:]) async throws -> (session: String?, response: RawHTTPResponse) {
         let form = try await get("/console/login")
         let loginCSRF = try #require(form.cookie(ConsoleRoutes.loginCookie)?.value)
         let response = try await RawHTTP.send(port: port, "POST", "/console/login", cookies: [ConsoleRoutes.loginCookie: loginCSRF],
                                               form: ["csrf": loginCSRF, "token": token], headers: headers)
-        return (try #require(response.cookie(ConsoleRoutes.sessionCookie)?.value), response)
+        return (response.cookie(ConsoleRoutes.sessionCookie)?.value, response)
     }
 
     /// The CSRF token a page of this session carries in its forms.

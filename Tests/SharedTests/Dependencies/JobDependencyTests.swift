@@ -231,8 +231,12 @@ extension TestQueue {
         }
         #expect(try await q.dependencyTotals().failed == 3)
         // One callback per ending: A's (dead) and each dependent's (cancelled, DEPENDENCY_FAILED).
-        try await q.waitUntil("four callbacks") { rig.receiver.requests.count >= 4 }
-        try await Task.sleep(for: .milliseconds(500))
+        // Every callback job delivered: no fifth can come after (each is enqueued with its ending).
+        try await q.waitUntil("every callback delivered") {
+            let undelivered = try await q.pool.query(
+                "SELECT count(*) AS n FROM jobs WHERE kind = 'callback.deliver' AND state NOT IN ('completed', 'dead', 'cancelled')").rows[0].int("n")
+            return undelivered == 0 && rig.receiver.requests.count >= 4
+        }
         let events = rig.receiver.requests.compactMap { $0.jsonValue }
         #expect(events.count == 4)
         var ended: [Int64: (String, String?)] = [:]

@@ -170,8 +170,8 @@ import Testing
                 #expect(refusal.errorCode == "FRAME_TIMEOUT" && refusal["id"] == .null)
                 #expect(try await raw.next() == nil)
             }
+            // Never before the timeout (a lower bound, which load cannot break).
             #expect(ContinuousClock.now - started >= .milliseconds(300))
-            #expect(ContinuousClock.now - started < .seconds(10))
             _ = try await other.ping()
             await other.close()
         }

@@ -38,8 +38,7 @@ import Testing
             guard case .array(let advertised)? = greeting["ops"] else { throw TestFailure("no ops in the greeting") }
             let ops = Set(advertised.compactMap { if case .string(let op) = $0 { op } else { nil } }).subtracting(["ping", "auth"])
             #expect(ops == Set(Self.allowedRoles.keys), "ops without a row in the table, or rows for no op")
-            // Let the directory pick the new tokens up.
-            try await Task.sleep(for: .seconds(3))
+            for role in AccessRole.allCases { try await dispatcher.waitUntilAccepted(token: tokens[role]!) }
             for role in AccessRole.allCases {
                 try await dispatcher.withRawConnection(.tcp) { raw in
                     try await raw.greeting()
@@ -65,12 +64,14 @@ import Testing
             let store = AccessTokenStore(pool: dispatcher.queue.pool)
             let token = try await store.create(name: "dashboard", role: .read)
             await #expect(throws: AccessTokenStore.StoreError.nameTaken("dashboard")) { try await store.create(name: "dashboard", role: .read) }
-            try await Task.sleep(for: .seconds(3))
+            try await dispatcher.waitUntilAccepted(token: token)
             let reader = try await dispatcher.client(.tcp, token: token)
             _ = try await reader.send(StatsRequest())
             await #expect(throws: DispatcherError.self) { _ = try await reader.send(QueuePauseRequest(kind: "drill.noop")) }
             try await store.revoke(name: "dashboard")
-            try await Task.sleep(for: .seconds(3))
+            // A new connection refused shows the directory has re-read the table; the open one
+            // must be refused from then on too.
+            try await dispatcher.waitUntilRefused(token: token)
             do {
                 _ = try await reader.send(StatsRequest())
                 Issue.record("a revoked token still works on its open connection")
@@ -248,7 +249,7 @@ import Testing
             await #expect(throws: DispatcherError.self) { _ = try await operatorClient.setLimit(key: "bad key", maxRunning: 1) }
 
             let token = try await AccessTokenStore(pool: dispatcher.queue.pool).create(name: "oncall", role: .read)
-            try await Task.sleep(for: .seconds(3))
+            try await dispatcher.waitUntilAccepted(token: token)
             let reader = try await dispatcher.client(.tcp, token: token)
             #expect(try await reader.limits().limits.count == 1)
             await #expect(throws: DispatcherError.self) { _ = try await reader.setLimit(key: "provider:p", maxRunning: 50) }

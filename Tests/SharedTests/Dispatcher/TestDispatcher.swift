@@ -1,5 +1,5 @@
 @testable import DispatcherCore
-import FleetPostgres
+@testable import FleetPostgres
 @testable import DispatcherProtocol
 import FleetSupport
 import Foundation
@@ -19,6 +19,8 @@ struct TestDispatcher: Sendable {
     let settings: DispatcherSettings
     /// The group commit of single enqueues; nil when the settings turn it off.
     let batcher: EnqueueBatcher?
+    /// What `wait` and `render.wait` park on.
+    let watcher: FinishWatcher
 
     static func run(
         cluster: PostgresCluster = .shared,
@@ -37,7 +39,7 @@ struct TestDispatcher: Sendable {
             liveWorkerWithin: .seconds(90), renderRecheck: renderRecheck, logger: testLogger)
         let dispatcher = TestDispatcher(
             queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
-            settings: settings, batcher: stack.batcher)
+            settings: settings, batcher: stack.batcher, watcher: stack.watcher)
         let group = ServiceGroup(configuration: .init(services: ([notifier] + stack.services).map { .init(service: $0) }, logger: testLogger))
         let running = Task { try await group.run() }
         do {
@@ -65,6 +67,24 @@ struct TestDispatcher: Sendable {
     /// A client on the Unix socket (no token needed), or on TCP authenticated with the token.
     func client(_ transport: Transport = .unix, token: String? = TestDispatcher.token) async throws -> DispatcherClient {
         try await DispatcherClient.connect(to: transport == .unix ? unix : tcp, token: token)
+    }
+
+    /// Waits until `count` `wait`s or `render.wait`s are parked on the finish watcher for
+    /// `watched`: an end from then on must wake them.
+    func waitUntilWaited(_ watched: FinishWatcher.Watched, count: Int = 1) async throws {
+        try await waitFor("\(count) waits on \(watched)") { watcher.waiters.wakeUpsWaiting(for: watched) >= count }
+    }
+
+    /// Waits until the dispatcher's token directory has read `token` from the table (it re-reads
+    /// it every 2 s): a new connection authenticates with it.
+    func waitUntilAccepted(token: String) async throws {
+        try await waitFor("the dispatcher to accept a new token") { (try? await client(.tcp, token: token)) != nil }
+    }
+
+    /// Waits until the dispatcher's token directory has seen `token` revoked: a new connection
+    /// with it is refused.
+    func waitUntilRefused(token: String) async throws {
+        try await waitFor("the dispatcher to refuse a revoked token") { (try? await client(.tcp, token: token)) == nil }
     }
 
     /// A connection that writes raw bytes and reads raw lines, for what the client would never send.

@@ -27,7 +27,9 @@ import Testing
                     for _ in 0..<3 { group.addTask { try await client.send(WaitRenderRequest(renderId: "r1", timeoutMs: 40_000)) } }
                     return try await group.reduce(into: []) { $0.append($1) }
                 }
-                try await Task.sleep(for: .milliseconds(300))
+                // Every wait parked before the restart (three of each).
+                try await dispatcher.waitUntilWaited(.job(job.id), count: 3)
+                try await dispatcher.waitUntilWaited(.render("r1"), count: 3)
                 // The test cluster commits without waiting for the WAL (fsync off): flush it, or
                 // an immediate shutdown may take the render and the job with it.
                 try await pool.query("CHECKPOINT")

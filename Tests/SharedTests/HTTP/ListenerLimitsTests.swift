@@ -35,17 +35,16 @@ import Testing
         try await DispatcherHTTPHarness.with(databaseURL: q.url, limits: Self.limits) { http in
             let trickle = try RawSocket(port: http.port)
             let header = Array("GET /healthz HTTP/1.1\r\nHost: fleet\r\nX-Slow: " + String(repeating: "a", count: 400))
-            let started = ContinuousClock.now
             var sent = 0
-            // A byte every 100 ms: 45 s for the whole header. A send fails once the server closed.
+            // A byte every 100 ms (a slow client): 45 s for the whole header. A send fails once the
+            // server closed.
             while sent < header.count, (try? trickle.send(String(header[sent]))) != nil {
                 sent += 1
                 try await Task.sleep(for: .milliseconds(100))
             }
-            let elapsed = ContinuousClock.now - started
-            // The whole header takes 45 s: cut off well before, one idle timeout (1 s) after connecting
-            // plus a loaded machine's delays (10 s was once exceeded under the whole suite's load).
-            #expect(sent < header.count && elapsed < .seconds(25), "\(sent) of \(header.count) bytes sent in \(elapsed)")
+            // Cut off before the header was whole (one idle timeout, 1 s, after connecting): counted
+            // in bytes, which a loaded machine slows on both sides alike.
+            #expect(sent < header.count, "\(sent) of \(header.count) bytes sent")
             trickle.close()
         }
     }
@@ -62,15 +61,12 @@ import Testing
             #expect(refused.closed && refused.text.isEmpty)
             // Once a slot is free (the listener sees the close), a new connection is served.
             holders[0].close()
-            var served = false
-            for _ in 0..<50 where !served {
+            try await waitFor("a new connection served") {
                 let next = try RawSocket(port: http.port)
+                defer { next.close() }
                 try next.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
-                served = await next.readAvailable(within: .seconds(1)).hasPrefix("HTTP/1.1 200")
-                next.close()
-                if !served { try await Task.sleep(for: .milliseconds(100)) }
+                return await next.readAvailable(within: .seconds(1)).hasPrefix("HTTP/1.1 200")
             }
-            #expect(served)
             for socket in holders + [third] { socket.close() }
         }
     }

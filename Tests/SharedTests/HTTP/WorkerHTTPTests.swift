@@ -60,6 +60,8 @@ import Testing
         let starting = try await get("/readyz")
         #expect(starting.status == 503 && starting.text.contains("starting"), "\(starting.text)")
         _ = try await q.queue.enqueue([NewJob(kind: .drillNoop)])
+        // Not run: a "not", so a window (two of the worker's 200 ms polls and its NOTIFY), the
+        // worker alive and answering its probes meanwhile.
         try await Task.sleep(for: .milliseconds(500))
         #expect(try await q.states()[.available] == 1, "no job runs before the migrations")
 

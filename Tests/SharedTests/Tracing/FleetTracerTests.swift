@@ -197,6 +197,7 @@ import Tracing
         #expect(batch.map { Set($0.map(\.name)) } == ["batch 0", "batch 1", "batch 2"] && batch?.first?.service == "test-service")
 
         tracer.startSpan("left over", context: .topLevel).end()
+        // Not sent before the shutdown: a "not", so a window, after a batch went out above.
         try await Task.sleep(for: .milliseconds(300))
         #expect(collector.spans.count == 3)
         await group.triggerGracefulShutdown()

@@ -121,6 +121,10 @@ public final class DispatcherClient: Sendable {
     /// request may have reached the dispatcher, which decides if it is sent again after a break.
     public var requestsWritten: Int { writtenFrames.load(ordering: .relaxed) }
 
+    /// How many of its connections are open now: one the dispatcher closed (idle, restarting)
+    /// counts again once a request has opened it anew.
+    public var connectionsUp: Int { connections.filter(\.isUp).count }
+
     public func close() async {
         for connection in connections { await connection.close() }
     }

@@ -51,6 +51,9 @@ final class DispatcherConnection: Sendable {
 
     var greeting: Greeting { state.withLock { $0.live.greeting } }
 
+    /// Whether its channel is open now (it is opened again on the next request if not).
+    var isUp: Bool { state.withLock { !$0.closed && $0.live.channel.isActive } }
+
     /// A connection that is up, opened again if it ended.
     func live() async throws -> Live {
         let next: Next = try state.withLock { state in

@@ -15,11 +15,15 @@ public protocol JobHandler: Sendable {
     /// What must run beside it (a waiter registry fed by notifications): services of the
     /// worker's group, started before the worker runtime and stopped after its drain.
     var services: [any Service] { get }
+    /// Why the process cannot do this kind's work now (its store refusing writes), which
+    /// `/readyz` answers with; nil when it can.
+    var unreadyReason: String? { get async }
 }
 
 extension JobHandler {
     public var usesLimits: Bool { false }
     public var services: [any Service] { [] }
+    public var unreadyReason: String? { nil }
 }
 
 /// What a handler gets besides its job.

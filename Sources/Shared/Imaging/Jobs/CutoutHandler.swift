@@ -16,11 +16,13 @@ public struct CutoutHandler: JobHandler {
     /// (the backend is asked again when it runs: the cut-out is not kept in memory meanwhile).
     let outage: StorageOutage
 
-    public init(storage: any ImageStorage, chain: BackgroundRemovalChain, outage: StorageOutage = .shared) {
+    public init(storage: any ImageStorage, chain: BackgroundRemovalChain, outage: StorageOutage = StorageOutage()) {
         self.storage = storage
         self.chain = chain
         self.outage = outage
     }
+
+    public var unreadyReason: String? { outage.unreadyReason }
 
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(GarmentCutoutPayload.self)

@@ -18,12 +18,14 @@ public struct NormalizeHandler: JobHandler {
     /// A photo the store refuses for an outage defers the job instead of spending its attempt.
     let outage: StorageOutage
 
-    public init(storage: any ImageStorage, normalizer: ImageNormalizer, profiles: any NormalizeProfileSource, outage: StorageOutage = .shared) {
+    public init(storage: any ImageStorage, normalizer: ImageNormalizer, profiles: any NormalizeProfileSource, outage: StorageOutage = StorageOutage()) {
         self.storage = storage
         self.normalizer = normalizer
         self.profiles = profiles
         self.outage = outage
     }
+
+    public var unreadyReason: String? { outage.unreadyReason }
 
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(NormalizeImagePayload.self)

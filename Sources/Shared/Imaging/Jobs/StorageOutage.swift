@@ -17,15 +17,21 @@ extension JobErrorCode {
 /// that succeeds ends the outage (`docs/images.md`, "Storage outages").
 ///
 /// Metrics: `fleet_storage_write_failures_total{code}`, and `fleet_storage_outage` (1 from a
-/// write refused for an outage to the next write that succeeds, else 0).
+/// write refused for an outage to the next write that succeeds, else 0); while one is on, the
+/// handlers that share it give `/readyz` its reason (`unreadyReason`).
+///
+/// A worker process makes one and gives it to every handler that writes, so they share it.
 public final class StorageOutage: Sendable {
-    /// The process's: every handler that writes shares it.
-    public static let shared = StorageOutage()
+    /// The outage going on: when its first write was refused, and the latest refusal's code.
+    private struct Ongoing {
+        let began: ContinuousClock.Instant
+        var code: StorageFailureCode
+    }
 
     let shortest: Duration
     let longest: Duration
-    /// When the first write of the outage was refused; nil: none is going on.
-    private let began = Mutex<ContinuousClock.Instant?>(nil)
+    /// Nil: none is going on.
+    private let ongoing = Mutex<Ongoing?>(nil)
     private let outage = Gauge(label: "fleet_storage_outage")
 
     public init(shortest: Duration = .seconds(1), longest: Duration = .seconds(30)) {
@@ -42,8 +48,15 @@ public final class StorageOutage: Sendable {
             guard let code = failure.code else { throw failure }
             throw JobDeferral.retryIn(refused(code), code: JobErrorCode(code), reason: failure.description)
         }
-        if began.withLock({ began in defer { began = nil }; return began != nil }) { outage.record(0) }
+        if ongoing.withLock({ ongoing in defer { ongoing = nil }; return ongoing != nil }) { outage.record(0) }
         return value
+    }
+
+    /// While writes are refused: what `/readyz` says (the code, and for how long); else nil.
+    public var unreadyReason: String? {
+        guard let ongoing = ongoing.withLock({ $0 }) else { return nil }
+        let seconds = Int((ContinuousClock.now - ongoing.began).components.seconds)
+        return "storage failing: writes refused (\(ongoing.code.rawValue)) for \(seconds) s; the jobs that write wait for it"
     }
 
     /// Counts one refusal; the wait before the job that met it writes again.
@@ -51,9 +64,10 @@ public final class StorageOutage: Sendable {
         Counter(label: "fleet_storage_write_failures_total", dimensions: [("code", code.rawValue)]).increment()
         outage.record(1)
         let now = ContinuousClock.now
-        let lasted = began.withLock { began in
-            if began == nil { began = now }
-            return now - began!
+        let lasted = ongoing.withLock { ongoing in
+            if ongoing == nil { ongoing = Ongoing(began: now, code: code) }
+            ongoing!.code = code
+            return now - ongoing!.began
         }
         return min(max(lasted, shortest), longest) * (1 + jitter)
     }

@@ -34,7 +34,8 @@ public struct RenderHandler: JobHandler {
     public let options: RenderOptions
     /// A result the store refuses for an outage defers the job instead of spending its attempt;
     /// the render's deadline still ends it.
-    public var outage = StorageOutage.shared
+    public var outage = StorageOutage()
+    public var unreadyReason: String? { outage.unreadyReason }
     /// Its callbacks' waiters, run in the worker's group.
     public var services: [any Service] { [events] }
     /// Run times for admission control's estimate, written in batches.
