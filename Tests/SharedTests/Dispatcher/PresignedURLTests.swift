@@ -39,8 +39,10 @@ import Testing
         #expect(put.status == 200)
     }
 
+    /// A PUT of a presigned URL as a client sends it: the type given, and `If-None-Match: *` as signed.
     func put(_ url: String, type: String, _ bytes: Data) async throws -> Int {
-        try await http.execute(HTTPClientRequest(method: .put, url: url, headers: [("Content-Type", type)], body: bytes)).status
+        try await http.execute(HTTPClientRequest(
+            method: .put, url: url, headers: [("Content-Type", type), ("If-None-Match", "*")], body: bytes)).status
     }
 
     /// `X-Amz-Signature`'s value in a presigned URL.
@@ -60,7 +62,7 @@ import Testing
             let before = Date()
             let presigned = try await client.presignUpload(userId: "u1", contentType: .jpeg, contentLength: bytes.count)
             #expect(presigned.method == "PUT" && presigned.ownerId == "u1" && presigned.uploadId.hasPrefix("up-"))
-            #expect(presigned.headers == ["Content-Type": "image/jpeg", "Content-Length": String(bytes.count)])
+            #expect(presigned.headers == ["Content-Type": "image/jpeg", "Content-Length": String(bytes.count), "If-None-Match": "*"])
             #expect(abs(presigned.expiresAt.timeIntervalSince(before) - 300) < 5, "default lifetime 300 s: \(presigned.expiresAt)")
 
             // The gateway refuses what was not signed: another length, another type, a changed
@@ -79,6 +81,13 @@ import Testing
             #expect(try await put(presigned.url, type: "image/jpeg", bytes) == 200)
             let read = try await stored(upload, in: settings, gateway: gateway)
             #expect(read.status == 200 && read.body == bytes)
+            // Once stored, the upload is never replaced: not by the same URL, not by a fresh one for its id.
+            #expect(try await put(presigned.url, type: "image/jpeg", bytes) == 412)
+            let again = try await client.presignUpload(userId: "u1", uploadId: presigned.uploadId, contentType: .jpeg, contentLength: 3)
+            #expect(try await put(again.url, type: "image/jpeg", Data([1, 2, 3])) == 412)
+            #expect(try await http.execute(HTTPClientRequest(method: .put, url: again.url, headers: [("Content-Type", "image/jpeg")], body: Data([1, 2, 3]))).status == 403,
+                    "without the signed If-None-Match")
+            #expect(try await stored(upload, in: settings, gateway: gateway).body == bytes)
 
             // The caller's upload id, as image.normalize takes it; an onboarding token's tree.
             let named = try await client.presignUpload(userId: "u1", uploadId: "up-mine", contentType: .heic, contentLength: 10)
@@ -139,7 +148,8 @@ import Testing
             let bytes = Self.randomBytes(1000)
             let presigned = try await client.presignUpload(userId: "u1", contentType: .webp, contentLength: bytes.count, expiresInSeconds: 5)
             #expect(try await put(presigned.url, type: "image/webp", bytes) == 200, "good within its lifetime")
-            // Polls the same URL until the gateway refuses it: it ends, at most 60 s guarding a hang.
+            // Polls the same URL (412 while valid: the upload is there) until the gateway refuses
+            // it as expired (403); at most 60 s, guarding a hang.
             try await waitFor("the URL to expire") { try await put(presigned.url, type: "image/webp", bytes) == 403 }
             #expect(Date() >= presigned.expiresAt.addingTimeInterval(-1), "refused only once expired")
             await client.close()

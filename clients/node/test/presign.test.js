@@ -32,10 +32,16 @@ test('an upload goes straight to the bucket with exactly the signed length and t
   const photo = crypto.randomBytes(5000);
   const upload = await client.presignUpload({ userId: 'u1', uploadId: 'up-node', contentType: 'image/jpeg', contentLength: photo.length });
   assert.deepEqual({ uploadId: upload.uploadId, ownerId: upload.ownerId, method: upload.method, headers: upload.headers },
-    { uploadId: 'up-node', ownerId: 'u1', method: 'PUT', headers: { 'Content-Type': 'image/jpeg', 'Content-Length': String(photo.length) } });
-  assert.equal(await put(upload.url, { 'Content-Type': 'image/png' }, photo), 403, 'another type');
-  assert.equal(await put(upload.url, { 'Content-Type': 'image/jpeg' }, Buffer.concat([photo, Buffer.from([0])])), 403, 'another length');
-  assert.equal(await put(upload.url, { 'Content-Type': 'image/jpeg' }, photo), 200);
+    { uploadId: 'up-node', ownerId: 'u1', method: 'PUT',
+      headers: { 'Content-Type': 'image/jpeg', 'Content-Length': String(photo.length), 'If-None-Match': '*' } });
+  assert.equal(await put(upload.url, { ...upload.headers, 'Content-Type': 'image/png' }, photo), 403, 'another type');
+  const longer = Buffer.concat([photo, Buffer.from([0])]);
+  assert.equal(await put(upload.url, { 'Content-Type': 'image/jpeg', 'If-None-Match': '*' }, longer), 403, 'another length');
+  // fetch sets Content-Length from the body itself.
+  const { 'Content-Length': length, ...headers } = upload.headers;
+  assert.equal(length, String(photo.length));
+  assert.equal(await put(upload.url, headers, photo), 200);
+  assert.equal(await put(upload.url, headers, photo), 412, 'an upload is never replaced');
 
   // A GET URL the gateway accepts (404: no body photo b1 was made; a bad signature would be 403).
   const view = await client.imageUrl({ userId: 'u1', kind: 'body', id: 'b1', expiresInSeconds: 60 });

@@ -6,7 +6,9 @@ import Foundation
 /// bytes never pass through the backend or the dispatcher's socket. The dispatcher only signs;
 /// it never reads the object. One conformer per kind of store (`imageURLs(for:)`).
 public protocol ImageURLs: Sendable {
-    /// A PUT of exactly `contentLength` bytes of `contentType` to `key`, good for `seconds` after `date`.
+    /// A PUT of exactly `contentLength` bytes of `contentType` to `key`, good for `seconds` after
+    /// `date`, that creates the object and never replaces one: an upload the image worker may
+    /// already have normalised cannot change under its photo.
     func put(_ key: StorageKey, contentLength: Int, contentType: String, seconds: Int, at date: Date) throws -> PresignedURLView
     /// A GET of `key`, good for `seconds` after `date`.
     func get(_ key: StorageKey, seconds: Int, at date: Date) throws -> PresignedURLView
@@ -48,9 +50,10 @@ struct S3ImageURLs: ImageURLs {
 
     func put(_ key: StorageKey, contentLength: Int, contentType: String, seconds: Int, at date: Date) throws -> PresignedURLView {
         let url = try presigner.put(
-            key: settings.objectKey(key.relativePath), contentLength: contentLength, contentType: contentType, lifetime: .seconds(seconds), at: date)
+            key: settings.objectKey(key.relativePath), contentLength: contentLength, contentType: contentType, onlyIfAbsent: true,
+            lifetime: .seconds(seconds), at: date)
         return PresignedURLView(
-            method: "PUT", url: url, headers: ["Content-Type": contentType, "Content-Length": String(contentLength)],
+            method: "PUT", url: url, headers: ["Content-Type": contentType, "Content-Length": String(contentLength), "If-None-Match": "*"],
             expiresAt: Self.expiry(of: date, seconds: seconds))
     }
 
