@@ -61,6 +61,6 @@ test('a dispatcher whose images are files answers STORAGE_NOT_PRESIGNABLE', asyn
     assert.match(error.message, /FLEET_STORAGE=s3:\/\//);
     return true;
   });
-  await assert.rejects(client.imageUrl({ userId: 'u1', kind: 'render', id: 'r1' }), { code: 'STORAGE_NOT_PRESIGNABLE' });
+  await assert.rejects(client.imageUrl({ userId: 'u1', kind: 'garment', id: 'g1' }), { code: 'STORAGE_NOT_PRESIGNABLE' });
   client.close();
 });
