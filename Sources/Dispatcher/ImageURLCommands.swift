@@ -26,8 +26,9 @@ struct PresignUpload: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "presign", abstract: "A PUT URL for one upload: {owner}/uploads/{uploadId} in the bucket (upload.presign).",
         discussion: """
-            The URL is signed for exactly the given length and type: send both headers as printed \
-            (curl -X PUT -H 'Content-Type: image/jpeg' --data-binary @photo.jpg URL). Refused \
+            The URL is signed for exactly the given length and type, and never replaces a stored upload (412): \
+            send the headers as printed (curl -X PUT -H 'Content-Type: image/jpeg' -H 'If-None-Match: *' \
+            --data-binary @photo.jpg URL). Refused \
             STORAGE_NOT_PRESIGNABLE when the dispatcher's images are files, IMAGE_TOO_LARGE above the upload limit. \
             The URL is a credential until it expires: do not paste it where others read. docs/protocol.md, "Presigned URLs".
             """)
