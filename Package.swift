@@ -168,7 +168,7 @@ let package = Package(
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "DispatcherProtocol",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "FleetStorage", "Imaging", "Renders", "DispatcherProtocol",
                 "FleetCallbacks", "FleetAccess", "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log, serviceLifecycle,
             ]
         ),

@@ -6,6 +6,7 @@ import FleetHTTPClient
 import FleetPostgres
 import FleetQueue
 import FleetRuntime
+import FleetStorage
 import Foundation
 import Logging
 import FleetCommands
@@ -22,7 +23,7 @@ struct Dispatcher: AsyncParsableCommand {
         discussion: settingsNote,
         subcommands: [
             Run.self, MigrateCommand.self, Ping.self, Enqueue.self, EnqueueGraph.self, Status.self, Wait.self, Cancel.self, Stats.self,
-            Render.self, RendersCommand.self, IssueToken.self, LinkAccount.self, Credits.self,
+            Render.self, RendersCommand.self, IssueToken.self, LinkAccount.self, Credits.self, UploadCommand.self, ImageCommand.self,
             JobCommand.self, Jobs.self, Retry.self, Discard.self, Pause.self, Resume.self, Limits.self, Audit.self, AccessTokenCommand.self,
             ImageProfilesCommand.self,
         ],
@@ -70,6 +71,7 @@ struct Run: AsyncParsableCommand {
         let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
         let providerSettings = try ProviderSettings.load(from: ProcessInfo.processInfo.environment)
         let outbound = try OutboundSettings.load(from: ProcessInfo.processInfo.environment)
+        let storage = try StorageLocation.load(from: ProcessInfo.processInfo.environment)
         let http = CurlHTTPClient()
         let logger = Logger(label: "dispatcher")
         let pool = settings.makePool(applicationName: "dispatcher")
@@ -88,8 +90,8 @@ struct Run: AsyncParsableCommand {
             let notifier = settings.makeNotifier(logger: logger)
             let stack = try await DispatcherStack.bind(
                 pool: pool, readPool: readPool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
-                liveWorkerWithin: settings.worker.lease * 3, outbound: outbound, tokens: tokens, logger: logger)
-            logger.info("dispatcher started")
+                liveWorkerWithin: settings.worker.lease * 3, outbound: outbound, tokens: tokens, storage: storage, logger: logger)
+            logger.info("dispatcher started", metadata: ["storage": "\(storage.summary)"])
             let tasks = MaintenanceTasks(pool: pool, providers: ProviderCatalog(settings: providerSettings, http: http), logger: logger)
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",

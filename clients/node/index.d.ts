@@ -12,7 +12,7 @@ export type ErrorCode =
   | 'BAD_ARGUMENT' | 'NOT_FOUND' | 'UNKNOWN_KIND' | 'TOO_MANY_CONNECTIONS' | 'UNAVAILABLE' | 'INTERNAL'
   | 'INSUFFICIENT_CREDITS' | 'RENDER_FAILED' | 'RENDER_TIMEOUT' | 'INVALID_CATEGORY' | 'SUBSCRIPTION_EXPIRED' | 'IMAGE_TOO_LARGE'
   | 'RENDER_BUSY' | 'FORBIDDEN' | 'JOB_NOT_RETRYABLE' | 'JOB_NOT_FINISHED' | 'INVALID_TOKEN' | 'TOKEN_ALREADY_USED'
-  | 'RENDER_ID_CONFLICT' | 'RENDER_NOT_COMPLETE'
+  | 'RENDER_ID_CONFLICT' | 'RENDER_NOT_COMPLETE' | 'STORAGE_NOT_PRESIGNABLE'
   | (string & {});
 
 /** An error the dispatcher answered with. */
@@ -319,6 +319,11 @@ export interface Render {
   jobId: number | null;
   /** Below the storage root, e.g. `u1/renders/r1.jpg`, once complete. */
   resultPath: string | null;
+  /**
+   * A presigned GET of the result (5 minutes), once complete, in renderStatus and waitRender when the
+   * store is S3 and the token's role is submit or operate; null otherwise (files, a read token).
+   */
+  resultUrl: string | null;
   /** `RENDER_FAILED` or `RENDER_TIMEOUT` once failed. */
   errorCode: string | null;
   /** Why it failed (`PROVIDER_DOWN`, `TIMEOUT`, `PROVIDER_REJECTED`, `IMAGE_INVALID`…), once failed. */
@@ -363,6 +368,43 @@ export interface RenderWaitResult {
   render: Render;
   /** true: the render had not ended when the wait ended. */
   timedOut: boolean;
+}
+
+/** The content types an upload may have: those the image worker normalises. */
+export type UploadContentType = 'image/jpeg' | 'image/png' | 'image/webp' | 'image/heic';
+
+export type UploadPresignRequest = UploadPresignFields & ({ userId: string; ephemeralToken?: never } | { ephemeralToken: string; userId?: never });
+
+export interface UploadPresignFields {
+  /** Your id for the upload (1 to 64 of A-Z a-z 0-9 _ -); omitted, the dispatcher picks one. */
+  uploadId?: string;
+  contentType: UploadContentType;
+  /** The upload's exact size in bytes; above the image worker's limit (60 MiB) IMAGE_TOO_LARGE. */
+  contentLength: number;
+  /** 1 to 900, default 300. */
+  expiresInSeconds?: number;
+}
+
+/** A PUT URL for one upload: send its bytes with exactly `headers`, before `expiresAt`. */
+export interface PresignedUpload {
+  uploadId: string;
+  /** The storage tree it lands in: the userId, or the onboarding token's tokenId. */
+  ownerId: string;
+  method: 'PUT';
+  url: string;
+  headers: Record<string, string>;
+  expiresAt: string;
+}
+
+export type ImageKind = 'body' | 'garment' | 'cutout' | 'preview' | 'render';
+
+/** A GET URL for one image, until `expiresAt` (a bearer credential: never log it). */
+export interface PresignedUrl {
+  method: 'GET';
+  url: string;
+  /** Empty for a GET. */
+  headers: Record<string, string>;
+  expiresAt: string;
 }
 
 export interface OnboardingToken {
@@ -590,6 +632,16 @@ export declare class DispatcherClient {
   linkAccount(link: { ephemeralToken: string; userId: string }): Promise<LinkResult>;
   /** A user's balance ("credits left") and whether renders are free for them now; zeros for a user never seen. */
   credits(userId: string): Promise<CreditBalance>;
+  /**
+   * A PUT URL straight to the image store (`upload.presign`, S3 only: STORAGE_NOT_PRESIGNABLE with files): the app
+   * uploads there, then requestRender or normalizeImage names `uploadId`. INVALID_TOKEN for a token not live.
+   */
+  presignUpload(upload: UploadPresignRequest): Promise<PresignedUpload>;
+  /**
+   * A GET URL for one of a user's images (`image.url`), to redirect to instead of proxying: `userId` owns the tree
+   * (a tokenId for onboarding photos); for a render, its user, and it must be complete (RENDER_NOT_COMPLETE, NOT_FOUND).
+   */
+  imageUrl(image: { userId: string; kind: ImageKind; id: string; expiresInSeconds?: number }): Promise<PresignedUrl>;
   /** Operators (operate role): failed renders pending again, credit reserved again, one by renderId (a refusal rejects:
    * INSUFFICIENT_CREDITS, RENDER_NOT_RETRYABLE, NOT_FOUND) or many by filter (each refusal in `refused`); `since` ISO 8601. */
   retryRenders(retry: { renderId?: string; errorCode?: string; failureCode?: string; provider?: string; since?: string; limit?: number; dryRun?: boolean }): Promise<RenderRetryResult>;

@@ -12,10 +12,11 @@ const { EventEmitter } = require('node:events');
 const PROTOCOL = 'wearbloom-dispatcher';
 const VERSION = 1;
 
-/** Ops answered the same however often they are sent (reads, waits, and render.request, which carries its renderId). */
+/** Ops answered the same however often they are sent (reads, waits, presigns, which change nothing, and render.request, which carries its renderId). */
 const SAFE_OPS = new Set([
   'ping', 'status', 'wait', 'stats', 'job.get', 'jobs.list', 'audit.list',
   'render.status', 'render.wait', 'renders.list', 'render.request', 'limits.list', 'limit.set', 'credits.get',
+  'upload.presign', 'image.url',
 ]);
 /** Ops that are safe to repeat only with `options.idempotencyKey`. */
 const KEYED_OPS = new Set(['enqueue', 'image.normalize', 'garment.process', 'account.purge']);
@@ -320,6 +321,10 @@ class DispatcherClient extends EventEmitter {
   linkAccount(link) { return this.#send('account.link', {}, link); }
   /** A user's balance: granted, consumed, reserved, available, and whether renders are free now. */
   credits(userId) { return this.call('credits.get', { userId }); }
+  /** A PUT URL straight to the image store (S3): send the bytes with exactly `headers`, then name `uploadId` in a render request. */
+  presignUpload(upload) { return this.#send('upload.presign', {}, upload); }
+  /** A GET URL (at most 15 minutes) for one of a user's images: redirect the app to it rather than passing the bytes on. */
+  imageUrl(image) { return this.#send('image.url', {}, image); }
   /** Operators (operate role): failed renders again, one by renderId or many by filter. */
   retryRenders(retry) { return this.#send('render.retry', {}, retry); }
   // Job control (a token with the read or operate role; docs/protocol.md).

@@ -3,6 +3,7 @@ import DispatcherProtocol
 import FleetCallbacks
 import FleetPostgres
 import FleetQueue
+import FleetStorage
 import Imaging
 import Logging
 import Renders
@@ -21,10 +22,12 @@ public struct DispatcherStack: Sendable {
     /// `tokens`: the access tokens, when the caller shares them (the console's logins); made from
     /// `settings` otherwise. `readPool`: a streaming replica for `stats`, `jobs.list` and
     /// `audit.list` (`FLEET_READ_DATABASE_URL`); every other op reads and writes on `pool`.
+    /// `storage`: where the images are (`StorageLocation.load(from:)`), for `upload.presign`,
+    /// `image.url` and the renders' `resultUrl`; the dispatcher signs URLs, it never reads images.
     public static func bind(
         pool: PostgresPool, readPool: PostgresPool? = nil, notifier: Notifier, settings: DispatcherSettings, renderSettings: RenderRequestSettings,
         liveWorkerWithin: Duration, renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, outbound: OutboundSettings = .off,
-        tokens: AccessTokens? = nil,
+        tokens: AccessTokens? = nil, storage: StorageLocation = .files(root: ".data/images"),
         logger: Logger
     ) async throws -> DispatcherStack {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
@@ -37,7 +40,9 @@ public struct DispatcherStack: Sendable {
                 queue: queue, reads: reads, enqueuer: batcher ?? queue, watcher: watcher, liveWorkerWithin: liveWorkerWithin, profiles: StoredNormalizeProfiles(pool: pool),
                 outbound: outbound, logger: logger)
                 + OperationRegistry.jobControlOperations(queue: queue, reads: reads, admissionChanged: { admission.controlsChanged() }, logger: logger)
-                + OperationRegistry.renderOperations(pool: pool, admission: admission, watcher: watcher, settings: renderSettings, outbound: outbound.policy, logger: logger))
+                + OperationRegistry.renderOperations(
+                    pool: pool, admission: admission, watcher: watcher, settings: renderSettings, outbound: outbound.policy,
+                    urls: imageURLs(for: storage), maxUploadBytes: ImageLimits().maxBytes, logger: logger))
         let tokens = tokens ?? AccessTokens(environmentToken: settings.token, store: AccessTokenStore(pool: pool), logger: logger)
         try await tokens.load()
         let server = try await DispatcherServer.bind(settings: settings, operations: operations, tokens: tokens, logger: logger)

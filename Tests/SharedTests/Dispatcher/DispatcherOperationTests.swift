@@ -21,7 +21,7 @@ import Testing
                                                       "render.wait", "render.feedback", "renders.list", "token.issue", "account.link", "credits.get", "render.retry",
                                                       "job.get", "jobs.list", "job.retry", "jobs.retry", "job.discard", "jobs.discard",
                                                       "queue.pause", "queue.resume", "audit.list", "limits.list", "limit.set", "limit.remove",
-                                                      "jobs.enqueueGraph"])
+                                                      "jobs.enqueueGraph", "upload.presign", "image.url"])
                 let pong = try await client.ping()
                 #expect(pong.pong && abs(pong.serverTime.timeIntervalSinceNow) < 60)
                 await client.close()

@@ -24,7 +24,7 @@ import Testing
             category: .tops, provider: "local", status: .pending, jobID: nil, providerJobID: nil, resultPath: nil, errorCode: nil,
             charged: false, deadlineAt: now, feedback: nil, createdAt: now, updatedAt: now))
         let fields = try object(pending)
-        for key in ["userId", "jobId", "resultPath", "errorCode", "failureCode", "errorMessage", "garmentCutout", "feedback"] {
+        for key in ["userId", "jobId", "resultPath", "resultUrl", "errorCode", "failureCode", "errorMessage", "garmentCutout", "feedback"] {
             #expect(fields[key] == .null, "\(key) missing or not null: \(fields)")
         }
         #expect(fields["id"] == .string("r1"))

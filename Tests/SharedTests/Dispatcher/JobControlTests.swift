@@ -17,7 +17,7 @@ import Testing
         return [
             "enqueue": submitters, "jobs.enqueueGraph": submitters, "image.normalize": submitters, "garment.process": submitters, "account.purge": submitters,
             "cancel": submitters, "render.request": submitters, "render.feedback": submitters, "token.issue": submitters,
-            "account.link": submitters, "credits.get": submitters,
+            "account.link": submitters, "credits.get": submitters, "upload.presign": submitters, "image.url": submitters,
             "status": everyone, "wait": everyone, "render.status": everyone, "render.wait": everyone, "renders.list": everyone,
             "stats": readers, "job.get": readers, "jobs.list": readers, "audit.list": readers,
             "job.retry": operators, "jobs.retry": operators, "job.discard": operators, "jobs.discard": operators, "render.retry": operators,

@@ -1,6 +1,7 @@
 @testable import DispatcherCore
 @testable import FleetPostgres
 @testable import DispatcherProtocol
+import FleetStorage
 import FleetSupport
 import Foundation
 import NIOCore
@@ -25,7 +26,8 @@ struct TestDispatcher: Sendable {
     static func run(
         cluster: PostgresCluster = .shared,
         _ configure: (inout DispatcherSettings) -> Void = { _ in }, renderSettings: RenderRequestSettings = RenderRequestSettings(),
-        renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, _ body: (TestDispatcher) async throws -> Void
+        renderRecheck: Duration = FinishWatcher.defaultRecheckInterval, storage: StorageLocation = .files(root: ".data/images"),
+        _ body: (TestDispatcher) async throws -> Void
     ) async throws {
         let queue = try await TestQueue.make(cluster: cluster)
         var settings = try DispatcherSettings.load(from: [:])
@@ -36,7 +38,7 @@ struct TestDispatcher: Sendable {
         let notifier = Notifier(conninfo: queue.url, logger: testLogger)
         let stack = try await DispatcherStack.bind(
             pool: queue.pool, notifier: notifier, settings: settings, renderSettings: renderSettings,
-            liveWorkerWithin: .seconds(90), renderRecheck: renderRecheck, logger: testLogger)
+            liveWorkerWithin: .seconds(90), renderRecheck: renderRecheck, storage: storage, logger: testLogger)
         let dispatcher = TestDispatcher(
             queue: queue, tcp: .tcp(host: "127.0.0.1", port: stack.server.tcpPort ?? 0), unix: .unix(path: settings.socketPath!),
             settings: settings, batcher: stack.batcher, watcher: stack.watcher)

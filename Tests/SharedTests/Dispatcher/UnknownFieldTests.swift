@@ -28,6 +28,8 @@ import Testing
         "renders.list": #"{"userId":"u1"}"#,
         "credits.get": #"{"userId":"u1"}"#,
         "render.retry": #"{"renderId":"r1"}"#,
+        "upload.presign": #"{"userId":"u1","contentType":"image/jpeg","contentLength":1}"#,
+        "image.url": #"{"userId":"u1","kind":"body","id":"b1"}"#,
         "token.issue": "{}",
         "account.link": #"{"ephemeralToken":"eph_x","userId":"u1"}"#,
         "job.get": #"{"jobId":1}"#,

@@ -79,10 +79,26 @@ function startWorker(executable, { database = databaseURL, extra = {} } = {}) {
   });
 }
 
+/**
+ * The Ceph gateway of scripts/s3.sh (the one the Swift tests start: .data/s3-test on
+ * FLEET_TEST_S3_PORT, default 17480; started here when it is not running, left running as they
+ * leave it), as a dispatcher's environment: FLEET_STORAGE below `prefix`, the AWS CLI's variables.
+ */
+function s3Storage(prefix) {
+  const repository = path.resolve(__dirname, '../../..');
+  const output = execFileSync(path.join(repository, 'scripts/s3.sh'),
+    ['start', '--dir', path.join(repository, '.data/s3-test'), '--port', process.env.FLEET_TEST_S3_PORT ?? '17480'], { encoding: 'utf8' });
+  const exported = Object.fromEntries([...output.matchAll(/^export (\w+)=(.*)$/gm)].map((match) => [match[1], match[2]]));
+  return {
+    FLEET_STORAGE: `s3://${exported.S3_BUCKET}/${prefix}`, AWS_ENDPOINT_URL_S3: exported.S3_ENDPOINT, AWS_REGION: exported.S3_REGION,
+    AWS_ACCESS_KEY_ID: exported.S3_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: exported.S3_SECRET_ACCESS_KEY,
+  };
+}
+
 /** SIGTERM, and the exit code once it has drained. */
 async function stop(child) {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   return exited(child);
 }
 
-module.exports = { binDir, databaseURL, sleep, freePort, exited, freshDatabase, startDispatcher, startWorker, stop };
+module.exports = { binDir, databaseURL, sleep, freePort, exited, freshDatabase, startDispatcher, startWorker, stop, s3Storage };

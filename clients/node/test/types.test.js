@@ -12,7 +12,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { DispatcherClient } = require('..');
-const { freshDatabase, startDispatcher, startWorker, stop } = require('./support');
+const { freshDatabase, startDispatcher, startWorker, stop, s3Storage } = require('./support');
 const { methodResults, assertDeclared, checked } = require('./declared');
 
 const repository = path.resolve(__dirname, '../../..');
@@ -22,18 +22,25 @@ const storageRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-types-'));
 let database;
 let dispatcher;
 let port;
+// A second dispatcher on the same database with the S3 store, for the presigned URLs.
+let s3Dispatcher;
+let s3Port;
 let workers = [];
 
 before(async () => {
   database = freshDatabase('types');
   const extra = { FLEET_STORAGE_ROOT: storageRoot };
   ({ child: dispatcher, port } = await startDispatcher({ token, socketPath, database, extra }));
+  ({ child: s3Dispatcher, port: s3Port } = await startDispatcher({
+    token, socketPath: `${socketPath}.s3`, database, extra: s3Storage(`node-types-${process.pid}`),
+  }));
   workers = ['fleet-drill', 'render-worker'].map((executable) => startWorker(executable, { database, extra }));
 });
 
 after(async () => {
   for (const worker of workers) assert.equal(await stop(worker), 0);
   if (dispatcher) assert.equal(await stop(dispatcher), 0);
+  if (s3Dispatcher) assert.equal(await stop(s3Dispatcher), 0);
   fs.rmSync(storageRoot, { recursive: true, force: true });
 });
 
@@ -107,6 +114,12 @@ test('every result the client declares has the fields the dispatcher sends', asy
   const subscribed = as('credits', await client.credits('typed-sub'), 'credits (subscribed)');
   assert.equal(subscribed.subscribed, true);
   client.close();
+
+  // Presigned URLs, from the dispatcher whose store is S3.
+  const s3Client = await DispatcherClient.connect({ host: '127.0.0.1', port: s3Port, token });
+  as('presignUpload', await s3Client.presignUpload({ userId: 'typed', contentType: 'image/jpeg', contentLength: 1000 }));
+  as('imageUrl', await s3Client.imageUrl({ userId: 'typed', kind: 'render', id: paid.id }));
+  s3Client.close();
 
   const unchecked = [...new Set(methodResults.values())].filter((name) => !checked.has(name));
   assert.deepEqual(unchecked, [], 'declared results no answer was compared with');

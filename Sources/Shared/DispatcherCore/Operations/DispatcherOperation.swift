@@ -133,6 +133,8 @@ extension DispatcherError {
             self.init(.badArgument, "\(error)")
         case let error as StorageError:
             self.init(.badArgument, "\(error)")
+        case is ImageURLsUnavailable:
+            self.init(.storageNotPresignable, ImageURLsUnavailable.message)
         case let error as PostgresError where error.isTransient:
             self.init(.unavailable, "the database is unavailable; retry later")
         case PostgresError.server(let state, let message, _) where state.hasPrefix("22"):

@@ -87,14 +87,14 @@ extension JobState {
 }
 
 extension RenderView {
-    init(_ record: RenderRecord) {
+    init(_ record: RenderRecord, resultUrl: String? = nil) {
         self.init(
             id: record.id, userId: record.userID, garmentId: record.garmentID, bodyPhotoId: record.bodyPhotoID,
             category: record.category.rawValue, provider: record.provider, status: Status(record.status), jobId: record.jobID,
             resultPath: record.resultPath, errorCode: record.errorCode, failureCode: record.failureCode, errorMessage: record.errorMessage,
             charged: record.charged, garmentCutout: record.garmentCutout,
             feedback: record.feedback,
-            deadlineAt: record.deadlineAt, createdAt: record.createdAt, updatedAt: record.updatedAt)
+            deadlineAt: record.deadlineAt, createdAt: record.createdAt, updatedAt: record.updatedAt, resultUrl: resultUrl)
     }
 }
 

@@ -59,6 +59,9 @@ public struct DispatcherErrorCode: RawRepresentable, Codable, Hashable, Sendable
     /// At the provider's capacity the render could not finish within its deadline: refused at
     /// once, nothing reserved or queued; the error carries `retryAfterSeconds`.
     public static let renderBusy = Self(rawValue: "RENDER_BUSY")
+    /// `upload.presign` or `image.url` on a dispatcher whose image store is files: presigned
+    /// URLs need `FLEET_STORAGE=s3://…`.
+    public static let storageNotPresignable = Self(rawValue: "STORAGE_NOT_PRESIGNABLE")
 }
 
 /// An error as the protocol carries it: a typed code and a message for people, and for

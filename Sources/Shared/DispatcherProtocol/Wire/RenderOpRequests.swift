@@ -22,6 +22,9 @@ public struct RenderView: Codable, Sendable, Equatable {
     @ExplicitNull public private(set) var jobId: Int64?
     /// Below the storage root, e.g. `u1/renders/r1.jpg`, once complete.
     @ExplicitNull public private(set) var resultPath: String?
+    /// A presigned GET of the result (5 minutes), once complete, in `render.status` and
+    /// `render.wait` when the store is S3 and the caller's role is `submit` or `operate`; null otherwise.
+    @ExplicitNull public private(set) var resultUrl: String?
     /// `RENDER_FAILED` or `RENDER_TIMEOUT` once failed.
     @ExplicitNull public private(set) var errorCode: String?
     /// Why it failed, once failed: one of the fleet's failure codes (`PROVIDER_DOWN`, `TIMEOUT`,
@@ -45,8 +48,9 @@ public struct RenderView: Codable, Sendable, Equatable {
     public init(
         id: String, userId: String?, garmentId: String, bodyPhotoId: String, category: String, provider: String, status: Status,
         jobId: Int64?, resultPath: String?, errorCode: String?, failureCode: String? = nil, errorMessage: String? = nil, charged: Bool,
-        garmentCutout: Bool? = nil, feedback: String?, deadlineAt: Date, createdAt: Date, updatedAt: Date
+        garmentCutout: Bool? = nil, feedback: String?, deadlineAt: Date, createdAt: Date, updatedAt: Date, resultUrl: String? = nil
     ) {
+        self.resultUrl = resultUrl
         self.garmentCutout = garmentCutout
         self.id = id
         self.userId = userId

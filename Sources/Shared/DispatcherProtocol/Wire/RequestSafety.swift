@@ -50,3 +50,7 @@ extension LimitsListRequest { public var isSafeToRepeat: Bool { true } }
 extension LimitSetRequest { public var isSafeToRepeat: Bool { true } }
 /// The graph's idempotency key makes a second `jobs.enqueueGraph` answer the first one's jobs.
 extension EnqueueGraphRequest { public var isSafeToRepeat: Bool { idempotencyKey != nil } }
+/// A presign changes nothing: a second one is another URL for the same object (or, without an
+/// `uploadId`, for an upload id nobody uses).
+extension UploadPresignRequest { public var isSafeToRepeat: Bool { true } }
+extension ImageURLRequest { public var isSafeToRepeat: Bool { true } }

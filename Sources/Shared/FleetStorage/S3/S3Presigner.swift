@@ -22,12 +22,15 @@ public struct S3Presigner: Sendable {
 
     /// A URL that PUTs the object `key` with a body of exactly `contentLength` bytes of
     /// `contentType`: the store refuses the request when either header differs from what was signed.
+    /// `onlyIfAbsent` also signs `If-None-Match: *`: the store refuses (412) to replace an object
+    /// already there, so the URL creates the object once and can never overwrite it.
     public func put(
-        key: String, contentLength: Int, contentType: String, lifetime: Duration, at date: Date = Date()
+        key: String, contentLength: Int, contentType: String, onlyIfAbsent: Bool = false, lifetime: Duration, at date: Date = Date()
     ) throws(S3SigningError) -> String {
         try url(
             method: "PUT", key: key,
-            extraHeaders: [("content-length", String(contentLength)), ("content-type", contentType)],
+            extraHeaders: [("content-length", String(contentLength)), ("content-type", contentType)]
+                + (onlyIfAbsent ? [("if-none-match", "*")] : []),
             lifetime: lifetime, at: date
         )
     }

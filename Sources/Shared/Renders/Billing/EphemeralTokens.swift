@@ -58,6 +58,11 @@ public struct EphemeralTokens: Sendable {
             """, [hex(hash(token))]).rows.first?["id"]
     }
 
+    /// The id of a live, unlinked token, or nil: the storage tree its onboarding uploads go to.
+    public func liveTokenID(of token: String) async throws -> String? {
+        try await pool.withConnection { try await Self.liveTokenID(token, on: $0) }
+    }
+
     /// Why the token (locked by `liveTokenID`) has no free render left, or nil when it has: a
     /// render of it is open, complete or failed on its photo's account, or `technicalFailuresAllowed`
     /// of its renders failed for technical reasons. Run in the transaction that creates the render.

@@ -22,8 +22,12 @@ export async function backend(client: DispatcherClient): Promise<number> {
   } catch (error) {
     if (error instanceof DispatcherError && error.code === 'INSUFFICIENT_CREDITS') return -1;
   }
+  const upload = await client.presignUpload({ ephemeralToken: token, contentType: 'image/heic', contentLength: 2_000_000 });
+  const put: Record<string, string> = upload.headers;
+  const view = await client.imageUrl({ userId: 'u1', kind: 'cutout', id: 'g1', expiresInSeconds: 60 });
   verifyCallback({ 'webhook-id': 'x' }, new Uint8Array(0), 'whsec_x');
-  return balance.available + stats.limits.length + tokenId.length + (balance.subscription?.expiresAt?.length ?? 0);
+  return balance.available + stats.limits.length + tokenId.length + (balance.subscription?.expiresAt?.length ?? 0)
+    + upload.uploadId.length + Object.keys(put).length + view.url.length + (waited.render.resultUrl?.length ?? 0);
 }
 
 export function mistakes(client: DispatcherClient): void {
@@ -39,6 +43,12 @@ export function mistakes(client: DispatcherClient): void {
   client.pause({ kind: 'drill.noop', queue: 'bulk' });
   // @ts-expect-error a misspelt connect option
   DispatcherClient.connect({ host: '127.0.0.1', port: 7420, tsl: {} });
+  // @ts-expect-error a GIF is no upload the image worker takes
+  client.presignUpload({ userId: 'u1', contentType: 'image/gif', contentLength: 10 });
+  // @ts-expect-error userId and ephemeralToken are exclusive
+  client.presignUpload({ userId: 'u1', ephemeralToken: 'eph_x', contentType: 'image/png', contentLength: 10 });
+  // @ts-expect-error an image is named by kind and id, never by a path
+  client.imageUrl({ userId: 'u1', path: 'u1/body/b1.jpg' });
   void both;
   void neither;
 }

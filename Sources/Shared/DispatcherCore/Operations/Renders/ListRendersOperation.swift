@@ -12,6 +12,6 @@ public struct ListRendersOperation: DispatcherOperation {
             throw DispatcherError(.badArgument, "limit must be between 1 and \(ListRendersRequest.maxLimit)")
         }
         let renders = try await store.renders(userID: try storageID(request.userId, field: "userId").value, limit: limit)
-        return ListRendersRequest.Result(renders: renders.map(RenderView.init))
+        return ListRendersRequest.Result(renders: renders.map { RenderView($0) })
     }
 }

@@ -5,8 +5,9 @@ import Renders
 public struct RenderStatusOperation: DispatcherOperation {
     public var access: OperationAccess { .everyRole }
     let store: RenderStore
+    let urls: any ImageURLs
 
     public func run(_ request: RenderStatusRequest) async throws -> RenderView {
-        try await store.view(of: request.renderId)
+        try await store.view(of: request.renderId, resultURLs: resultURLs(urls))
     }
 }
