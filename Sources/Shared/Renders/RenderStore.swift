@@ -49,7 +49,7 @@ public struct RenderStore: Sendable {
     public func start(id: String) async throws -> Start {
         let rows = try await pool.query("""
             WITH started AS (
-                UPDATE renders SET status = 'processing', updated_at = now()
+                UPDATE renders SET status = 'processing', started_at = coalesce(started_at, now()), updated_at = now()
                 WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
                 RETURNING \(Self.columns), provider_submission::text AS submission
             )
