@@ -192,7 +192,7 @@ import Testing
         for (mode, ends) in outcomes.sorted(by: { $0.key < $1.key }) {
             print("hanging render admission: \(mode): \(Dictionary(grouping: ends, by: { $0 }).mapValues(\.count).sorted { $0.key < $1.key })")
         }
-        #expect(unfinishedNormal.isEmpty, "renders whose provider answers in its normal time, accepted and not completed: \(timedOutNormal)")
+        #expect(unfinishedNormal.isEmpty, "renders whose provider answers in its normal time, accepted and not completed: \(unfinishedNormal)")
 
         // At the wire: one submit per completed render of the answering modes (none paid twice);
         // credits exact: one consumed per completed render, none left reserved.
