@@ -82,11 +82,14 @@ public final class FakeFal: Sendable {
         var neverFinish: Bool
         var failure: JobFailure?
         var image: Data
+        /// A chosen behaviour's garbage (`chooseBehavior`); nil: the behaviour's when asked.
+        var malformed: [Endpoint: Garbage]?
         var cancelled = false
     }
 
     private struct State {
         var behavior = Behavior()
+        var chooser: (@Sendable (Data) -> Behavior?)?
         var signingKey = FalSigningKey()
         var jobs: [String: Job] = [:]
         var requests: [RecordedRequest] = []
@@ -128,6 +131,10 @@ public final class FakeFal: Sendable {
     // MARK: Test controls and observations
 
     public func update(_ change: (inout Behavior) -> Void) { state.withLock { change(&$0.behavior) } }
+    /// Chooses each submit's behaviour from its body (nil: `behavior`), so that concurrent renders
+    /// each meet their own fault, say by the photo they send. A chosen behaviour's counts of 429 and
+    /// 503 answers say only whether that submit gets one.
+    public func chooseBehavior(_ choose: @escaping @Sendable (_ submitBody: Data) -> Behavior?) { state.withLock { $0.chooser = choose } }
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
     /// Request ids whose cancel URL was called.
     public var cancelledRequestIDs: [String] { state.withLock { $0.cancels } }
@@ -184,29 +191,27 @@ public final class FakeFal: Sendable {
         guard let schema = FalModelSchema.known[endpoint] else {
             return FakeHTTP.json(404, ["detail": "Application '\(endpoint)' not found"])
         }
+        let chosen = state.withLock { $0.chooser }?(body)
         let refusal: Response? = state.withLock { state in
-            if state.behavior.rateLimitedSubmits > 0 {
-                state.behavior.rateLimitedSubmits -= 1
-                return FakeHTTP.json(429, ["detail": "Rate limit exceeded"], headers: ["Retry-After": "\(state.behavior.retryAfterSeconds)"])
+            guard chosen == nil else { return chosen.flatMap(Self.refusal(by:)) }
+            // The behaviour's counts are of submits: each refusal spends one.
+            defer {
+                if state.behavior.rateLimitedSubmits > 0 {
+                    state.behavior.rateLimitedSubmits -= 1
+                } else if state.behavior.transientSubmitFailures > 0 {
+                    state.behavior.transientSubmitFailures -= 1
+                }
             }
-            if state.behavior.transientSubmitFailures > 0 {
-                state.behavior.transientSubmitFailures -= 1
-                return FakeHTTP.json(503, ["detail": "Runner disconnected", "error_type": "runner_disconnected"],
-                                     headers: ["X-Fal-Error-Type": "runner_disconnected"])
-            }
-            if let rejection = state.behavior.rejection {
-                return Self.validationError(field: rejection.field, message: rejection.message, type: "value_error")
-            }
-            return nil
+            return Self.refusal(by: state.behavior)
         }
         if let refusal { return refusal }
         if let invalid = schema.validate(body) { return invalid }
         let id = UUID().uuidString.lowercased()
         let (job, garbage) = state.withLock { state in
-            let behavior = state.behavior
+            let behavior = chosen ?? state.behavior
             let job = Job(
                 model: schema.model, submitted: .now, latency: behavior.latency,
-                neverFinish: behavior.neverFinish, failure: behavior.jobFailure, image: behavior.resultImage)
+                neverFinish: behavior.neverFinish, failure: behavior.jobFailure, image: behavior.resultImage, malformed: chosen?.malformed)
             state.jobs[id] = job
             let now = ContinuousClock.now
             let completed = state.unfinished.prefix { $0.completes <= now }.count
@@ -252,7 +257,7 @@ public final class FakeFal: Sendable {
         guard parts.count >= 4, let marker = parts.lastIndex(of: "requests") else { return FakeHTTP.json(404, ["detail": "Not found"]) }
         let id = parts[marker + 1]
         guard let job = state.withLock({ $0.jobs[id] }) else { return FakeHTTP.json(404, ["detail": "Request not found"]) }
-        let malformed = state.withLock { $0.behavior.malformed }
+        let malformed = job.malformed ?? state.withLock { $0.behavior.malformed }
         if parts.last == "status", marker + 2 == parts.count - 1 {
             let reply = status(id: id, job: job)
             return malformed[.status].map { $0.response(reply) } ?? FakeHTTP.json(200, reply)
@@ -282,6 +287,17 @@ public final class FakeFal: Sendable {
             state.unfinished.removeAll { $0.id == id }
             return FakeHTTP.json(202, ["status": "CANCELLATION_REQUESTED"])
         }
+    }
+
+    /// How `behavior` refuses a submit: 429, else 503, else 422; nil: it does not.
+    private static func refusal(by behavior: Behavior) -> Response? {
+        if behavior.rateLimitedSubmits > 0 {
+            return FakeHTTP.json(429, ["detail": "Rate limit exceeded"], headers: ["Retry-After": "\(behavior.retryAfterSeconds)"])
+        }
+        if behavior.transientSubmitFailures > 0 {
+            return FakeHTTP.json(503, ["detail": "Runner disconnected", "error_type": "runner_disconnected"], headers: ["X-Fal-Error-Type": "runner_disconnected"])
+        }
+        return behavior.rejection.map { validationError(field: $0.field, message: $0.message, type: "value_error") }
     }
 
     private func status(id: String, job: Job) -> [String: Any] {

@@ -2,8 +2,8 @@ import FleetQueue
 import FleetSupport
 
 /// What render admission reads at once (`RenderAdmission.read`): the render settings, and for
-/// their provider its rule and load, its recent run time, the input kinds' recent run times, and
-/// which of the kinds a render runs an operator paused.
+/// their provider its rule and load, its renders in flight, its recent run time, the input kinds'
+/// recent run times, and which of the kinds a render runs an operator paused.
 public struct AdmissionEstimate: Sendable, Equatable {
     public var settings: RenderSettings
     public var load: LimitLoad
@@ -14,13 +14,19 @@ public struct AdmissionEstimate: Sendable, Equatable {
     /// Of `render.run` and its input kinds, those paused (`dispatcher pause`, by kind or by their
     /// queue): a render needing one would wait out its deadline in the queue.
     public var pausedKinds: Set<JobKind>
+    /// The provider's running and resumed renders' ages and deadlines: when their slots free.
+    public var inFlight: RendersInFlight
 
-    public init(settings: RenderSettings, load: LimitLoad, latency: Duration?, inputRunTimes: [JobKind: Duration], pausedKinds: Set<JobKind> = []) {
+    public init(
+        settings: RenderSettings, load: LimitLoad, latency: Duration?, inputRunTimes: [JobKind: Duration], pausedKinds: Set<JobKind> = [],
+        inFlight: RendersInFlight = RendersInFlight()
+    ) {
         self.settings = settings
         self.load = load
         self.latency = latency
         self.inputRunTimes = inputRunTimes
         self.pausedKinds = pausedKinds
+        self.inFlight = inFlight
     }
 }
 
@@ -160,7 +166,7 @@ struct AdmissionLedger<Waiter> {
         let load = estimate.load
         let ahead = LimitLoad(rule: load.rule, running: load.running, waiting: load.waiting + unseen, startedInWindow: load.startedInWindow)
         let latency = estimate.latency ?? RenderCapacity.assumedLatency(estimate.settings.provider)
-        return RenderCapacity.retryAfter(load: ahead, latency: latency, inputWait: inputWait, deadline: deadline)
+        return RenderCapacity.retryAfter(load: ahead, inFlight: estimate.inFlight, latency: latency, inputWait: inputWait, deadline: deadline)
     }
 
     /// An admitted render's transaction ended: `committed`, it stays counted until a read after.

@@ -157,19 +157,22 @@ public final class RenderAdmission: Service {
         }
     }
 
-    /// The settings, then for their provider: its rule and load, its recent run time, the input
-    /// kinds' recent run times, and which of the render's kinds are paused.
+    /// The settings, then for their provider: its rule and load, under a rule of running renders
+    /// its renders in flight, its recent run time, the input kinds' recent run times, and which of
+    /// the render's kinds are paused.
     static func read(from pool: PostgresPool, queue: JobQueue, driver: any QueueDriver) async throws -> AdmissionEstimate {
         let settings = try await RenderSettings.load(from: pool)
         let provider = settings.provider
         let latency = try await pool.query("SELECT seconds FROM provider_latency WHERE provider = $1", [provider]).rows.first
             .map { Duration.seconds(try $0.double("seconds")) }
         let load = try await ConcurrencyLimits(executor: pool).load(key: RenderCapacity.providerKey(provider), kind: .renderRun)
+        let inFlight = load.rule?.maxRunning == nil
+            ? RendersInFlight() : try await RendersInFlight.read(provider: provider, runningJobIDs: load.runningJobIDs, from: pool)
         let pauses = try await JobControl(driver: driver).pauses().map(\.target)
         // Render jobs and their inputs go to the default queue (`NewJob`'s).
         let paused = ([.renderRun] + RenderInputs.kinds).filter { pauses.contains(.kind($0)) || pauses.contains(PauseTarget(scope: .queue, name: "default")) }
         return AdmissionEstimate(
             settings: settings, load: load, latency: latency, inputRunTimes: try await queue.recentRunTimes(of: RenderInputs.kinds),
-            pausedKinds: Set(paused))
+            pausedKinds: Set(paused), inFlight: inFlight)
     }
 }

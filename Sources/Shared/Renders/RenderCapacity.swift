@@ -55,21 +55,28 @@ public struct RenderCapacity: Sendable {
     }
 
     /// nil when a new render would start in time; otherwise in how many seconds to ask again.
-    /// The renders ahead of it (`waiting`: due, or waiting for their own inputs) start as slots
-    /// free, `maxRunning` every `latency`, and within the rate's window; its inputs are made
-    /// meanwhile (`inputWait`), so it starts at the later of the two, and must start by
-    /// `deadline − deadline/6 − latency`.
-    static func retryAfter(load: LimitLoad, latency: Duration, inputWait: Duration = .zero, deadline: Duration) -> Int? {
+    /// The running renders free their slots as `ProviderSlots` says (`inFlight`: their ages and
+    /// deadlines), the renders ahead of it (`waiting`: due, or waiting for their own inputs; the
+    /// `resumed` first, then fresh ones of `latency` each) take them in turn, and starts are held
+    /// within the rate's window; its inputs are made meanwhile (`inputWait`), so it starts at the
+    /// later of the two, and must start by `deadline − deadline/6 − latency`.
+    static func retryAfter(
+        load: LimitLoad, inFlight: RendersInFlight = RendersInFlight(), latency: Duration, inputWait: Duration = .zero, deadline: Duration
+    ) -> Int? {
         guard load.rule != nil || inputWait > .zero else { return nil }
         let position = load.waiting + 1
         var wait = inputWait
         if let maxRunning = load.rule?.maxRunning {
             guard maxRunning > 0 else { return Int(deadline.seconds.rounded(.up)) }
-            let free = max(0, maxRunning - load.running)
-            if position > free {
-                let rounds = (position - free + maxRunning - 1) / maxRunning
-                wait = max(wait, latency * rounds)
-            }
+            var slots = ProviderSlots(maxRunning: maxRunning, running: load.running, clocks: inFlight.running, latency: latency)
+            let resumed = inFlight.resumed.prefix(load.waiting)
+            for render in resumed { slots.seat(render) }
+            // The fresh renders ahead run their mean each. Their deadlines are not read; asked
+            // before this one, each ends by this one's deadline: one whose slot comes later times
+            // out without taking it.
+            let fresh = RenderClock(age: nil, untilDeadline: deadline)
+            for _ in 0..<(load.waiting - resumed.count) { slots.seat(fresh) }
+            wait = max(wait, slots.soonest ?? .zero)
         }
         if let rule = load.rule, let rate = rule.effectiveRate {
             guard rate > 0 else { return Int(rule.rateWindow.seconds.rounded(.up)) }

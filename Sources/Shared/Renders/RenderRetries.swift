@@ -100,7 +100,7 @@ public struct RenderRetries: Sendable {
             }
             let reopened = try RenderStore.record(try await connection.query("""
                 UPDATE renders SET status = 'pending', error_code = NULL, failure_code = NULL, error_message = NULL, result_path = NULL, provider_job_id = NULL,
-                    provider_submission = NULL, garment_cutout = NULL, retries = $2, deadline_at = now() + make_interval(secs => $3),
+                    provider_submission = NULL, garment_cutout = NULL, started_at = NULL, retries = $2, deadline_at = now() + make_interval(secs => $3),
                     updated_at = now()
                 WHERE id = $1 RETURNING \(RenderStore.columns)
                 """, [id, retries, deadline.seconds]).rows[0])

@@ -56,7 +56,7 @@ public struct RenderStore: Sendable {
             try await connection.transaction { connection in
                 let rows = try await connection.query("""
                     WITH started AS (
-                        UPDATE renders SET status = 'processing', updated_at = now()
+                        UPDATE renders SET status = 'processing', started_at = coalesce(started_at, now()), updated_at = now()
                         WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
                         RETURNING \(Self.columns), provider_submission::text AS submission
                     )
@@ -79,7 +79,7 @@ public struct RenderStore: Sendable {
     /// ended without running them).
     public func unstart(id: String) async throws {
         try await pool.query(
-            "UPDATE renders SET status = 'pending', updated_at = now() WHERE id = $1 AND status = 'processing' AND provider_submission IS NULL", [id])
+            "UPDATE renders SET status = 'pending', started_at = NULL, updated_at = now() WHERE id = $1 AND status = 'processing' AND provider_submission IS NULL", [id])
     }
 
     /// Records what the render sent its provider, in one write after the submit: which garment

@@ -197,7 +197,8 @@ extension PostgresQueueDriver {
         // else the longest prefix rule over it, and the key's use, counted only under a rule.
         // `kind`'s jobs ahead are those due and those waiting for the jobs they run after (a
         // render waiting for its photos takes a slot once they are made, within seconds): one
-        // bitmap scan of `jobs_claim_idx` and `jobs_waiting_idx` by kind.
+        // bitmap scan of `jobs_claim_idx` and `jobs_waiting_idx` by kind. The kind's running
+        // jobs by id, from `jobs_lease_idx` (as many as the rule lets run).
         let row = try await executor.query("""
             WITH rule AS (
                 SELECT \(Self.limitColumns) FROM queue_limits WHERE \(Self.ruleCovers("$1"))
@@ -209,11 +210,14 @@ extension PostgresQueueDriver {
                 (SELECT count(*) FROM jobs WHERE rule.key IS NOT NULL AND kind = $2 AND $1 = ANY(limit_keys)
                     AND (state = 'waiting' OR (state = 'available' AND run_at <= now()))) AS waiting_now,
                 (SELECT count(*) FROM limit_starts WHERE rule.key IS NOT NULL AND key = $1
-                    AND started_at > now() - make_interval(secs => coalesce(rule.rate_window_seconds, 60))) AS started_now
+                    AND started_at > now() - make_interval(secs => coalesce(rule.rate_window_seconds, 60))) AS started_now,
+                (SELECT coalesce(string_agg(id::text, ','), '') FROM jobs WHERE rule.key IS NOT NULL
+                    AND state = 'running' AND kind = $2 AND $1 = ANY(limit_keys)) AS running_ids
             FROM (SELECT 1) AS one LEFT JOIN rule ON true
             """, [key, kind.rawValue]).rows[0]
         return LimitLoad(rule: row["key"] == nil ? nil : try ConcurrencyLimit(row: row), running: try row.int("running_now"),
-                         waiting: try row.int("waiting_now"), startedInWindow: try row.int("started_now"))
+                         waiting: try row.int("waiting_now"), startedInWindow: try row.int("started_now"),
+                         runningJobIDs: try row.string("running_ids").split(separator: ",").compactMap { Int64($0) })
     }
 }
 

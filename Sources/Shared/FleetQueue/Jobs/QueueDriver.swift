@@ -145,12 +145,16 @@ public struct LimitLoad: Sendable, Equatable {
     /// The kind's jobs under the key not started yet: due, or waiting for the jobs they run after.
     public let waiting: Int
     public let startedInWindow: Int
+    /// The kind's running jobs under the key: their owner reads how long each may hold its slot
+    /// (render admission: the renders' ages and deadlines). Empty without a rule.
+    public let runningJobIDs: [Int64]
 
-    public init(rule: ConcurrencyLimit?, running: Int, waiting: Int, startedInWindow: Int) {
+    public init(rule: ConcurrencyLimit?, running: Int, waiting: Int, startedInWindow: Int, runningJobIDs: [Int64] = []) {
         self.rule = rule
         self.running = running
         self.waiting = waiting
         self.startedInWindow = startedInWindow
+        self.runningJobIDs = runningJobIDs
     }
 }
 

@@ -6,7 +6,7 @@ import FleetQueue
 public enum RenderMigrations {
     public static let all = [
         rendersAndCredits, providerLatency, renderCallbacks, renderCallbackTraces, renderGarmentInput, purgeLinkedOnboardingTrees, renderFailureReasons,
-        renderRetries,
+        renderRetries, renderStartedAt,
     ]
 
     /// FleetCallbacks' kind, which this module cannot import: `SchemaTests` checks they agree.
