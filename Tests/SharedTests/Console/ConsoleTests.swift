@@ -268,6 +268,21 @@ import Testing
         }
     }
 
+    /// The overview names the session holding the oldest snapshot in the fleet's database, as the
+    /// alert `FleetSnapshotHeld` does (escaped: an application name is anyone's text).
+    @Test func theOverviewNamesTheSessionHoldingTheOldestSnapshot() async throws {
+        try await Self.withConsole { console in
+            let dump = try await PostgresConnection.connect(console.q.url, applicationName: "pg_dump <nightly>")
+            try await dump.query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            _ = try await dump.query("SELECT 1 FROM jobs LIMIT 1")
+            let (session, _) = try await console.login(console.readToken)
+            let live = try await console.get("/console/live/overview", session: session).body
+            #expect(live.contains("<p class=\"hint\" id=\"snapshot-horizon\">Oldest snapshot: "), "\(live)")
+            #expect(live.contains("held by pg_dump &lt;nightly&gt; (idle in transaction)</p>"), "\(live)")
+            try await dump.query("ROLLBACK")
+        }
+    }
+
     @Test func aJobPageListsWhatItRunsAfterAndWhatRunsAfterItWithLinksAndStates() async throws {
         try await Self.withConsole { console in
             let dead = try await Self.makeDead(console.q, code: "PROVIDER_DOWN")
