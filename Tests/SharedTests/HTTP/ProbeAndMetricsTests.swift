@@ -112,7 +112,7 @@ import Testing
         #expect(held.oldestSeconds.map { $0 > 0 } == true, "\(held)")
         #expect(held.replicaFeedbackXids == nil, "no replica in the test cluster")
 
-        let gauges = SnapshotHorizonGauges(executor: q.pool, interval: .milliseconds(100), logger: testLogger)
+        let gauges = QueueGauges(queue: q.queue, kinds: FleetKinds.all, interval: .milliseconds(100), horizon: q.pool, logger: testLogger)
         try await DispatcherHTTPHarness.with(databaseURL: q.url, services: [gauges]) { http in
             try await q.waitUntil("horizon gauges refreshed") {
                 let text = try await http.get("/metrics").text
