@@ -100,7 +100,7 @@ struct Run: AsyncParsableCommand {
             // rescue stays the guarantee.
             let reaper = WorkerReaper(driver: PostgresQueueDriver(executor: pool), interval: settings.reaperInterval, logger: logger)
             // The notifier first: a group stops its services in reverse, so it outlives its subscribers.
-            return [notifier, scheduler, reaper, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, logger: logger)]
+            return [notifier, scheduler, reaper, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, horizon: pool, logger: logger)]
                 + outboundWorker(outbound, settings: settings, pool: pool, notifier: notifier, logger: logger) + stack.services
         }
     }

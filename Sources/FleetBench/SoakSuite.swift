@@ -24,7 +24,11 @@ struct SoakSuite: AsyncParsableCommand {
             --rate skips both. Phase 2 enqueues --load-fraction of the smaller for --minutes, the pruner running every \
             --prune-every-seconds with a retention of --prune-after-seconds for completed, cancelled and dead \
             jobs. Targets: throughput and p99 of the last 10 minutes within 10 % of the first 10; table + \
-            index size at the end within 10 % of the size one minute after the retention first applies.
+            index size at the end within 10 % of the size one minute after the retention first applies. \
+            --hold-snapshot-after holds a snapshot in the fleet's database for --hold-for (a REPEATABLE READ \
+            transaction that read jobs, as pg_dump holds one): the minutes mark the seconds held, and a line \
+            compares the held minutes with those before (start p50 and p99), the worst held minute's \
+            throughput with the load, and counts the minutes to recover after the release.
             """)
 
     @Flag(help: "Print one JSON object per line: one per minute, then the summary.")
@@ -44,6 +48,9 @@ struct SoakSuite: AsyncParsableCommand {
     @Option(help: "Percent of jobs that fail for good (end dead).") var deadPercent = 1.0
     @Option(help: "Storage parameters for this run only, e.g. 'fillfactor=70,autovacuum_vacuum_scale_factor=0.005' (ALTER TABLE jobs SET (…)).")
     var tableSettings: String?
+    @Option(help: "Hold a snapshot in the fleet's database from this long after the load starts (90s, 2m; none when unset).")
+    var holdSnapshotAfter: BenchDuration?
+    @Option(help: "How long the snapshot is held (with --hold-snapshot-after).") var holdFor = BenchDuration(seconds: 360)
 
     func validate() throws {
         guard minutes >= 1 else { throw ValidationError("--minutes must be at least 1") }
@@ -54,6 +61,9 @@ struct SoakSuite: AsyncParsableCommand {
         }
         guard loadFraction > 0, retryPercent >= 0, deadPercent >= 0, retryPercent + deadPercent <= 100 else {
             throw ValidationError("--load-fraction must be positive; --retry-percent + --dead-percent at most 100")
+        }
+        if let holdSnapshotAfter, holdSnapshotAfter.seconds >= minutes * 60 {
+            throw ValidationError("--hold-snapshot-after \(holdSnapshotAfter) starts after the last of --minutes \(minutes)")
         }
     }
 
@@ -96,6 +106,10 @@ struct SoakSuite: AsyncParsableCommand {
         let started = ContinuousClock.now
         let startEpoch = try await database.pool.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS t").rows[0].double("t")
         let baseline = try await TableStats.read(database.pool)
+        let hold = holdSnapshotAfter.map { SnapshotHold(start: $0.seconds, length: holdFor.seconds) }
+        let holding = Task { [url = database.url] in
+            do { try await hold?.run(url: url, from: started) } catch { if !Task.isCancelled { progress("snapshot hold failed: \(error)") } }
+        }
 
         let queue = JobQueue(driver: PostgresQueueDriver(executor: producerPool), knownKinds: FleetKinds.all)
         let load = startLoad(rate: target, queue: queue, mix: mix, counters: counters)
@@ -154,7 +168,8 @@ struct SoakSuite: AsyncParsableCommand {
                 pruned: now.pruned - previousCounters.pruned, pruneMs: now.pruneMs - previousCounters.pruneMs,
                 autovacuums: stats.autovacuumCount - baseline.autovacuumCount,
                 hotPercent: stats.updates > previous.updates
-                    ? 100 * Double(stats.hotUpdates - previous.hotUpdates) / Double(stats.updates - previous.updates) : 0)
+                    ? 100 * Double(stats.hotUpdates - previous.hotUpdates) / Double(stats.updates - previous.updates) : 0,
+                heldSeconds: hold?.heldSeconds(inMinute: minute) ?? 0)
             samples.append(sample)
             if json { print(sample.json) } else { printMinute(sample) }
             fflush(nil)  // a minute at a time through a pipe, too
@@ -164,16 +179,21 @@ struct SoakSuite: AsyncParsableCommand {
         load.cancel()
         pruning.cancel()
         folding.cancel()
+        holding.cancel()
+        await holding.value
         await load.value
         await pruning.value
         await folding.value
         try await bench.stop(processes)
         let summary = Summary(samples: samples, target: target, pruneAfterSeconds: pruneAfterSeconds,
                               pruneErrors: counters.pruneErrors.load(ordering: .relaxed), foldErrors: counters.foldErrors.load(ordering: .relaxed))
+        let holdSummary = hold.map { HoldSummary(samples: samples, hold: $0) }
         if json {
             print(summary.json(drainRate: drainRate, capacity: capacity, loadFraction: rate == nil ? loadFraction : nil, workers: workers, reloptions: setup.reloptions))
+            if let holdSummary { print(holdSummary.json) }
         } else {
             summary.printTable()
+            if let holdSummary { print(holdSummary.line) }
         }
         if !summary.allMet { throw ExitCode(1) }
     }
@@ -396,15 +416,17 @@ struct MinuteSample {
     let autovacuums: Int64
     /// HOT updates among the minute's updates, percent.
     let hotPercent: Double
+    /// Seconds of the minute during which a snapshot was held (`--hold-snapshot-after`).
+    let heldSeconds: Int
 
     var finished: Int { jobs.completed + jobs.dead }
     var sizeBytes: Int64 { stats.tableBytes + stats.indexBytes }
 
-    static let columns = ["min", "enqueued", "done/min", "dead", "retried", "p50 ms", "p99 ms", "backlog",
+    static let columns = ["min", "held s", "enqueued", "done/min", "dead", "retried", "p50 ms", "p99 ms", "backlog",
                           "table MB", "index MB", "dead tup", "autovac", "last autovac", "hot %", "pruned", "prune ms"]
 
     var cells: [String] {
-        [String(minute), String(enqueued), String(finished), String(jobs.dead), String(jobs.retried),
+        [String(minute), heldSeconds > 0 ? String(heldSeconds) : "-", String(enqueued), String(finished), String(jobs.dead), String(jobs.retried),
          String(format: "%.1f", jobs.p50Ms), String(format: "%.1f", jobs.p99Ms), String(jobs.backlog),
          megabytes(stats.tableBytes), megabytes(stats.indexBytes), String(stats.deadTuples), String(autovacuums),
          stats.lastAutovacuum.map(clockTime) ?? "-", String(format: "%.0f", hotPercent), String(pruned), String(pruneMs)]
@@ -419,7 +441,7 @@ struct MinuteSample {
             "backlog":\(jobs.backlog),"table_bytes":\(stats.tableBytes),"index_bytes":\(stats.indexBytes),\
             "live_tuples":\(stats.liveTuples),"dead_tuples":\(stats.deadTuples),"autovacuum_count":\(autovacuums),\
             "last_autovacuum":\(last),"hot_update_percent":\(String(format: "%.1f", hotPercent)),\
-            "pruned":\(pruned),"prune_ms":\(pruneMs)}
+            "pruned":\(pruned),"prune_ms":\(pruneMs),"held_seconds":\(heldSeconds)}
             """
     }
 }
@@ -504,7 +526,7 @@ struct Summary {
 
 private func mean(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.reduce(0, +) / Double(values.count) }
 
-private func median(_ values: [Double]) -> Double {
+func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return 0 }
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2

@@ -39,6 +39,7 @@ import Testing
         try await q.sql.query("ANALYZE jobs")
         let plan = try await q.sql.query("EXPLAIN " + PostgresQueueDriver.claimSQL(guarded: guarded, noFlushWait: true), [
             PostgresArray(["drill.noop"]), PostgresArray([1_000]), owner, 30.0, nil,
+            PostgresArray([ClaimFrontier.Seek.start.priority]), PostgresArray([ClaimFrontier.Seek.start.runAt]),
         ]).rows.map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
         #expect(plan.contains("Index Scan using jobs_claim_idx"), "\(plan)")
         #expect(plan.contains("Index Scan using jobs_pkey"), "\(plan)")
@@ -56,7 +57,7 @@ import Testing
         try await q.sql.query("ANALYZE jobs")
         try await q.sql.query("SET LOCAL plan_cache_mode = force_generic_plan")
         try await q.sql.query("PREPARE claim_on_empty AS " + PostgresQueueDriver.claimSQL(guarded: guarded, noFlushWait: false))
-        let execute = "EXECUTE claim_on_empty('{drill.noop}', '{1000}', '\(owner)', 30, NULL)"
+        let execute = "EXECUTE claim_on_empty('{drill.noop}', '{1000}', '\(owner)', 30, NULL, '{-1}', '{-inf}')"
         #expect(try await q.sql.query(execute).rows.isEmpty)
         _ = try await q.queue.enqueue((0..<2_000).map { _ in NewJob(kind: .drillNoop) })
         let plan = try await q.sql.query("EXPLAIN " + execute).rows.map { try $0.string("QUERY PLAN") }.joined(separator: "\n")

@@ -92,7 +92,8 @@ public struct FleetSettings: Sendable {
             shutdownGrace: try reader.duration("FLEET_SHUTDOWN_GRACE_SECONDS", unit: .seconds(1), default: 25, range: 0...3600),
             retry: RetryPolicy(
                 base: try reader.duration("FLEET_RETRY_BASE_MS", unit: .milliseconds(1), default: 2000, range: 1...3_600_000),
-                cap: try reader.duration("FLEET_RETRY_CAP_SECONDS", unit: .seconds(1), default: 3600, range: 1...86_400)))
+                cap: try reader.duration("FLEET_RETRY_CAP_SECONDS", unit: .seconds(1), default: 3600, range: 1...86_400)),
+            claimRestartInterval: try reader.duration("FLEET_CLAIM_RESTART_MS", unit: .milliseconds(1), default: 1000, range: 0...60_000))
         let databaseStatements: StatementMode = try reader.choice("FLEET_DATABASE_STATEMENTS", default: .prepared)
         // Unnamed statements mean a transaction pooler, through which a LISTEN (and the worker's
         // session lock) would land on whichever server connection is free: say where it goes.

@@ -268,6 +268,26 @@ import Testing
         }
     }
 
+    /// The overview names the session holding the oldest snapshot in the fleet's database, as the
+    /// alert `FleetSnapshotHeld` does (escaped: an application name is anyone's text).
+    @Test func theOverviewNamesTheSessionHoldingTheOldestSnapshot() async throws {
+        try await Self.withConsole { console in
+            let dump = try await PostgresConnection.connect(console.q.url, applicationName: "pg_dump <nightly>")
+            try await dump.query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            _ = try await dump.query("SELECT 1 FROM jobs LIMIT 1")
+            let (session, _) = try await console.login(console.readToken)
+            // An autovacuum of the new database begun before the dump holds an older snapshot
+            // until it ends: the line names the oldest holder, so wait for the dump to be it.
+            var live = ""
+            try await console.q.waitUntil(timeout: .seconds(60), "the dump named as the oldest holder") {
+                live = try await console.get("/console/live/overview", session: session).body
+                return live.contains("held by pg_dump &lt;nightly&gt; (idle in transaction)</p>")
+            }
+            #expect(live.contains("<p class=\"hint\" id=\"snapshot-horizon\">Oldest snapshot: "), "\(live)")
+            try await dump.query("ROLLBACK")
+        }
+    }
+
     @Test func aJobPageListsWhatItRunsAfterAndWhatRunsAfterItWithLinksAndStates() async throws {
         try await Self.withConsole { console in
             let dead = try await Self.makeDead(console.q, code: "PROVIDER_DOWN")

@@ -1,6 +1,7 @@
 @testable import DispatcherCore
 import DrillKinds
 import FleetHTTP
+import FleetPostgres
 @testable import FleetQueue
 import Foundation
 import Testing
@@ -92,6 +93,36 @@ import Testing
             #expect(Self.value(text, "fleet_queue_dependency_releases") == 1)
             #expect(Self.value(text, "fleet_queue_dependency_failures") == 1)
         }
+    }
+
+    /// A session holding a snapshot in the fleet's database (a `pg_dump`'s transaction) shows in
+    /// the horizon gauges, by age in transactions and seconds, and by name in the measure the
+    /// console prints; once it ends it is gone from them.
+    @Test func aHeldSnapshotShowsInTheHorizonGauges() async throws {
+        _ = TestMetricsOnce.shared
+        let q = try await TestQueue.make()
+        let dump = try await PostgresConnection.connect(q.url, applicationName: "nightly-dump")
+        try await dump.query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        _ = try await dump.query("SELECT 1 FROM jobs LIMIT 1")
+        for _ in 0..<3 { _ = try await q.queue.enqueue(NewJob(kind: .drillNoop)) }
+
+        let held = try await SnapshotHorizon.measure(on: q.pool)
+        #expect(held.holder == "nightly-dump (idle in transaction)")
+        #expect(held.oldestXids.map { $0 >= 3 } == true, "\(held)")
+        #expect(held.oldestSeconds.map { $0 > 0 } == true, "\(held)")
+        #expect(held.replicaFeedbackXids == nil, "no replica in the test cluster")
+
+        let gauges = QueueGauges(queue: q.queue, kinds: FleetKinds.all, interval: .milliseconds(100), horizon: q.pool, logger: testLogger)
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, services: [gauges]) { http in
+            try await q.waitUntil("horizon gauges refreshed") {
+                let text = try await http.get("/metrics").text
+                return Self.value(text, "fleet_db_oldest_snapshot_xids").map { $0 >= 3 } == true
+                    && Self.value(text, "fleet_db_oldest_snapshot_seconds").map { $0 > 0 } == true
+                    && Self.value(text, "fleet_db_replica_feedback_xids") == 0
+            }
+        }
+        try await dump.query("ROLLBACK")
+        #expect(try await SnapshotHorizon.measure(on: q.pool).holder != held.holder)
     }
 
     /// The value of the sample named exactly `series` (name and labels) in Prometheus text.

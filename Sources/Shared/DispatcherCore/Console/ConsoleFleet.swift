@@ -104,6 +104,9 @@ struct ConsoleFleet: Sendable {
         return try await ReplicaLag.measure(on: replica)
     }
 
+    /// The oldest snapshot in the fleet's database, read on the primary (where it holds back vacuum).
+    func snapshotHorizon() async throws -> SnapshotHorizon { try await SnapshotHorizon.measure(on: pool) }
+
     /// Every live-or-silent worker not stopped within the last day: the ones whose heartbeat is
     /// older than `liveWorkerWithin` are silent (died, or hung).
     func workers() async throws -> [(worker: LiveWorker, silent: Bool)] {

@@ -1,4 +1,5 @@
 import DispatcherProtocol
+import FleetPostgres
 import FleetQueue
 import FleetSupport
 import Foundation
@@ -25,6 +26,7 @@ struct ConsolePages: Sendable {
         async let overview = fleet.overview()
         async let workers = fleet.readQueue.liveWorkers(heartbeatWithin: fleet.liveWorkerWithin)
         async let lag = fleet.replicaLag()
+        async let horizon = fleet.snapshotHorizon()
         let numbers = try await overview
         let chart = ThroughputChart(minutes: numbers.minutes)
         return ConsoleTemplates.render("overview-live", [
@@ -32,6 +34,7 @@ struct ConsolePages: Sendable {
             "replica": try await lag.map { lag in
                 [["lag": lag.isReplica ? lag.seconds.map(Show.seconds) ?? "unknown" : "none: the read database is not in recovery (promoted?)"]]
             } ?? [],
+            "horizon": Self.horizonLine(try await horizon),
             "kinds": numbers.kinds.map { kind in
                 [
                     "kind": kind.kind, "due": kind.due, "running": kind.running, "retrying": kind.retrying, "scheduled": kind.scheduled,
@@ -45,6 +48,19 @@ struct ConsolePages: Sendable {
                  "heartbeat": Show.ago(worker.lastHeartbeatAt)] as [String: Any]
             },
         ])
+    }
+
+    /// The overview's line on the oldest snapshot: who holds the database's horizon, for how
+    /// long (docs/operations.md, "A snapshot held open").
+    static func horizonLine(_ horizon: SnapshotHorizon) -> String {
+        var line = "Oldest snapshot: "
+        if let seconds = horizon.oldestSeconds, let holder = horizon.holder {
+            line += "\(Show.seconds(seconds)), \(horizon.oldestXids ?? 0) transactions, held by \(holder)"
+        } else {
+            line += "none open"
+        }
+        if let feedback = horizon.replicaFeedbackXids { line += " · a replica holds the horizon \(feedback) transactions back" }
+        return line
     }
 
     // MARK: Jobs

@@ -92,6 +92,7 @@ enum ConsoleTemplates {
     private static let overviewLive = """
         <p class="hint">Refreshed every 2 s · {{serverTime}} · all counts exact; completed and dead in the last 60 minutes, the current one so far</p>
         {{#replica}}<p class="hint" id="replica-lag">Pages read from a replica: replay lag {{lag}}</p>{{/replica}}
+        <p class="hint" id="snapshot-horizon">{{horizon}}</p>
         <div class="scroll"><table class="kinds">
           <thead><tr><th>Kind</th><th>Due</th><th>Running</th><th>Retrying</th><th>Scheduled</th><th>Waiting</th><th>Dead (1 h)</th><th>Completed (1 h)</th><th>Lag</th><th></th></tr></thead>
           <tbody>

@@ -244,10 +244,22 @@ public struct PostgresQueueDriver: QueueDriver {
         _ slots: [JobKind: Int], _ request: ClaimRequest, on executor: any PostgresExecutor, unlessLimitsExist: Bool = false
     ) async throws -> [ClaimedJob]? {
         let wanted = slots.sorted { $0.key < $1.key }
+        let kinds = wanted.map(\.key)
+        let seeks = request.frontiers?.seeks(for: kinds) ?? kinds.map { _ in .start }
         let rows = try await executor.query(Self.claimSQL(guarded: unlessLimitsExist, noFlushWait: !executor.joinsCallerTransaction), [
-            PostgresArray(wanted.map(\.key.rawValue)), PostgresArray(wanted.map(\.value)),
+            PostgresArray(kinds.map(\.rawValue)), PostgresArray(wanted.map(\.value)),
             request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) },
+            PostgresArray(seeks.map(\.priority)), PostgresArray(seeks.map(\.runAt)),
         ]).rows
+        if let frontiers = request.frontiers {
+            var newest: [JobKind: ClaimFrontier.Seek] = [:]
+            for row in rows {
+                let seek = ClaimFrontier.Seek(priority: try row.int("priority"), runAt: try row.double("run_at"))
+                let kind = JobKind(rawValue: try row.string("kind"))
+                if newest[kind].map({ seek.isPast($0) }) ?? true { newest[kind] = seek }
+            }
+            frontiers.claimed(kinds, from: seeks, newest: newest)
+        }
         // Nothing claimed under the guard: because a rule exists, or because nothing was due.
         // Asked only then, so that a claim that takes jobs pays nothing for the answer.
         if unlessLimitsExist, rows.isEmpty,
@@ -258,7 +270,8 @@ public struct PostgresQueueDriver: QueueDriver {
     }
 
     /// The one-statement claim ($1 kinds, $2 slots per kind, $3 owner, $4 lease in seconds,
-    /// $5 queues or NULL). `guarded`: it claims nothing if a limit rule exists. `noFlushWait`:
+    /// $5 queues or NULL, $6 and $7 each kind's `ClaimFrontier.Seek`: priority, run-at in epoch
+    /// seconds). `guarded`: it claims nothing if a limit rule exists. `noFlushWait`:
     /// its commit does not wait for the disk (not inside a caller's transaction).
     static func claimSQL(guarded: Bool, noFlushWait: Bool) -> String {
         claimStatements[guarded ? 1 : 0][noFlushWait ? 1 : 0]
@@ -295,13 +308,19 @@ public struct PostgresQueueDriver: QueueDriver {
         ),
         -- The wanted kinds and slots through a materialised row, as in `finishManySQL`: known to
         -- the planner, they made every claim a custom plan, planned anew each time.
-        asked AS MATERIALIZED (SELECT $1::text[] AS kinds, $2::integer[] AS slots),
+        asked AS MATERIALIZED (
+            SELECT $1::text[] AS kinds, $2::integer[] AS slots, $6::integer[] AS from_priorities, $7::float8[] AS from_run_ats
+        ),
         picked AS MATERIALIZED (
             SELECT j.id
-            FROM paused, asked, unnest(asked.kinds, asked.slots) AS wanted(kind, slots)
+            FROM paused, asked, unnest(asked.kinds, asked.slots, asked.from_priorities, asked.from_run_ats)
+                AS wanted(kind, slots, from_priority, from_run_at)
             CROSS JOIN LATERAL (
                 SELECT id FROM jobs
+                -- The row comparison is where the index scan starts (ClaimFrontier): past the
+                -- entries earlier claims left, which a held snapshot keeps from being skipped.
                 WHERE state = 'available' AND kind = wanted.kind AND run_at <= now()
+                  AND (priority, run_at) >= (wanted.from_priority, to_timestamp(wanted.from_run_at))
                   AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
                   AND \(queueNotPaused(pausedQueues: "paused.queues"))
                 ORDER BY priority, run_at, id
@@ -329,7 +348,7 @@ public struct PostgresQueueDriver: QueueDriver {
         \(noFlushWait ? ", (SELECT set_config('synchronous_commit', 'off', true)) AS no_flush_wait" : "")
         WHERE jobs.id = claimed.id
         RETURNING jobs.id, jobs.kind, jobs.queue, jobs.priority, jobs.attempt, jobs.max_attempts, jobs.payload,
-            extract(epoch FROM jobs.created_at) AS created_at, jobs.trace_parent
+            extract(epoch FROM jobs.created_at) AS created_at, jobs.trace_parent, extract(epoch FROM jobs.run_at)::float8 AS run_at
         """
     }
 

@@ -197,13 +197,19 @@ public struct ClaimRequest: Sendable {
     /// Kinds whose jobs may carry limit keys: claimed under the limits' lock while a rule
     /// exists, the others by the one-statement claim that pays nothing for limits.
     public var limitedKinds: Set<JobKind>
+    /// Where the claims of kinds without limits start (`ClaimFrontier`); nil: at the index's start.
+    public var frontiers: ClaimFrontiers?
 
-    public init(owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil, limitedKinds: Set<JobKind> = []) {
+    public init(
+        owner: String, lease: Duration, slots: [JobKind: Int], queues: [String]? = nil, limitedKinds: Set<JobKind> = [],
+        frontiers: ClaimFrontiers? = nil
+    ) {
         self.owner = owner
         self.lease = lease
         self.slots = slots
         self.queues = queues
         self.limitedKinds = limitedKinds
+        self.frontiers = frontiers
     }
 }
 

@@ -1,3 +1,4 @@
+import FleetPostgres
 import FleetSupport
 import Foundation
 import Logging
@@ -18,6 +19,8 @@ import ServiceLifecycle
 /// - `fleet_queue_paused{kind}`: 1 while the kind is paused (`queue.pause`), else 0
 /// - `fleet_limit_max_running{key}`, `fleet_limit_rate{key}` (in force; -1: none), `fleet_limit_running{key}`,
 ///   `fleet_limit_waiting{key}` (due jobs of exact keys), `fleet_limit_keys{key}` (keys in use under it)
+/// - `fleet_db_oldest_snapshot_seconds`, `fleet_db_oldest_snapshot_xids`, `fleet_db_replica_feedback_xids`:
+///   the oldest snapshot in the fleet's database, when given `horizon` (`SnapshotHorizonGauges`)
 /// - `fleet_queue_stats_timestamp_seconds`: Unix time of the last refresh whose queries answered
 ///   (falls behind while the database does not answer)
 ///
@@ -29,10 +32,13 @@ public struct QueueGauges: Service {
     /// Reported even with no job, so a drained or new kind shows 0 rather than no series.
     let kinds: Set<JobKind>
     let interval: Duration
+    /// Where the oldest snapshot is read (the primary); nil: not reported.
+    let horizon: (any PostgresExecutor)?
     let logger: Logger
 
-    public init(queue: JobQueue, kinds: KnownKinds, interval: Duration = .seconds(15), logger: Logger) {
+    public init(queue: JobQueue, kinds: KnownKinds, interval: Duration = .seconds(15), horizon: (any PostgresExecutor)? = nil, logger: Logger) {
         self.queue = queue
+        self.horizon = horizon
         self.kinds = kinds.kinds
         self.interval = interval
         self.logger = logger
@@ -72,6 +78,7 @@ public struct QueueGauges: Service {
         }
         await refreshLimits()
         await refreshDependencyTotals()
+        if let horizon { await SnapshotHorizonGauges.refresh(on: horizon, logger: logger) }
         Gauge(label: "fleet_queue_stats_timestamp_seconds").record(Date().timeIntervalSince1970)
     }
 

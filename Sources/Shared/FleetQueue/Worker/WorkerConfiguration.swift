@@ -17,13 +17,19 @@ public struct WorkerConfiguration: Sendable {
     /// While a fleet-wide limit holds due jobs back, how often to look for a freed slot besides
     /// the wake-up a finished job's notification gives.
     public var heldBackPollInterval: Duration
+    /// How old a kind's claim frontier may get before a claim starts at the claim index's start
+    /// again (`ClaimFrontier`): the longest a job that became due behind the frontier waits,
+    /// besides the next wake. Zero: every claim starts at the start.
+    public var claimRestartInterval: Duration
 
     public init(
         concurrency: [JobKind: Int], queues: [String]? = nil, lease: Duration = .seconds(30),
         pollInterval: Duration = .seconds(1), shutdownGrace: Duration = .seconds(25),
-        retry: RetryPolicy = RetryPolicy(), maxClaimBatch: Int = 1_000, heldBackPollInterval: Duration = .milliseconds(100)
+        retry: RetryPolicy = RetryPolicy(), maxClaimBatch: Int = 1_000, heldBackPollInterval: Duration = .milliseconds(100),
+        claimRestartInterval: Duration = .seconds(1)
     ) {
         self.heldBackPollInterval = heldBackPollInterval
+        self.claimRestartInterval = claimRestartInterval
         self.concurrency = concurrency
         self.queues = queues
         self.lease = lease

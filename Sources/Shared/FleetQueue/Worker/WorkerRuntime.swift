@@ -27,6 +27,8 @@ public final class WorkerRuntime: Service, Sendable {
     /// (`JobSpans`); nil: none are made.
     private let tracer: (any Tracer)? = TracePropagation.isTracing ? InstrumentationSystem.tracer : nil
     private let state: Mutex<State>
+    /// Where this worker's claims start in the claim index, per kind.
+    private let frontiers: ClaimFrontiers
     private let wakeups: AsyncStream<Void>
     private let wakeContinuation: AsyncStream<Void>.Continuation
 
@@ -73,6 +75,7 @@ public final class WorkerRuntime: Service, Sendable {
         self.id = "\(executable)@\(host):\(getpid()):\(suffix)"
         self.executable = executable
         self.configuration = configuration
+        self.frontiers = ClaimFrontiers(restartEvery: configuration.claimRestartInterval)
         self.driver = driver
         self.handlers = Dictionary(handlers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
         self.limitedKinds = Set(self.handlers.values.filter(\.usesLimits).map(\.kind))
@@ -153,7 +156,8 @@ public final class WorkerRuntime: Service, Sendable {
                 // The driver hands over what each of its statements claims as it comes.
                 var firstOfWake = true
                 let claimed = try await driver.jobClaim(ClaimRequest(
-                    owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds
+                    owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds,
+                    frontiers: frontiers
                 )) { jobs in
                     start(jobs, requested: slots, firstOfWake: firstOfWake)
                     firstOfWake = false
