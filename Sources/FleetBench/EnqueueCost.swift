@@ -89,26 +89,32 @@ struct EnqueueCost: AsyncParsableCommand {
 }
 
 /// `perf stat` attached to a process until stopped: its system calls and context switches.
+/// perf counts the process for as long as the command it runs lasts (a wait for a stop file):
+/// a signal would not do, since a child started from here inherits this process's blocked signals.
 private struct PerfStat {
     static let events = ["raw_syscalls:sys_enter": "syscalls", "context-switches": "context_switches"]
     let process: ChildProcess
     let output: String
+    let stopFile: String
 
     static func attach(to pid: pid_t) async throws -> PerfStat {
-        let output = NSTemporaryDirectory() + "fleet-bench-perf-\(pid)-\(UUID().uuidString).csv"
+        let base = NSTemporaryDirectory() + "fleet-bench-perf-\(pid)-\(UUID().uuidString)"
+        let (output, stopFile) = (base + ".csv", base + ".stop")
         let process = try ChildProcess(
-            "/usr/bin/perf", ["stat", "-x", ",", "-o", output, "-e", events.keys.sorted().joined(separator: ","), "-p", "\(pid)"],
+            "/usr/bin/perf",
+            ["stat", "-x", ",", "-o", output, "-e", events.keys.sorted().joined(separator: ","), "-p", "\(pid)", "--",
+             "/bin/sh", "-c", "while [ ! -e '\(stopFile)' ]; do sleep 0.05; done"],
             environment: ProcessInfo.processInfo.environment)
         // perf tells nowhere when it has attached: the wait keeps the window's first requests in
         // its count. What it misses or adds is the same in both windows, and cancels in 2N - N.
         try await Task.sleep(for: .milliseconds(300))
-        return PerfStat(process: process, output: output)
+        return PerfStat(process: process, output: output, stopFile: stopFile)
     }
 
     func stop() async throws -> [String: Double] {
-        process.signal(SIGINT)
-        _ = await process.wait()
-        defer { try? FileManager.default.removeItem(atPath: output) }
+        FileManager.default.createFile(atPath: stopFile, contents: nil)
+        _ = await process.wait(timeout: .seconds(30))
+        defer { [output, stopFile].forEach { try? FileManager.default.removeItem(atPath: $0) } }
         var counters: [String: Double] = [:]
         // CSV lines: value,unit,event,…
         for line in try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n") where !line.hasPrefix("#") {
