@@ -25,23 +25,9 @@ struct EnqueueLoad {
     let connections: Int
 
     func measure(warmUp: Duration, window: Duration, serverPID: pid_t) async throws -> SingleEnqueueWindow {
-        let group = MultiThreadedEventLoopGroup.singleton
-        let drivers = (0..<connections).map { _ in EnqueueDriver(token: token) }
-        var channels: [any Channel] = []
-        defer { channels.forEach { $0.close(promise: nil) } }
-        for driver in drivers {
-            let channel = try await ClientBootstrap(group: group)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(FrameReader(maxFrameBytes: 1 << 20))
-                        try channel.pipeline.syncOperations.addHandler(driver)
-                    }
-                }
-                .connect(host: "127.0.0.1", port: port).get()
-            channels.append(channel)
-        }
-        for (driver, channel) in zip(drivers, channels) { try await driver.authenticated(on: channel).get() }
+        let connected = try await connect()
+        defer { connected.close() }
+        let (drivers, channels) = (connected.drivers, connected.channels)
         for (driver, channel) in zip(drivers, channels) { channel.eventLoop.execute { driver.start() } }
         try await Task.sleep(for: warmUp)
 
@@ -70,15 +56,66 @@ struct EnqueueLoad {
             rate: jobs / elapsed, p50: percentile(latencies, 0.50), p99: percentile(latencies, 0.99),
             clientCPUPerJob: clientSeconds * 1000 / jobs, serverCPUPerJob: serverSeconds.map { $0 * 1000 / jobs })
     }
+
+    /// The connections, greeted and authenticated, each driver idle.
+    func connect() async throws -> EnqueueConnections {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let drivers = (0..<connections).map { _ in EnqueueDriver(token: token) }
+        var channels: [any Channel] = []
+        do {
+            for driver in drivers {
+                let channel = try await ClientBootstrap(group: group)
+                    .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(FrameReader(maxFrameBytes: 1 << 20))
+                            try channel.pipeline.syncOperations.addHandler(driver)
+                        }
+                    }
+                    .connect(host: "127.0.0.1", port: port).get()
+                channels.append(channel)
+            }
+            for (driver, channel) in zip(drivers, channels) { try await driver.authenticated(on: channel).get() }
+        } catch {
+            channels.forEach { $0.close(promise: nil) }
+            throw error
+        }
+        return EnqueueConnections(drivers: drivers, channels: channels)
+    }
+}
+
+/// Authenticated connections of `EnqueueLoad`, for a fixed number of requests at a time: the
+/// work is the same however fast the machine is, so what the server spends on it can be
+/// counted (`fleet-bench enqueue-cost`).
+struct EnqueueConnections {
+    fileprivate let drivers: [EnqueueDriver]
+    let channels: [any Channel]
+
+    /// Sends `count` enqueues, split evenly over the connections, each a closed loop; returns
+    /// when every one is answered.
+    func send(count: Int) async throws {
+        var futures: [EventLoopFuture<Int>] = []
+        for (index, (driver, channel)) in zip(drivers, channels).enumerated() {
+            let share = count / drivers.count + (index < count % drivers.count ? 1 : 0)
+            futures.append(channel.eventLoop.flatSubmit { driver.send(count: share) })
+        }
+        var failures = 0
+        for future in futures { failures += try await future.get() }
+        guard failures == 0 else { throw BenchError("\(failures) enqueues failed") }
+    }
+
+    func close() {
+        channels.forEach { $0.close(promise: nil) }
+    }
 }
 
 /// One connection's closed loop: greeting, `auth`, then one `enqueue` after another, each sent
 /// when the previous one is answered. Used only on its channel's event loop.
-private final class EnqueueDriver: ChannelInboundHandler, @unchecked Sendable {
+fileprivate final class EnqueueDriver: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private enum Phase { case greeting, authenticating, ready, running, stopped }
+    private enum Phase { case greeting, authenticating, ready, running, counting, stopped }
 
     private let token: String
     private var phase = Phase.greeting
@@ -89,6 +126,9 @@ private final class EnqueueDriver: ChannelInboundHandler, @unchecked Sendable {
     private var measuring = false
     private var latencies: [Double] = []
     private var failures = 0
+    /// Counted mode: answers still to come, and the promise of the failures among them.
+    private var remaining = 0
+    private var counted: EventLoopPromise<Int>?
     private static let ok = Array(#""ok":true"#.utf8)
 
     init(token: String) { self.token = token }
@@ -111,6 +151,19 @@ private final class EnqueueDriver: ChannelInboundHandler, @unchecked Sendable {
         measuring = true
         latencies = []
         latencies.reserveCapacity(1 << 14)
+    }
+
+    /// Sends `count` enqueues one after another; the future gives how many failed, once the
+    /// last is answered.
+    func send(count: Int) -> EventLoopFuture<Int> {
+        guard let context, count > 0 else { return MultiThreadedEventLoopGroup.singleton.any().makeSucceededFuture(0) }
+        phase = .counting
+        remaining = count
+        failures = 0
+        let promise = context.eventLoop.makePromise(of: Int.self)
+        counted = promise
+        send()
+        return promise.futureResult
     }
 
     /// Stops sending; returns what was measured (milliseconds per request) and the failures.
@@ -137,13 +190,28 @@ private final class EnqueueDriver: ChannelInboundHandler, @unchecked Sendable {
                 if !contains(frame, Self.ok) { failures += 1 }
             }
             send()
+        case .counting:
+            if !contains(frame, Self.ok) { failures += 1 }
+            remaining -= 1
+            guard remaining == 0 else { return send() }
+            phase = .ready
+            counted?.succeed(failures)
+            counted = nil
         case .ready, .stopped:
             break
         }
     }
 
+    func channelInactive(context: ChannelHandlerContext) {
+        counted?.fail(BenchError("the dispatcher closed a connection"))
+        counted = nil
+        context.fireChannelInactive()
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         authenticatedPromise?.fail(error)
+        counted?.fail(error)
+        counted = nil
         failures += 1
         context.close(promise: nil)
     }

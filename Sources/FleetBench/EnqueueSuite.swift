@@ -102,16 +102,26 @@ struct BenchDispatcher {
     let process: ChildProcess
     let port: Int
 
-    static func start(databaseURL: String, token: String, groupCommit: Bool) async throws -> BenchDispatcher {
+    /// The `dispatcher` next to this executable.
+    static var besideThisOne: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("dispatcher").path
+    }
+
+    /// `executable` (`besideThisOne` by default) started as `run`, or given as an argument to
+    /// `wrapper` (`valgrind …`), which may take long to start: `readyWithin` bounds the wait.
+    static func start(
+        databaseURL: String, token: String, groupCommit: Bool, executable: String = besideThisOne, wrapper: [String] = [],
+        readyWithin: Duration = .seconds(60)
+    ) async throws -> BenchDispatcher {
         let port = try freeTCPPort()
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("dispatcher").path
-        let process = try ChildProcess(executable, ["run"], environment: ProcessInfo.processInfo.environment.merging([
+        let command = wrapper + [executable, "run"]
+        let process = try ChildProcess(command[0], Array(command.dropFirst()), environment: ProcessInfo.processInfo.environment.merging([
             "DATABASE_URL": databaseURL, "FLEET_DISPATCHER_TCP": "127.0.0.1:\(port)", "FLEET_DISPATCHER_SOCKET": "off",
             "FLEET_DISPATCHER_TOKEN": token, "FLEET_HTTP_ADDRESS": "off", "FLEET_LOG_LEVEL": "warning",
             "FLEET_DISPATCHER_GROUP_COMMIT": groupCommit ? "on" : "off",
         ]) { $1 }, outputPath: NSTemporaryDirectory() + "fleet-bench-dispatcher-\(groupCommit ? "on" : "off").log")
         let dispatcher = BenchDispatcher(process: process, port: port)
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + readyWithin
         while ContinuousClock.now < deadline {
             if let status = process.exitStatus { throw BenchError("the dispatcher exited with \(status) (see its log in \(NSTemporaryDirectory()))") }
             if let client = try? await DispatcherClient.connect(to: .tcp(host: "127.0.0.1", port: port), token: token) {
@@ -120,7 +130,7 @@ struct BenchDispatcher {
             }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw BenchError("the dispatcher did not listen on \(port) within 60 s")
+        throw BenchError("the dispatcher did not listen on \(port) within \(readyWithin)")
     }
 
     func stop() {

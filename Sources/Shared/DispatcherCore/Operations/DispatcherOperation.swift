@@ -70,6 +70,9 @@ public struct OperationRegistry: Sendable {
 /// decoding asked for it.
 enum ArgumentDecoder {
     static func decode<Request: DispatcherRequest>(_ type: Request.Type, from arguments: JSONValue) throws -> Request {
+        if let plain = Request.self as? any PlainArguments.Type, let request = plain.init(plainArguments: arguments) as? Request {
+            return request
+        }
         let decoded: (value: Request, unreadFields: [String])
         do {
             decoded = try JSONValueDecoder(parseDate: WireFormat.parseDate).decode(Request.self, from: arguments, root: "args")

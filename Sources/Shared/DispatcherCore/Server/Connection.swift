@@ -201,7 +201,7 @@ struct FrameWriter: Sendable {
     func send(_ response: ServerResponse) async throws {
         let frame: ByteBuffer
         do {
-            frame = try WireFormat.frame(response, encoder: encoder)
+            frame = try response.handEncodedFrame ?? WireFormat.frame(response, encoder: encoder)
         } catch {
             logger.error("response not encodable", metadata: ["error": "\(error)"])
             frame = try WireFormat.frame(ServerResponse.failure(response.id, .internal, "internal error"), encoder: encoder)

@@ -44,6 +44,8 @@ final class PendingOutput: Sendable {
 
     /// Returns once the pending bytes are within the limit.
     func waitUntilWithinLimit() async {
+        // Without a suspension when within: a continuation resumed at once still reschedules the task.
+        guard state.withLock({ $0.bytes > limit }) else { return }
         await withCheckedContinuation { continuation in
             let now = state.withLock { state in
                 if state.bytes <= limit { return true }

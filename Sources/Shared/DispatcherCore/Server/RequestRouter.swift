@@ -35,6 +35,14 @@ enum Routing: Sendable {
 struct RequestRouter: Sendable {
     let registry: OperationRegistry
     let tokens: AccessTokens
+    /// Read once: without a tracer, requests run without their span (a no-op span still costs
+    /// a task-local context, its name and attributes on every request).
+    private let traced = TracePropagation.isTracing
+
+    init(registry: OperationRegistry, tokens: AccessTokens) {
+        self.registry = registry
+        self.tokens = tokens
+    }
 
     func route(_ frame: ByteBuffer, session: inout Session) -> Routing {
         let envelope: JSONValue
@@ -69,9 +77,13 @@ struct RequestRouter: Sendable {
         guard let entry = registry.entry(named: op) else {
             return .reply(.failure(id, .unknownOp, "unknown op '\(op.prefix(100))'; ops: \((registry.names + [AuthRequest.op]).sorted().joined(separator: ", "))"))
         }
-        guard case .roles(let roles) = entry.access else {
-            return .run(id: id, op: op) { try await RequestSpan.run(op, continuing: traceParent) { try await entry.run(arguments) } }
+        let call: @Sendable () async throws -> any Encodable & Sendable
+        if traced {
+            call = { try await RequestSpan.run(op, continuing: traceParent) { try await entry.run(arguments) } }
+        } else {
+            call = { try await entry.run(arguments) }
         }
+        guard case .roles(let roles) = entry.access else { return .run(id: id, op: op, call: call) }
         if let digest = session.tokenDigest, tokens.caller(for: digest) == nil {
             return .replyAndClose(.failure(id, .unauthenticated, "the access token was revoked"))
         }
@@ -82,9 +94,7 @@ struct RequestRouter: Sendable {
             let allowed = AccessRole.allCases.filter(roles.contains).map(\.rawValue).joined(separator: ", ")
             return .reply(.failure(id, .forbidden, "\(op) needs a token with the role \(allowed); '\(caller.name)' is \(caller.role.rawValue)"))
         }
-        return .run(id: id, op: op) {
-            try await Caller.$current.withValue(caller) { try await RequestSpan.run(op, continuing: traceParent) { try await entry.run(arguments) } }
-        }
+        return .run(id: id, op: op) { try await Caller.$current.withValue(caller) { try await call() } }
     }
 
     private func authenticate(_ id: RequestID, _ arguments: JSONValue, _ session: inout Session) -> Routing {

@@ -1,0 +1,128 @@
+import ArgumentParser
+import FleetSupport
+import Foundation
+
+/// `fleet-bench enqueue-cost`: what one single enqueue costs the dispatcher, counted on a fixed
+/// amount of work rather than timed. The connections send a window of `count` enqueues and one
+/// of twice as many; the difference between the two windows, divided by `count`, is one
+/// request's share with every fixed cost taken out (the window's start and end, the counters'
+/// own collection).
+struct EnqueueCost: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enqueue-cost",
+        abstract: "The dispatcher's CPU, system calls and context switches per single enqueue.",
+        discussion: """
+            Starts a release dispatcher (group commit on) on a fresh bench database, opens the \
+            connections, sends the warm-up, then windows of N and 2N enqueues (one in flight per \
+            connection), and reports (2N window - N window) / N for each counter. CPU is the \
+            dispatcher's user + system time (/proc/PID/stat): it moves with whatever else runs. \
+            With --perf, `perf stat` attached to the dispatcher also counts its system calls and \
+            context switches (a task or thread woken is a switch), which hold still on a busy \
+            machine. Instructions are not counted: this machine's virtual CPUs expose no \
+            hardware counters to perf, and valgrind 3.19 cannot run Swift 6.3's executables.
+            """)
+
+    @Option(help: "Requests in the first window (N); the second has 2N.") var count = 20_000
+    @Option(help: "Connections, one request in flight each.") var connections = 64
+    @Option(help: "Requests sent before the windows.") var warmUp = 2_000
+    @Option(help: "Pairs of windows; the medians are reported.") var repeats = 3
+    @Flag(help: "Also count system calls and context switches with perf stat.") var perf = false
+    @Option(help: "The dispatcher executable (default: the one beside fleet-bench).") var dispatcher = BenchDispatcher.besideThisOne
+    @Flag(help: "Print one JSON object per line instead of a table.") var json = false
+
+    private static let token = "fleet-bench-enqueue-token"
+
+    func validate() throws {
+        guard count > 0, connections > 0, warmUp >= 0, repeats > 0 else {
+            throw ValidationError("--count, --connections and --repeats must be positive")
+        }
+    }
+
+    func run() async throws {
+        let database = try await BenchDatabase.prepare()
+        let server = try await BenchDispatcher.start(databaseURL: database.url, token: Self.token, groupCommit: true, executable: dispatcher)
+        defer { server.stop() }
+        let load = try await EnqueueLoad(port: server.port, token: Self.token, connections: connections).connect()
+        defer { load.close() }
+        try await load.send(count: warmUp)
+        var report = Report()
+        for round in 1...repeats {
+            var windows: [[String: Double]] = []
+            for size in [count, 2 * count] {
+                try await database.pool.query("TRUNCATE jobs")
+                let counters = try await measure(size, load, server.process.pid)
+                windows.append(counters)
+                progress("round \(round)/\(repeats), \(size) enqueues: "
+                    + counters.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.0f", $0.value))" }.joined(separator: ", "))
+            }
+            for (name, value) in windows[1] {
+                report.add("enqueue_cost.\(name)", (value - (windows[0][name] ?? 0)) / Double(count), unit: Self.unit(name))
+            }
+        }
+        try await database.pool.query("TRUNCATE jobs")
+        if json {
+            printJSONLines(report.medians)
+            return
+        }
+        print("enqueue-cost: \(connections) connections, windows of \(count) and \(2 * count) single enqueues, medians of \(repeats); \(dispatcher)")
+        for measurement in report.medians {
+            print(measurement.metric.padding(toLength: 36, withPad: " ", startingAt: 0) + String(format: "%10.2f ", measurement.value) + measurement.unit)
+        }
+        print("per request: (2N window - N window) / N; cpu_us from /proc (loaded-machine noise included)")
+        print("server: \(try await database.settings())")
+    }
+
+    /// The counters of one window of `size` enqueues.
+    private func measure(_ size: Int, _ load: EnqueueConnections, _ pid: pid_t) async throws -> [String: Double] {
+        let counting = perf ? try await PerfStat.attach(to: pid) : nil
+        guard let before = CPUTime.ofProcess(pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
+        try await load.send(count: size)
+        guard let after = CPUTime.ofProcess(pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
+        var counters = ["cpu_us": (after - before) * 1e6]
+        if let counting { counters.merge(try await counting.stop()) { $1 } }
+        return counters
+    }
+
+    private static func unit(_ counter: String) -> String {
+        counter.hasSuffix("_us") ? "µs/request" : "/request"
+    }
+}
+
+/// `perf stat` attached to a process until stopped: its system calls and context switches.
+/// perf counts the process for as long as the command it runs lasts (a wait for a stop file):
+/// a signal would not do, since a child started from here inherits this process's blocked signals.
+private struct PerfStat {
+    static let events = ["raw_syscalls:sys_enter": "syscalls", "context-switches": "context_switches"]
+    let process: ChildProcess
+    let output: String
+    let stopFile: String
+
+    static func attach(to pid: pid_t) async throws -> PerfStat {
+        let base = NSTemporaryDirectory() + "fleet-bench-perf-\(pid)-\(UUID().uuidString)"
+        let (output, stopFile) = (base + ".csv", base + ".stop")
+        let process = try ChildProcess(
+            "/usr/bin/perf",
+            ["stat", "-x", ",", "-o", output, "-e", events.keys.sorted().joined(separator: ","), "-p", "\(pid)", "--",
+             "/bin/sh", "-c", "while [ ! -e '\(stopFile)' ]; do sleep 0.05; done"],
+            environment: ProcessInfo.processInfo.environment)
+        // perf tells nowhere when it has attached: the wait keeps the window's first requests in
+        // its count. What it misses or adds is the same in both windows, and cancels in 2N - N.
+        try await Task.sleep(for: .milliseconds(300))
+        return PerfStat(process: process, output: output, stopFile: stopFile)
+    }
+
+    func stop() async throws -> [String: Double] {
+        FileManager.default.createFile(atPath: stopFile, contents: nil)
+        _ = await process.wait(timeout: .seconds(30))
+        defer { [output, stopFile].forEach { try? FileManager.default.removeItem(atPath: $0) } }
+        var counters: [String: Double] = [:]
+        // CSV lines: value,unit,event,…
+        for line in try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n") where !line.hasPrefix("#") {
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            guard fields.count > 2, let value = Double(fields[0]), let name = Self.events[String(fields[2])] else { continue }
+            counters[name] = value
+        }
+        guard counters.count == Self.events.count else { throw BenchError("perf stat gave no counts (see \(output))") }
+        return counters
+    }
+}
