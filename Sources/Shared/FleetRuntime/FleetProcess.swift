@@ -1,6 +1,7 @@
 import FleetHTTP
 import FleetPostgres
 import FleetSchema
+import FleetStorage
 import FleetTracing
 import FleetQueue
 import Foundation
@@ -42,34 +43,41 @@ public enum FleetProcess {
 
     /// Runs a worker executable until SIGTERM/SIGINT, then drains it. `makeHandlers` gets the
     /// process's one LISTEN connection, which the worker runtime subscribes to as well.
+    /// With `storage` (the workers whose jobs read or write images), the store is checked before
+    /// the first claim and while the worker runs (`StorageReadiness`).
     public static func runWorker(
-        executable: String, settings: FleetSettings, handlers makeHandlers: (Notifier) throws -> [any JobHandler]
+        executable: String, settings: FleetSettings, storage: (any ImageStorage)? = nil,
+        handlers makeHandlers: (Notifier) throws -> [any JobHandler]
     ) async throws {
         let logger = Logger(label: executable)
         let pool = settings.makePool(applicationName: executable)
         let notifier = settings.makeNotifier(logger: logger)
         let handlers = try makeHandlers(notifier)
-        try await run(http: http(settings, pool: pool, logger: logger), logger: logger) {
+        let readiness = storage.map { StorageReadiness(storage: $0, summary: settings.storage.summary, logger: logger) }
+        try await run(http: http(settings, pool: pool, checks: readiness.map { [$0] } ?? [], logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
+            await readiness?.check()
             let runtime = WorkerRuntime(
                 executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
-                notifier: notifier, handlers: handlers, logger: logger)
+                notifier: notifier, handlers: handlers, logger: logger, mayClaim: { readiness?.isReachable ?? true })
             // The LISTEN session holds the worker's lock: the dispatcher's reaper takes its jobs back
             // as soon as the process dies (`WorkerLock`). Poll-only, there is no session to hold it,
             // and the worker's leases are the guarantee.
             notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
             // The notifier first, then what the handlers need running (their waiters): a group stops
             // its services in reverse, so they outlive the runtime's drain.
-            return [notifier] + handlers.flatMap(\.services) + [runtime]
+            return [notifier] + (readiness.map { [$0] } ?? []) + handlers.flatMap(\.services) + [runtime]
         }
     }
 
     /// The executable's HTTP side when `FLEET_HTTP_ADDRESS` is on, serving the process's metrics.
     public static func http(
-        _ settings: FleetSettings, pool: PostgresPool, routes: [any HTTPRoutes] = [], logger: Logger
+        _ settings: FleetSettings, pool: PostgresPool, routes: [any HTTPRoutes] = [], checks: [any ReadinessCheck] = [], logger: Logger
     ) -> ProcessHTTP? {
         settings.httpAddress.map {
-            ProcessHTTP(address: $0, limits: settings.httpLimits, pool: pool, registry: FleetMetrics.registry, routes: routes, logger: logger)
+            ProcessHTTP(
+                address: $0, limits: settings.httpLimits, pool: pool, registry: FleetMetrics.registry, routes: routes, checks: checks,
+                logger: logger)
         }
     }
 

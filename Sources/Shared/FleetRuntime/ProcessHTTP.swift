@@ -5,7 +5,7 @@ import Prometheus
 import ServiceLifecycle
 
 /// An executable's HTTP side on `FLEET_HTTP_ADDRESS`: `/healthz`, `/readyz` (started, database
-/// answers, not draining), `/metrics`, and whatever routes the executable adds (the dispatcher's
+/// answers, not draining, and the executable's own `checks`: its image store), `/metrics`, and whatever routes the executable adds (the dispatcher's
 /// webhooks).
 public struct ProcessHTTP: Sendable {
     public let listener: HTTPListener
@@ -14,13 +14,13 @@ public struct ProcessHTTP: Sendable {
 
     public init(
         address: ListenAddress, limits: HTTPListenerLimits = HTTPListenerLimits(), pool: PostgresPool,
-        registry: PrometheusCollectorRegistry, routes: [any HTTPRoutes] = [], logger: Logger
+        registry: PrometheusCollectorRegistry, routes: [any HTTPRoutes] = [], checks: [any ReadinessCheck] = [], logger: Logger
     ) {
         let (started, drain) = (StartupSignal(), DrainSignal())
         (self.started, self.drain) = (started, drain)
         listener = HTTPListener(
             address: address, limits: limits,
-            routes: [ProbeRoutes(checks: [started, drain, DatabaseReadiness(pool: pool)]), MetricsRoutes(registry: registry)] + routes,
+            routes: [ProbeRoutes(checks: [started, drain, DatabaseReadiness(pool: pool)] + checks), MetricsRoutes(registry: registry)] + routes,
             logger: logger)
     }
 
