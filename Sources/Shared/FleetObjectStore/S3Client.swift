@@ -94,16 +94,11 @@ public struct S3Client: Sendable {
         }
     }
 
-    /// Whether the bucket exists and the keys may reach it.
-    public func headBucket() async throws(S3Error) {
-        _ = try await send("HEAD bucket", .head, key: "", bucketLevel: true)
-    }
-
     /// One page of the keys under `prefix` (at most 1,000), from `continuationToken` on.
     public func list(prefix: String, continuationToken: String? = nil, maxKeys: Int = 1000) async throws(S3Error) -> S3ListPage {
         var query: [(name: String, value: String)] = [("list-type", "2"), ("prefix", prefix), ("max-keys", String(maxKeys))]
         if let continuationToken { query.append(("continuation-token", continuationToken)) }
-        let response = try await send("ListObjectsV2", .get, key: "", query: query, bucketLevel: true)
+        let response = try await send("ListObjectsV2", .get, key: "", query: query)
         let xml = String(decoding: response.body, as: UTF8.self)
         let keys = S3XML.elements("Contents", in: xml).compactMap { S3XML.value(of: "Key", in: $0) }
         let truncated = S3XML.value(of: "IsTruncated", in: xml) == "true"
@@ -121,7 +116,7 @@ public struct S3Client: Sendable {
         let md5 = Data(Insecure.MD5.hash(data: body)).base64EncodedString()
         let response = try await send(
             "DeleteObjects", .post, key: "", query: [("delete", "")],
-            headers: [("content-md5", md5), ("content-type", "application/xml")], body: body, bucketLevel: true)
+            headers: [("content-md5", md5), ("content-type", "application/xml")], body: body)
         let xml = String(decoding: response.body, as: UTF8.self)
         for failure in S3XML.elements("Error", in: xml) {
             let code = S3XML.value(of: "Code", in: failure) ?? "Unknown"
@@ -135,7 +130,7 @@ public struct S3Client: Sendable {
     /// budget allows; the last failure is thrown.
     private func send(
         _ operation: String, _ method: HTTPClientRequest.Method, key: String, query: [(name: String, value: String)] = [],
-        headers: [(name: String, value: String)] = [], body: Data? = nil, maxResponseBytes: Int = 1 << 20, bucketLevel: Bool = false
+        headers: [(name: String, value: String)] = [], body: Data? = nil, maxResponseBytes: Int = 1 << 20
     ) async throws(S3Error) -> HTTPClientResponse {
         let started = ContinuousClock.now
         var attempt = 1
@@ -145,12 +140,7 @@ public struct S3Client: Sendable {
                 let response = try await http.execute(request(
                     method, key: key, query: query, headers: headers, body: body, maxResponseBytes: maxResponseBytes))
                 if response.isSuccess { return response }
-                var error = S3Error(operation: operation, response: response)
-                // A bucket-level HEAD has no body to say which 404 it is.
-                if bucketLevel, error.kind == .notFound {
-                    error = S3Error(kind: .noSuchBucket, operation: operation, status: 404, code: "NoSuchBucket", message: "", requestID: error.requestID)
-                }
-                failure = error
+                failure = S3Error(operation: operation, response: response)
             } catch let error as HTTPClientError {
                 failure = S3Error(operation: operation, transport: error)
             } catch {

@@ -108,7 +108,7 @@ public struct S3ImageStorage: ImageStorage {
     public func checkAccess() async throws {
         let probe = "\(prefix).fleet-probe/\(UUID().uuidString)"
         do {
-            try await client.headBucket()
+            // A PUT, not a HEAD of the bucket: a HEAD's refusal has no body to say which it is.
             try await client.put(key: probe, body: Data("probe".utf8), contentType: "text/plain")
             try await client.delete(key: probe)
         } catch {
