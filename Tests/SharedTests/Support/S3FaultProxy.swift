@@ -86,7 +86,9 @@ final class S3FaultProxy: Sendable {
                 return Response(status: status, headers: [.contentType: "application/xml"], body: .init(byteBuffer: ByteBuffer(string: xml)))
             }
             let skipped: Set<String> = ["content-length", "transfer-encoding", "connection", "expect", "accept-encoding"]
-            let headers = request.headers.filter { !skipped.contains($0.name.canonicalName) }.map { (name: $0.name.rawName, value: $0.value) }
+            // HTTPTypes keeps Host apart (`authority`); the gateway checks the signature over it.
+            let headers = [(name: "Host", value: request.head.authority ?? "")]
+                + request.headers.filter { !skipped.contains($0.name.canonicalName) }.map { (name: $0.name.rawName, value: $0.value) }
             var forwarded = HTTPClientRequest(
                 method: HTTPClientRequest.Method(rawValue: method) ?? .get, url: upstream + request.uri.description, headers: headers,
                 body: body.isEmpty && method != "PUT" && method != "POST" ? nil : body, maxResponseBytes: 64 << 20)
