@@ -30,23 +30,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=${CHECK_DEPLOY_ROOT:-.}
 
+# Renders the kustomization in $1 into the file $2, or stops naming what failed.
+render() {
+  if ! kubectl kustomize "$ROOT/$1" >"$2" 2>"$2.err"; then
+    echo "check-deploy: FAIL: kubectl kustomize $ROOT/$1:" >&2; cat "$2.err" >&2; rm -f "$2.err"
+    exit 1
+  fi
+  rm -f "$2.err"
+}
+
 rendered=""
 rendered_object_storage=""
 if command -v kubectl >/dev/null 2>&1; then
   rendered=$(mktemp)
-  trap 'rm -f "$rendered"' EXIT
-  if ! kubectl kustomize "$ROOT/deploy/k8s" >"$rendered" 2>"$rendered.err"; then
-    echo "check-deploy: FAIL: kubectl kustomize $ROOT/deploy/k8s:" >&2; cat "$rendered.err" >&2; rm -f "$rendered.err"
-    exit 1
-  fi
-  rm -f "$rendered.err"
   rendered_object_storage=$(mktemp)
   trap 'rm -f "$rendered" "$rendered_object_storage"' EXIT
-  if ! kubectl kustomize "$ROOT/deploy/k8s-object-storage" >"$rendered_object_storage" 2>"$rendered.err"; then
-    echo "check-deploy: FAIL: kubectl kustomize $ROOT/deploy/k8s-object-storage:" >&2; cat "$rendered.err" >&2; rm -f "$rendered.err"
-    exit 1
-  fi
-  rm -f "$rendered.err"
+  render deploy/k8s "$rendered"
+  render deploy/k8s-object-storage "$rendered_object_storage"
 else
   echo "check-deploy: kubectl not found; checking the kustomization's resources without rendering" >&2
 fi
