@@ -43,8 +43,8 @@ public enum FleetProcess {
 
     /// Runs a worker executable until SIGTERM/SIGINT, then drains it. `makeHandlers` gets the
     /// process's one LISTEN connection, which the worker runtime subscribes to as well.
-    /// With `storage` (the workers whose jobs read or write images), the store is checked before
-    /// the first claim and while the worker runs (`StorageReadiness`).
+    /// With `storage` (the workers whose jobs read or write images) in a bucket, the store is
+    /// checked before the first claim and while the worker runs (`StorageReadiness`).
     public static func runWorker(
         executable: String, settings: FleetSettings, storage: (any ImageStorage)? = nil,
         handlers makeHandlers: (Notifier) throws -> [any JobHandler]
@@ -53,7 +53,13 @@ public enum FleetProcess {
         let pool = settings.makePool(applicationName: executable)
         let notifier = settings.makeNotifier(logger: logger)
         let handlers = try makeHandlers(notifier)
-        let readiness = storage.map { StorageReadiness(storage: $0, summary: settings.storage.summary, logger: logger) }
+        // A bucket's wrong keys or unreachable endpoint stop claims altogether; a file tree's
+        // outages are met by each job instead (deferred, docs/images.md, "Storage outages").
+        let readiness: StorageReadiness? = if case .s3 = settings.storage, let storage {
+            StorageReadiness(storage: storage, summary: settings.storage.summary, logger: logger)
+        } else {
+            nil
+        }
         try await run(http: http(settings, pool: pool, checks: readiness.map { [$0] } ?? [], logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
             await readiness?.check()
