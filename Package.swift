@@ -6,6 +6,7 @@ import PackageDescription
 //
 //   FleetSupport                       helpers every layer uses
 //   FleetPostgres  FleetHTTPClient  FleetStorage  FleetHTTP
+//   FleetObjectStore                   (FleetHTTPClient, FleetStorage: the S3 client and image store)
 //   FleetQueue                         (FleetPostgres)
 //   Imaging                            (FleetQueue for its jobs' kinds, FleetHTTPClient, FleetStorage)
 //   Renders                            (FleetQueue, Imaging, FleetPostgres, FleetHTTPClient, FleetStorage)
@@ -14,7 +15,7 @@ import PackageDescription
 //   FleetAccess                        (FleetPostgres, DispatcherProtocol for the roles)
 //   FleetSchema                        (every owner's migrations: FleetQueue, FleetCallbacks, Renders, FleetAccess)
 //   FleetTracing                       (FleetHTTPClient: the tracer and its OTLP/HTTP exporter)
-//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP, FleetSchema, FleetTracing)
+//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP, FleetSchema, FleetTracing, FleetStorage)
 //
 // Above them: DispatcherCore (the dispatcher's server), FleetCommands (the workers' shared CLI),
 // the executables, and the test support (DrillKinds, FakeProviders).
@@ -79,6 +80,9 @@ let package = Package(
         // Where images live: storage keys and ids, the local store, atomic files, and the groundwork
         // of object storage (S3/: AWS Signature V4 and presigned URLs, HMAC from swift-crypto).
         .target(name: "FleetStorage", dependencies: ["FleetSupport", crypto], path: "Sources/Shared/FleetStorage"),
+        // Images in S3-compatible object storage: the S3 client (over FleetHTTPClient, signed by
+        // FleetStorage's SigV4), `S3ImageStorage`, and the factory of a `StorageLocation`'s store.
+        .target(name: "FleetObjectStore", dependencies: ["FleetSupport", "FleetHTTPClient", "FleetStorage", crypto], path: "Sources/Shared/FleetObjectStore"),
         // The settings operators change without a deploy (`fleet_settings`): render provider and
         // categories, image profiles.
         .target(name: "LiveSettings", dependencies: ["FleetPostgres"], path: "Sources/Shared/LiveSettings"),
@@ -147,7 +151,7 @@ let package = Package(
         .target(
             name: "FleetRuntime",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetQueue", "FleetHTTP", "FleetSchema", "FleetTracing",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "FleetHTTP", "FleetSchema", "FleetTracing",
                 log, prometheus, serviceLifecycle, tracing,
             ],
             path: "Sources/Shared/FleetRuntime"
@@ -164,7 +168,7 @@ let package = Package(
             path: "Sources/Shared/DispatcherCore"
         ),
         // The workers' shared command line (run, migrate).
-        .target(name: "FleetCommands", dependencies: ["FleetPostgres", "FleetQueue", "FleetRuntime", argumentParser, log], path: "Sources/Shared/FleetCommands"),
+        .target(name: "FleetCommands", dependencies: ["FleetPostgres", "FleetQueue", "FleetRuntime", "FleetStorage", argumentParser, log], path: "Sources/Shared/FleetCommands"),
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
@@ -175,21 +179,21 @@ let package = Package(
         .executableTarget(
             name: "RenderWorker",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders",
                 "FleetRuntime", "FleetCommands", argumentParser, log,
             ]
         ),
         .executableTarget(
             name: "ImageWorker",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders", "FleetRuntime",
-                "FleetCommands", argumentParser, log,
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders",
+                "FleetRuntime", "FleetCommands", argumentParser, log,
             ]
         ),
         .executableTarget(name: "FleetDrill", dependencies: ["DrillKinds", argumentParser]),
         .executableTarget(
             name: "FleetDemo",
-            dependencies: ["FleetSupport", "FleetPostgres", "FleetStorage", "Renders", "DispatcherProtocol", "FleetRuntime", argumentParser]
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetStorage", "FleetObjectStore", "Renders", "DispatcherProtocol", "FleetRuntime", argumentParser]
         ),
         .executableTarget(
             name: "FleetBench",
@@ -218,7 +222,7 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
                 "FleetSchema", "FleetTracing", "CVips", "CFleetShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -20,21 +20,33 @@
 #  - the Dockerfile lacks the Swift 6.3 bookworm build stage, the bookworm-slim runtime stage,
 #    a runtime package, a non-root USER or the /data/images volume; no .dockerignore excludes
 #    .build, .data and .bench;
+#  - deploy/k8s-object-storage (rendered, with kubectl) keeps a PVC or a mount of /data/images, sets no
+#    FLEET_STORAGE=s3://, or gives a container no AWS keys from a Secret in secrets.example.yaml;
+#    docker-compose.object-storage.yml does not give each fleet service FLEET_STORAGE=s3:// and
+#    documented variables, or its gateway has no healthcheck;
 #  - systemd-analyze verify (when present) reports anything, or a unit's TimeoutStopSec is below
 #    grace + 5 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=${CHECK_DEPLOY_ROOT:-.}
 
-rendered=""
-if command -v kubectl >/dev/null 2>&1; then
-  rendered=$(mktemp)
-  trap 'rm -f "$rendered"' EXIT
-  if ! kubectl kustomize "$ROOT/deploy/k8s" >"$rendered" 2>"$rendered.err"; then
-    echo "check-deploy: FAIL: kubectl kustomize $ROOT/deploy/k8s:" >&2; cat "$rendered.err" >&2; rm -f "$rendered.err"
+# Renders the kustomization in $1 into the file $2, or stops naming what failed.
+render() {
+  if ! kubectl kustomize "$ROOT/$1" >"$2" 2>"$2.err"; then
+    echo "check-deploy: FAIL: kubectl kustomize $ROOT/$1:" >&2; cat "$2.err" >&2; rm -f "$2.err"
     exit 1
   fi
-  rm -f "$rendered.err"
+  rm -f "$2.err"
+}
+
+rendered=""
+rendered_object_storage=""
+if command -v kubectl >/dev/null 2>&1; then
+  rendered=$(mktemp)
+  rendered_object_storage=$(mktemp)
+  trap 'rm -f "$rendered" "$rendered_object_storage"' EXIT
+  render deploy/k8s "$rendered"
+  render deploy/k8s-object-storage "$rendered_object_storage"
 else
   echo "check-deploy: kubectl not found; checking the kustomization's resources without rendering" >&2
 fi
@@ -42,18 +54,18 @@ fi
 units_tmp=""
 if command -v systemd-analyze >/dev/null 2>&1; then
   units_tmp=$(mktemp -d)
-  trap 'rm -f "$rendered"; rm -rf "$units_tmp"' EXIT
+  trap 'rm -f "$rendered" "$rendered_object_storage"; rm -rf "$units_tmp"' EXIT
   mkdir -p "$units_tmp/bin"
   for exe in dispatcher render-worker image-worker fleet-drill fleet-demo; do
     printf '#!/bin/sh\n' >"$units_tmp/bin/$exe"; chmod +x "$units_tmp/bin/$exe"
   done
 fi
 
-python3 - "$ROOT" "$rendered" "$units_tmp" <<'EOF'
+python3 - "$ROOT" "$rendered" "$units_tmp" "$rendered_object_storage" <<'EOF'
 import glob, os, re, subprocess, sys
 import yaml
 
-root, rendered, units_tmp = sys.argv[1], sys.argv[2], sys.argv[3]
+root, rendered, units_tmp, rendered_object_storage = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 errors = []
 def fail(msg): errors.append(msg)
 def p(*parts): return os.path.join(root, *parts)
@@ -215,6 +227,31 @@ for name, so in scaled.items():
     for k in catalogue:
         if executable_of(k) == target and k not in covered: fail(f"{where}: no trigger for {k}, which {target} runs")
 
+# ---- Kubernetes with object storage (deploy/k8s-object-storage) -------------------------------------
+# The same Deployments with no shared volume: no PVC, no volume claiming one, FLEET_STORAGE a bucket,
+# and the keys from a Secret defined in secrets.example.yaml.
+if rendered_object_storage:
+    variant = [d for d in yaml.safe_load_all(open(rendered_object_storage)) if d]
+    where = "k8s-object-storage"
+    if any(o.get("kind") == "PersistentVolumeClaim" for o in variant): fail(f"{where}: a PersistentVolumeClaim is left")
+    config = next((o for o in variant if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == "fleet-config"), {})
+    if not str((config.get("data") or {}).get("FLEET_STORAGE", "")).startswith("s3://"): fail(f"{where}: fleet-config sets no FLEET_STORAGE=s3://…")
+    for key in (config.get("data") or {}):
+        if not env_ok(key): fail(f"{where} ConfigMap fleet-config: {key} is not in docs/configuration.md")
+    variant_deployments = {o["metadata"]["name"]: o for o in variant if o.get("kind") == "Deployment"}
+    if set(variant_deployments) != set(deployments): fail(f"{where}: Deployments {sorted(variant_deployments)} (want {sorted(deployments)})")
+    for name, dep in variant_deployments.items():
+        pod = dep["spec"]["template"]["spec"]
+        if any(v.get("persistentVolumeClaim") for v in pod.get("volumes", [])): fail(f"{where} Deployment {name}: a volume claims a PVC")
+        for c in pod.get("containers", []):
+            names = {e["name"] for e in c.get("env", [])}
+            if not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= names: fail(f"{where} Deployment {name}: no AWS keys in its env")
+            if any(vm.get("mountPath") == "/data/images" for vm in c.get("volumeMounts", [])): fail(f"{where} Deployment {name}: /data/images is mounted")
+            for e in c.get("env", []):
+                ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+                if ref and ref.get("key") not in secrets.get(ref.get("name"), set()):
+                    fail(f"{where} Deployment {name}: env {e['name']} refers to Secret {ref.get('name')} key {ref.get('key')}, not in secrets.example.yaml")
+
 # ---- docker compose ---------------------------------------------------------------------------
 compose = (docs_by_file.get("deploy/docker-compose.yml") or [None])[0]
 def seconds(v):
@@ -254,6 +291,32 @@ else:
         s = services.get(name, {})
         if not ((s.get("deploy") or {}).get("replicas") or s.get("scale")): fail(f"compose {name}: no deploy.replicas or scale")
         if not any(str(v).endswith(":/data/images") for v in s.get("volumes", [])): fail(f"compose {name}: /data/images is not a volume")
+
+# ---- docker compose with a gateway (docker-compose.object-storage.yml, an override) ----------------
+# Every fleet service it changes exists in docker-compose.yml and gets FLEET_STORAGE=s3://… with
+# documented variables only; the gateway has a healthcheck and the bucket is made before the fleet starts.
+override = (docs_by_file.get("deploy/docker-compose.object-storage.yml") or [None])[0]
+if not override: fail("deploy/docker-compose.object-storage.yml: missing")
+elif compose:
+    where = "compose object storage"
+    added, base = override.get("services", {}), compose.get("services", {})
+    volumes = set(compose.get("volumes") or {}) | set(override.get("volumes") or {})
+    if not (added.get("gateway") or {}).get("healthcheck"): fail(f"{where}: the gateway service has no healthcheck")
+    for name in ("dispatcher", "render-worker", "image-worker"):
+        s = added.get(name)
+        if not s: fail(f"{where}: {name} is not given the bucket"); continue
+        env = s.get("environment") or {}
+        if not str(env.get("FLEET_STORAGE", "")).startswith("s3://"): fail(f"{where} {name}: no FLEET_STORAGE=s3://…")
+        for key in env:
+            if not env_ok(key): fail(f"{where} {name}: environment {key} is not in docs/configuration.md")
+        if "bucket" not in (s.get("depends_on") or {}): fail(f"{where} {name}: does not wait for the bucket")
+    for name, s in added.items():
+        if name not in base and not s.get("image"): fail(f"{where}: service {name} is in neither file with an image")
+        for dep in (s.get("depends_on") or {}):
+            if dep not in base and dep not in added: fail(f"{where} {name}: depends_on unknown service {dep}")
+        for v in s.get("volumes", []):
+            src = v.split(":")[0] if isinstance(v, str) else v.get("source")
+            if src and not src.startswith((".", "/", "$")) and src not in volumes: fail(f"{where} {name}: volume {src} is not defined")
 
 # ---- env.example --------------------------------------------------------------------------------
 example = set(re.findall(r"^#?([A-Z][A-Z0-9_]+)=", open(p("deploy/env.example")).read(), re.M))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A one-node Ceph cluster on loopback with its RADOS gateway: an S3-compatible object store in
 # a folder of the project (default .data/s3), for the object storage tests (docs/images.md,
-# "Object storage: the groundwork"). Debian's ceph-mon, ceph-osd, radosgw and ceph-common.
+# "Object storage"). Debian's ceph-mon, ceph-osd, radosgw and ceph-common.
 #
 # usage: scripts/s3.sh start|stop|status|url|dir [--dir DIR] [--port PORT]
 #   start    create the cluster if needed (one monitor, one OSD, one gateway), start what is not

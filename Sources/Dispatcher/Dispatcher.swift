@@ -71,7 +71,6 @@ struct Run: AsyncParsableCommand {
         let webhooks = try WebhookSettings.load(from: ProcessInfo.processInfo.environment)
         let providerSettings = try ProviderSettings.load(from: ProcessInfo.processInfo.environment)
         let outbound = try OutboundSettings.load(from: ProcessInfo.processInfo.environment)
-        let storage = try StorageLocation.load(from: ProcessInfo.processInfo.environment)
         let http = CurlHTTPClient()
         let logger = Logger(label: "dispatcher")
         let pool = settings.makePool(applicationName: "dispatcher")
@@ -90,8 +89,8 @@ struct Run: AsyncParsableCommand {
             let notifier = settings.makeNotifier(logger: logger)
             let stack = try await DispatcherStack.bind(
                 pool: pool, readPool: readPool, notifier: notifier, settings: socketSettings, renderSettings: renderSettings,
-                liveWorkerWithin: settings.worker.lease * 3, outbound: outbound, tokens: tokens, storage: storage, logger: logger)
-            logger.info("dispatcher started", metadata: ["storage": "\(storage.summary)"])
+                liveWorkerWithin: settings.worker.lease * 3, outbound: outbound, tokens: tokens, storage: settings.storage, logger: logger)
+            logger.info("dispatcher started", metadata: ["storage": "\(settings.storage.summary)"])
             let tasks = MaintenanceTasks(pool: pool, providers: ProviderCatalog(settings: providerSettings, http: http), logger: logger)
             let scheduler = Scheduler(
                 settings: schedule, slots: ScheduleSlots(pool: pool), owner: "dispatcher@\(ProcessInfo.processInfo.hostName):\(getpid())",

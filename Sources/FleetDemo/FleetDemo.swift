@@ -2,6 +2,7 @@ import ArgumentParser
 import DispatcherProtocol
 import FleetPostgres
 import FleetRuntime
+import FleetObjectStore
 import FleetStorage
 import FleetSupport
 import Foundation
@@ -36,10 +37,10 @@ struct FleetDemo: AsyncParsableCommand {
         let client = try await DispatcherClient.connect(to: address, token: dispatcher.token)
         defer { Task { await client.close() } }
         let pool = settings.makePool(maxConnections: 1, applicationName: "fleet-demo")
-        let storage = FileImageStorage(root: settings.storageRoot)
+        let storage = settings.storage.makeImageStorage()
         let run = String(UUID().uuidString.prefix(8)).lowercased()
         let user = try StorageID("demo-\(run)")
-        progress("demo user \(user), storage \(settings.storageRoot), dispatcher \(address)")
+        progress("demo user \(user), storage \(settings.storage.summary), dispatcher \(address)")
 
         // The backend owns the credits table: a new account starts with a few.
         try await pool.query("""
@@ -71,13 +72,16 @@ struct FleetDemo: AsyncParsableCommand {
         let byIDSteps = try await report(byIDEnded, client: client)
 
         print("")
-        print("results under \(settings.storageRoot)/\(user)/:")
-        let files = ["body/b1.jpg"] + ["g1", "g2"].flatMap { ["garments/\($0).jpg", "garments/\($0)_cutout.png", "garments/\($0)_preview.jpg"] }
-            + ["renders/\(render.id).jpg", "renders/\(byID.id).jpg"]
-        for path in files {
-            let full = "\(settings.storageRoot)/\(user)/\(path)"
-            let size = (try? FileManager.default.attributesOfItem(atPath: full)[.size] as? Int).flatMap { $0 }
-            print("  \(full)\(size.map { "  (\($0) bytes)" } ?? "  (missing)")")
+        print("results in \(settings.storage.summary), under \(user)/:")
+        let files: [StorageKey] = [.bodyPhoto(user: user, photo: try StorageID("b1"))]
+            + (try ["g1", "g2"].flatMap { id -> [StorageKey] in
+                let garment = try StorageID(id)
+                return [.garment(user: user, garment: garment), .garmentCutout(user: user, garment: garment), .garmentPreview(user: user, garment: garment)]
+            })
+            + [.render(user: user, render: try StorageID(render.id)), .render(user: user, render: try StorageID(byID.id))]
+        for key in files {
+            let size = try? await storage.size(of: key)
+            print("  \(key.relativePath)\(size.map { "  (\($0) bytes)" } ?? "  (missing)")")
         }
         for (ended, steps) in [(ended, steps), (byIDEnded, byIDSteps)] where ended.status != .complete || steps.contains(where: { $0.state != .completed }) {
             throw ExitCode.failure

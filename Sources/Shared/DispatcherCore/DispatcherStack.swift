@@ -22,7 +22,7 @@ public struct DispatcherStack: Sendable {
     /// `tokens`: the access tokens, when the caller shares them (the console's logins); made from
     /// `settings` otherwise. `readPool`: a streaming replica for `stats`, `jobs.list` and
     /// `audit.list` (`FLEET_READ_DATABASE_URL`); every other op reads and writes on `pool`.
-    /// `storage`: where the images are (`StorageLocation.load(from:)`), for `upload.presign`,
+    /// `storage`: where the images are (`FleetSettings.storage`), for `upload.presign`,
     /// `image.url` and the renders' `resultUrl`; the dispatcher signs URLs, it never reads images.
     public static func bind(
         pool: PostgresPool, readPool: PostgresPool? = nil, notifier: Notifier, settings: DispatcherSettings, renderSettings: RenderRequestSettings,

@@ -2,6 +2,7 @@ import ArgumentParser
 import FleetPostgres
 import FleetQueue
 import FleetRuntime
+import FleetStorage
 import Foundation
 import Logging
 
@@ -23,6 +24,8 @@ public protocol WorkerRunCommand: AsyncParsableCommand {
     static var defaultConcurrency: [JobKind: Int] { get }
     /// The handlers, given the process's one LISTEN connection for those that wait on notifications.
     static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler]
+    /// The image store its jobs read and write, checked before and while it claims; nil: none.
+    static func storage(settings: FleetSettings) -> (any ImageStorage)?
 }
 
 extension WorkerRunCommand {
@@ -32,7 +35,7 @@ extension WorkerRunCommand {
 
     public func run() async throws {
         let settings = try FleetProcess.bootstrap(defaultConcurrency: Self.defaultConcurrency)
-        try await FleetProcess.runWorker(executable: Self.executable, settings: settings) { notifier in
+        try await FleetProcess.runWorker(executable: Self.executable, settings: settings, storage: Self.storage(settings: settings)) { notifier in
             try Self.handlers(settings: settings, notifier: notifier)
         }
     }

@@ -109,6 +109,9 @@ final class CurlTransfer: @unchecked Sendable {
 
         switch request.method {
         case .get: fleet_curl_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        // NOBODY sends HEAD and reads no body: the answer's Content-Length describes the object,
+        // not bytes to wait for.
+        case .head: fleet_curl_setopt_long(easy, CURLOPT_NOBODY, 1)
         case .post, .put, .patch, .delete:
             if request.method != .post { fleet_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method.rawValue) }
             let payload = request.body ?? Data()

@@ -3,7 +3,7 @@ import Foundation
 /// One outbound HTTP request to a provider.
 public struct HTTPClientRequest: Sendable {
     public enum Method: String, Sendable {
-        case get = "GET", post = "POST", put = "PUT", patch = "PATCH", delete = "DELETE"
+        case get = "GET", head = "HEAD", post = "POST", put = "PUT", patch = "PATCH", delete = "DELETE"
     }
 
     public var method: Method
@@ -23,8 +23,8 @@ public struct HTTPClientRequest: Sendable {
     /// name cannot resolve elsewhere between the check and the connection.
     public var pinnedAddress: String?
     /// Whether sending it twice does no more than sending it once. By default a POST is not (a
-    /// provider's submit or prediction is paid once per request that reaches it) and GET, PUT and
-    /// DELETE are; set it when the method says otherwise. Once any of a non-idempotent request's
+    /// provider's submit or prediction is paid once per request that reaches it) and GET, HEAD, PUT
+    /// and DELETE are; set it when the method says otherwise. Once any of a non-idempotent request's
     /// body went out, the transport never sends it again, only its caller may (`CurlHTTPClient`);
     /// a GET may always be re-sent.
     public var isIdempotent: Bool {

@@ -1,6 +1,7 @@
 import FleetHTTP
 import FleetPostgres
 import FleetSchema
+import FleetStorage
 import FleetTracing
 import FleetQueue
 import Foundation
@@ -42,26 +43,38 @@ public enum FleetProcess {
 
     /// Runs a worker executable until SIGTERM/SIGINT, then drains it. `makeHandlers` gets the
     /// process's one LISTEN connection, which the worker runtime subscribes to as well.
+    /// With `storage` (the workers whose jobs read or write images) in a bucket, the store is
+    /// checked before the first claim and while the worker runs (`StorageReadiness`).
     public static func runWorker(
-        executable: String, settings: FleetSettings, handlers makeHandlers: (Notifier) throws -> [any JobHandler]
+        executable: String, settings: FleetSettings, storage: (any ImageStorage)? = nil,
+        handlers makeHandlers: (Notifier) throws -> [any JobHandler]
     ) async throws {
         let logger = Logger(label: executable)
         let pool = settings.makePool(applicationName: executable)
         let notifier = settings.makeNotifier(logger: logger)
         let handlers = try makeHandlers(notifier)
-        let readiness = handlers.map(HandlerReadiness.init)
-        try await run(http: http(settings, pool: pool, checks: readiness, logger: logger), logger: logger) {
+        // A bucket's wrong keys or unreachable endpoint stop claims altogether; a file tree's
+        // outages are met by each job instead (deferred, docs/images.md, "Storage outages"), and
+        // the handlers say so on /readyz while one is on.
+        let storageReadiness: StorageReadiness? = if case .s3 = settings.storage, let storage {
+            StorageReadiness(storage: storage, summary: settings.storage.summary, logger: logger)
+        } else {
+            nil
+        }
+        let checks: [any ReadinessCheck] = handlers.map(HandlerReadiness.init) + (storageReadiness.map { [$0] } ?? [])
+        try await run(http: http(settings, pool: pool, checks: checks, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
+            await storageReadiness?.check()
             let runtime = WorkerRuntime(
                 executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
-                notifier: notifier, handlers: handlers, logger: logger)
+                notifier: notifier, handlers: handlers, logger: logger, mayClaim: { storageReadiness?.isReachable ?? true })
             // The LISTEN session holds the worker's lock: the dispatcher's reaper takes its jobs back
             // as soon as the process dies (`WorkerLock`). Poll-only, there is no session to hold it,
             // and the worker's leases are the guarantee.
             notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
             // The notifier first, then what the handlers need running (their waiters): a group stops
             // its services in reverse, so they outlive the runtime's drain.
-            return [notifier] + handlers.flatMap(\.services) + [runtime]
+            return [notifier] + (readiness.map { [$0] } ?? []) + handlers.flatMap(\.services) + [runtime]
         }
     }
 

@@ -1,6 +1,7 @@
 import FleetHTTP
 import FleetPostgres
 import FleetQueue
+import FleetStorage
 import FleetSupport
 import Logging
 
@@ -18,7 +19,9 @@ public struct FleetSettings: Sendable {
     /// `FLEET_READ_DATABASE_URL`: a streaming replica for the dispatcher's reads that decide
     /// nothing (the console's pages, `stats`, `jobs.list`, `audit.list`); nil: the primary.
     public var readDatabaseURL: String?
-    public var storageRoot: String
+    /// `FLEET_STORAGE` (or `FLEET_STORAGE_ROOT`) and, for a bucket, the AWS CLI's variables:
+    /// where the images live (`StorageLocation`).
+    public var storage: StorageLocation
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
     public var poolSize: Int
@@ -107,7 +110,7 @@ public struct FleetSettings: Sendable {
             databaseStatements: databaseStatements,
             listenDatabase: listenDatabase,
             readDatabaseURL: readDatabaseURL,
-            storageRoot: environment["FLEET_STORAGE_ROOT"] ?? ".data/images",
+            storage: try StorageLocation.load(from: environment),
             logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
             logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),
             poolSize: try reader.integer("FLEET_DB_POOL_SIZE", default: 8, range: 1...200),

@@ -5,8 +5,8 @@ import Prometheus
 import ServiceLifecycle
 
 /// An executable's HTTP side on `FLEET_HTTP_ADDRESS`: `/healthz`, `/readyz` (started, database
-/// answers, not draining, and the executable's own `checks`: a worker's store taking writes),
-/// `/metrics`, and whatever routes the executable adds (the dispatcher's webhooks).
+/// answers, not draining, and the executable's own `checks`: a worker's store taking writes, its
+/// bucket reachable), `/metrics`, and whatever routes the executable adds (the dispatcher's webhooks).
 public struct ProcessHTTP: Sendable {
     public let listener: HTTPListener
     public let started: StartupSignal

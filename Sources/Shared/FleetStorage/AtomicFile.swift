@@ -5,7 +5,10 @@ import Foundation
 /// fails removes its temporary file, so nothing partial is ever visible (a full disk included:
 /// unlinking needs no space).
 public enum AtomicFile {
-    public static func write(_ data: Data, to path: String) throws(StorageFailure) {
+    /// Writes `data` at `path`. With `replacing` false an existing file stays as it is and the
+    /// answer is false (a hard link from the complete temporary file, which fails on a name taken).
+    @discardableResult
+    public static func write(_ data: Data, to path: String, replacing: Bool = true) throws(StorageFailure) -> Bool {
         let folder = (path as NSString).deletingLastPathComponent
         try makeFolders(folder.isEmpty ? "." : folder, for: path)
         let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -23,16 +26,19 @@ public enum AtomicFile {
         let failure = written ? nil : errno
         // A failed close may be the first report of a deferred write error (network filesystems).
         let closed = close(descriptor) == 0 ? nil : errno
-        guard failure == nil, closed == nil, rename(temporary, path) == 0 else {
+        guard failure == nil, closed == nil, replacing ? rename(temporary, path) == 0 : link(temporary, path) == 0 else {
             let code = failure ?? closed ?? errno
             unlink(temporary)
+            if !replacing && code == EEXIST { return false }
             throw StorageFailure(path: path, errno: code)
         }
+        if !replacing { unlink(temporary) }
         let folderDescriptor = open(folder.isEmpty ? "." : folder, O_RDONLY)
         if folderDescriptor >= 0 {
             fsync(folderDescriptor)
             close(folderDescriptor)
         }
+        return true
     }
 
     /// `mkdir -p`, failing with the errno that stopped it (FileManager's errors hide it).

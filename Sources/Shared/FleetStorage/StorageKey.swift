@@ -59,11 +59,17 @@ public enum StorageKey: Hashable, Sendable {
 public enum StorageError: Error, CustomStringConvertible, Sendable, Equatable {
     case invalidID(String)
     case notFound(String)
+    /// An object larger than the reader's bound: its bytes were not fetched.
+    case tooLarge(String, bytes: Int, limit: Int)
+    /// A conditional write found an object at the key and left it.
+    case alreadyExists(String)
 
     public var description: String {
         switch self {
         case .invalidID(let id): "invalid id '\(id)': 1 to 64 characters of A-Z, a-z, 0-9, _ and -"
         case .notFound(let path): "no file at \(path)"
+        case .tooLarge(let path, let bytes, let limit): "\(path) has \(bytes) bytes, more than \(limit)"
+        case .alreadyExists(let path): "an object is stored at \(path) already"
         }
     }
 }
@@ -92,24 +98,27 @@ public enum StorageFailureCode: String, Sendable, CaseIterable {
     }
 }
 
-/// A write the store refused: `code` when it is an outage of the store (`StorageFailureCode`).
+/// A read or write the store refused: `code` when it is an outage of the store (`StorageFailureCode`).
 public struct StorageFailure: Error, CustomStringConvertible, Sendable, Equatable {
     public let path: String
     public let reason: String
     public let code: StorageFailureCode?
+    /// Whether a read failed (a write otherwise).
+    public let reading: Bool
 
-    public init(path: String, reason: String, code: StorageFailureCode?) {
+    public init(path: String, reason: String, code: StorageFailureCode?, reading: Bool = false) {
         self.path = path
         self.reason = reason
         self.code = code
+        self.reading = reading
     }
 
     /// From a failed system call's `errno`.
-    public init(path: String, errno code: Int32) {
-        self.init(path: path, reason: String(cString: strerror(code)), code: StorageFailureCode(errno: code))
+    public init(path: String, errno code: Int32, reading: Bool = false) {
+        self.init(path: path, reason: String(cString: strerror(code)), code: StorageFailureCode(errno: code), reading: reading)
     }
 
-    public var description: String { "cannot write \(path): \(reason)" }
+    public var description: String { "cannot \(reading ? "read" : "write") \(path): \(reason)" }
 }
 
 private extension UInt8 {

@@ -31,6 +31,9 @@ public final class WorkerRuntime: Service, Sendable {
     private let frontiers: ClaimFrontiers
     private let wakeups: AsyncStream<Void>
     private let wakeContinuation: AsyncStream<Void>.Continuation
+    /// Whether the worker may claim now: false while what its jobs need is down (the image store,
+    /// `StorageReadiness`); the poll asks again.
+    private let mayClaim: @Sendable () -> Bool
 
     private struct State {
         var free: [JobKind: Int]
@@ -68,8 +71,9 @@ public final class WorkerRuntime: Service, Sendable {
 
     public init(
         executable: String, configuration: WorkerConfiguration, driver: any QueueDriver, notifier: Notifier,
-        handlers: [any JobHandler], logger: Logger
+        handlers: [any JobHandler], logger: Logger, mayClaim: @escaping @Sendable () -> Bool = { true }
     ) {
+        self.mayClaim = mayClaim
         let host = ProcessInfo.processInfo.hostName
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
         self.id = "\(executable)@\(host):\(getpid()):\(suffix)"
@@ -146,6 +150,7 @@ public final class WorkerRuntime: Service, Sendable {
         var failureDelay = Duration.milliseconds(100)
         for await _ in wakeups {
             if state.withLock({ $0.stopping }) { return }
+            guard mayClaim() else { continue }
             // Back-pressure: let the outcome writer catch up before taking more work.
             while await recorder.pendingCount > 20_000 { try? await Task.sleep(for: .milliseconds(5)) }
             let slots = state.withLock { state in

@@ -13,6 +13,16 @@ public enum SigV4Encoding {
         encode(text, keepingSlash: true)
     }
 
+    /// A query as SigV4 signs it and the URL must carry it: names and values encoded, sorted by
+    /// name then value, joined by `&` (`prefix=a%2F&list-type=2`; an empty value keeps its `=`).
+    public static func canonicalQuery(_ query: [(name: String, value: String)]) -> String {
+        let encoded: [(name: String, value: String)] = query.map { (component($0.name), component($0.value)) }
+        let sorted = encoded.sorted { (left, right) -> Bool in
+            left.name == right.name ? left.value < right.value : left.name < right.name
+        }
+        return sorted.map { $0.name + "=" + $0.value }.joined(separator: "&")
+    }
+
     private static func encode(_ text: String, keepingSlash: Bool) -> String {
         var encoded = [UInt8]()
         encoded.reserveCapacity(text.utf8.count)

@@ -123,13 +123,7 @@ struct CanonicalRequest {
     let signedHeaders: String
 
     init(method: String, path: String, query: [(name: String, value: String)], headers: [(name: String, value: String)], payloadHash: String) {
-        let encoded: [(name: String, value: String)] = query.map {
-            (SigV4Encoding.component($0.name), SigV4Encoding.component($0.value))
-        }
-        let sorted = encoded.sorted { (left, right) -> Bool in
-            left.name == right.name ? left.value < right.value : left.name < right.name
-        }
-        self.query = sorted.map { $0.name + "=" + $0.value }.joined(separator: "&")
+        self.query = SigV4Encoding.canonicalQuery(query)
         let fields = Self.canonicalHeaders(headers)
         signedHeaders = fields.map(\.name).joined(separator: ";")
         text = [

@@ -26,13 +26,15 @@ public struct CutoutHandler: JobHandler {
 
     public func run(_ job: ClaimedJob, context: JobContext) async throws -> JSONValue? {
         let payload = try job.decodePayload(GarmentCutoutPayload.self)
-        let photoPath: String
+        let photo: Data
         do {
-            photoPath = try await storage.fileForReading(.garment(user: payload.userID, garment: payload.garmentID))
+            // A normalised photo: far below the upload's limit, which bounds the read all the same.
+            photo = try await outage.deferringOutages {
+                try await storage.read(.garment(user: payload.userID, garment: payload.garmentID), maxBytes: ImageLimits().maxBytes)
+            }
         } catch let error as StorageError {
             throw JobError.permanent(code: .imageNotFound, message: "\(error)")
         }
-        let photo = try Data(contentsOf: URL(fileURLWithPath: photoPath))
         let result: BackgroundRemovalChain.Result
         do {
             result = try await chain.cutout(of: photo, logger: context.logger)

@@ -42,16 +42,22 @@ public struct NormalizeHandler: JobHandler {
             case .invalid: throw JobError.retryable("\(error)")
             }
         }
-        let input: String
-        do {
-            input = try await storage.fileForReading(.upload(user: payload.userID, upload: payload.uploadID))
-        } catch let error as StorageError {
-            throw JobError.permanent(code: .imageNotFound, message: "\(error)")
-        }
+        let upload = StorageKey.upload(user: payload.userID, upload: payload.uploadID)
         let normalizer = self.normalizer.with(profile)
         let image: NormalizedImage
         do {
-            image = try await offload { try normalizer.normalize(path: input) }
+            // The size first: an upload over the limit is refused without its bytes fetched.
+            let bytes = try await outage.deferringOutages { try await storage.size(of: upload) }
+            let limit = normalizer.limits.maxBytes
+            guard bytes <= limit else { throw ImageError.tooLarge("\(bytes) bytes, more than \(limit)") }
+            image = try await outage.deferringOutages {
+                try await storage.withFileForReading(upload, maxBytes: limit) { input in
+                    try await offload { try normalizer.normalize(path: input) }
+                }
+            }
+        } catch let error as StorageError {
+            if case .tooLarge = error { throw JobError.permanent(code: .imageTooLarge, message: "\(error)") }
+            throw JobError.permanent(code: .imageNotFound, message: "\(error)")
         } catch let error as ImageError {
             throw JobError.permanent(code: error.code, message: error.reason)
         }

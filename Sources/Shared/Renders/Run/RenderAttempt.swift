@@ -254,7 +254,14 @@ struct RenderAttempt: Sendable {
                 return .failed(RenderFailure(.providerDown, "\(provider.name): the provider's image does not decode: \(error)"))
             }
             let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
-            try await handler.outage.deferringOutages { try await handler.storage.write(jpeg, to: key) }
+            do {
+                // A render's result is never replaced once stored: its bytes stay those a client may
+                // have fetched (a retry after a crash between the write and the row keeps the first).
+                try await handler.outage.deferringOutages { try await handler.storage.create(jpeg, at: key) }
+            } catch StorageError.alreadyExists {
+                span.attributes[TraceAttribute.outcome] = "stored before"
+                return .stored(path: key.relativePath)
+            }
             span.attributes[TraceAttribute.outcome] = "stored"
             return .stored(path: key.relativePath)
         }
@@ -282,7 +289,7 @@ struct RenderAttempt: Sendable {
     }
 
     private func read(_ key: StorageKey) async throws -> Data {
-        try Data(contentsOf: URL(fileURLWithPath: try await handler.storage.fileForReading(key)))
+        try await handler.outage.deferringOutages { try await handler.storage.read(key, maxBytes: ImageLimits().maxBytes) }
     }
 }
 

@@ -92,15 +92,3 @@ struct StoredInputs: Sendable {
     /// its photo when the cut-out job it ran after said none could be made.
     func complete(cutoutMade: Bool?) -> Bool { body && (cutoutMade == false ? garment : cutout) }
 }
-
-extension ImageStorage {
-    /// Whether an object is stored at `key`.
-    func holds(_ key: StorageKey) async throws -> Bool {
-        do {
-            _ = try await fileForReading(key)
-            return true
-        } catch StorageError.notFound {
-            return false
-        }
-    }
-}
