@@ -268,7 +268,13 @@ import Testing
     /// for it ends `RENDER_FAILED` with its credit released, and nothing is sent to fal.
     @Test func aRenderRequestedByIdFailsWithItsCreditReleasedWhenTheGarmentsCutoutFailsForGood() async throws {
         let fleet = try await Fleet.start(cutout: [.fail(status: 422)])
+        // The cut-out kind paused while the render is requested: on a loaded machine the remover's
+        // refusal could otherwise end the cut-out before the request looks for it, and this test
+        // is about a render that runs after a cut-out failing for good.
+        let control = JobControl(driver: fleet.q.driver)
+        _ = try await control.pause(.kind(.garmentCutout), actor: "test")
         let sent = try await fleet.processThenRequestRender()
+        _ = try await control.resume(.kind(.garmentCutout), actor: "test")
         let render = try await fleet.waitForRender()
         #expect(render.status == .failed && render.errorCode == "RENDER_FAILED", "\(fleet.logs)")
         // A photo the fleet could not make: technical, whatever the remover said of it.

@@ -74,7 +74,7 @@ public enum FleetProcess {
             notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
             // The notifier first, then what the handlers need running (their waiters): a group stops
             // its services in reverse, so they outlive the runtime's drain.
-            return [notifier] + (readiness.map { [$0] } ?? []) + handlers.flatMap(\.services) + [runtime]
+            return [notifier] + (storageReadiness.map { [$0] } ?? []) + handlers.flatMap(\.services) + [runtime]
         }
     }
 
