@@ -268,13 +268,20 @@ import Testing
     /// for it ends `RENDER_FAILED` with its credit released, and nothing is sent to fal.
     @Test func aRenderRequestedByIdFailsWithItsCreditReleasedWhenTheGarmentsCutoutFailsForGood() async throws {
         let fleet = try await Fleet.start(cutout: [.fail(status: 422)])
-        // The cut-out kind paused while the render is requested: on a loaded machine the remover's
-        // refusal could otherwise end the cut-out before the request looks for it, and this test
-        // is about a render that runs after a cut-out failing for good.
-        let control = JobControl(driver: fleet.q.driver)
-        _ = try await control.pause(.kind(.garmentCutout), actor: "test")
-        let sent = try await fleet.processThenRequestRender()
-        _ = try await control.resume(.kind(.garmentCutout), actor: "test")
+        // The image worker stopped while the render is requested: on a loaded machine the
+        // remover's refusal could otherwise end the cut-out before the request looks for it, and
+        // this test is about a render that runs after a cut-out failing for good. (A paused kind
+        // would not do: admission refuses a render whose photos wait on one.)
+        let images = fleet.processes[1]
+        images.signal(SIGSTOP)
+        let sent: (body: EnqueuedJobResult, garment: ProcessGarmentRequest.Result, render: RenderView)
+        do {
+            sent = try await fleet.processThenRequestRender()
+        } catch {
+            images.signal(SIGCONT)
+            throw error
+        }
+        images.signal(SIGCONT)
         let render = try await fleet.waitForRender()
         #expect(render.status == .failed && render.errorCode == "RENDER_FAILED", "\(fleet.logs)")
         // A photo the fleet could not make: technical, whatever the remover said of it.
