@@ -455,9 +455,10 @@ struct RenderFixture {
     }
 
     /// 429s until the deadline: the render ends `RENDER_TIMEOUT`, and says it was the provider's
-    /// rate limit, not a slow render.
+    /// rate limit, not a slow render. The deadline leaves a loaded machine's worker time for its
+    /// first submits (a render never submitted is a plain timeout).
     @Test func aRateLimitLastingPastTheDeadlineEndsTheRenderRateLimited() async throws {
-        let f = try await fixture(deadline: .seconds(3)) { $0.rateLimitedSubmits = 1000; $0.retryAfterSeconds = 1 }
+        let f = try await fixture(deadline: .seconds(15)) { $0.rateLimitedSubmits = 1000; $0.retryAfterSeconds = 1 }
         defer { Task { await f.fal?.stop() } }
         let render = try await f.request("r1")
         #expect(try await f.run(render).deadCode == "PROVIDER_RATE_LIMITED")

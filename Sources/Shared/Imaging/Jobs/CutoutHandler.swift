@@ -29,7 +29,7 @@ public struct CutoutHandler: JobHandler {
         let photo: Data
         do {
             // A normalised photo: far below the upload's limit, which bounds the read all the same.
-            photo = try await outage.deferringOutages {
+            photo = try await outage.deferringOutages(.read) {
                 try await storage.read(.garment(user: payload.userID, garment: payload.garmentID), maxBytes: ImageLimits().maxBytes)
             }
         } catch let error as StorageError {
@@ -53,7 +53,7 @@ public struct CutoutHandler: JobHandler {
         }
         let cutoutKey = StorageKey.garmentCutout(user: payload.userID, garment: payload.garmentID)
         let previewKey = StorageKey.garmentPreview(user: payload.userID, garment: payload.garmentID)
-        try await outage.deferringOutages {
+        try await outage.deferringOutages(.write) {
             try await storage.write(result.cutout.preview, to: previewKey)
             try await storage.write(result.cutout.png, to: cutoutKey)
         }

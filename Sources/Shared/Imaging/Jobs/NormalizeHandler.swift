@@ -47,10 +47,10 @@ public struct NormalizeHandler: JobHandler {
         let image: NormalizedImage
         do {
             // The size first: an upload over the limit is refused without its bytes fetched.
-            let bytes = try await outage.deferringOutages { try await storage.size(of: upload) }
+            let bytes = try await outage.deferringOutages(.read) { try await storage.size(of: upload) }
             let limit = normalizer.limits.maxBytes
             guard bytes <= limit else { throw ImageError.tooLarge("\(bytes) bytes, more than \(limit)") }
-            image = try await outage.deferringOutages {
+            image = try await outage.deferringOutages(.read) {
                 try await storage.withFileForReading(upload, maxBytes: limit) { input in
                     try await offload { try normalizer.normalize(path: input) }
                 }
@@ -65,7 +65,7 @@ public struct NormalizeHandler: JobHandler {
         case .body: .bodyPhoto(user: payload.userID, photo: payload.imageID)
         case .garment: .garment(user: payload.userID, garment: payload.imageID)
         }
-        try await outage.deferringOutages { try await storage.write(image.jpeg, to: output) }
+        try await outage.deferringOutages(.write) { try await storage.write(image.jpeg, to: output) }
         context.logger.info("normalised", metadata: ["path": "\(output.relativePath)", "width": "\(image.width)", "height": "\(image.height)"])
         var result: [String: JSONValue] = [
             "path": .string(output.relativePath), "width": .number(Double(image.width)),

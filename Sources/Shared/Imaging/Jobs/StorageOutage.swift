@@ -39,8 +39,13 @@ public final class StorageOutage: Sendable {
         self.longest = longest
     }
 
-    /// Runs `body`, which writes; a write the store refuses for an outage defers the job.
-    public func deferringOutages<T>(_ body: () async throws -> T) async throws -> T {
+    /// What a guarded call does to the store: only a write that succeeds ends an outage, since a
+    /// store that is full or read-only still answers reads.
+    public enum Access: Sendable { case read, write }
+
+    /// Runs `body`, which reads or writes (`access`); a call the store refuses for an outage
+    /// defers the job.
+    public func deferringOutages<T>(_ access: Access, _ body: () async throws -> T) async throws -> T {
         let value: T
         do {
             value = try await body()
@@ -48,7 +53,7 @@ public final class StorageOutage: Sendable {
             guard let code = failure.code else { throw failure }
             throw JobDeferral.retryIn(refused(code), code: JobErrorCode(code), reason: failure.description)
         }
-        if ongoing.withLock({ ongoing in defer { ongoing = nil }; return ongoing != nil }) { outage.record(0) }
+        if access == .write, ongoing.withLock({ ongoing in defer { ongoing = nil }; return ongoing != nil }) { outage.record(0) }
         return value
     }
 

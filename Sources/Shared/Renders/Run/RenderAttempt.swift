@@ -257,7 +257,7 @@ struct RenderAttempt: Sendable {
             do {
                 // A render's result is never replaced once stored: its bytes stay those a client may
                 // have fetched (a retry after a crash between the write and the row keeps the first).
-                try await handler.outage.deferringOutages { try await handler.storage.create(jpeg, at: key) }
+                try await handler.outage.deferringOutages(.write) { try await handler.storage.create(jpeg, at: key) }
             } catch StorageError.alreadyExists {
                 span.attributes[TraceAttribute.outcome] = "stored before"
                 return .stored(path: key.relativePath)
@@ -289,7 +289,7 @@ struct RenderAttempt: Sendable {
     }
 
     private func read(_ key: StorageKey) async throws -> Data {
-        try await handler.outage.deferringOutages { try await handler.storage.read(key, maxBytes: ImageLimits().maxBytes) }
+        try await handler.outage.deferringOutages(.read) { try await handler.storage.read(key, maxBytes: ImageLimits().maxBytes) }
     }
 }
 
