@@ -248,11 +248,21 @@ func processCPUSeconds() -> Double {
 enum CPUTime {
     /// CPU seconds (user and system) another process has used, from /proc; nil where unreadable.
     static func ofProcess(_ pid: pid_t) -> Double? {
+        ticks(of: pid, withReapedChildren: false).map(seconds)
+    }
+
+    /// utime + stime of a process from /proc (and cutime + cstime, its reaped children's, when
+    /// `withReapedChildren`), in clock ticks; nil where unreadable.
+    static func ticks(of pid: pid_t, withReapedChildren: Bool) -> Int? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let end = stat.lastIndex(of: ")") else { return nil }
-        // Fields after the command name: state is the 3rd field; utime and stime the 14th and 15th.
+        // After the command name: state is field 0, utime 11, stime 12, cutime 13, cstime 14.
         let fields = stat[stat.index(after: end)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        let used = withReapedChildren ? 11...14 : 11...12
+        guard fields.count > used.upperBound else { return nil }
+        let values = used.compactMap { Int(fields[$0]) }
+        return values.count == used.count ? values.reduce(0, +) : nil
     }
+
+    static func seconds(_ ticks: Int) -> Double { Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK))) }
 }

@@ -86,22 +86,10 @@ struct ServerCostMeter {
     static func serverCPUSeconds(dataDirectory: String) -> Double? {
         guard let pidFile = try? String(contentsOfFile: dataDirectory + "/postmaster.pid", encoding: .utf8),
               let postmaster = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }),
-              let own = ticks(of: postmaster)
+              let own = CPUTime.ticks(of: postmaster, withReapedChildren: true)
         else { return nil }
         let children = (try? String(contentsOfFile: "/proc/\(postmaster)/task/\(postmaster)/children", encoding: .utf8)) ?? ""
-        let total = children.split(separator: " ").compactMap { Int32($0) }.reduce(own) { $0 + (ticks(of: $1) ?? 0) }
-        return Double(total) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
-    /// utime + stime + cutime + cstime of a process (its reaped children included), in clock ticks.
-    private static func ticks(of pid: Int32) -> Int? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let end = stat.lastIndex(of: ")")
-        else { return nil }
-        // After the command name: state is field 0, utime 11, stime 12, cutime 13, cstime 14.
-        let fields = stat[stat.index(after: end)...].split(separator: " ")
-        guard fields.count > 14 else { return nil }
-        let used = (11...14).compactMap { Int(fields[$0]) }
-        return used.reduce(0, +)
+        let total = children.split(separator: " ").compactMap { Int32($0) }.reduce(own) { $0 + (CPUTime.ticks(of: $1, withReapedChildren: true) ?? 0) }
+        return CPUTime.seconds(total)
     }
 }
