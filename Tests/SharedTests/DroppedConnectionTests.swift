@@ -57,11 +57,31 @@ import Testing
         defer { Task { await server.stop() } }
         let client = CurlHTTPClient()
         try await Self.warm(client, server)
-        // Every pooled connection closed by the server (50 ms after its answer).
+        // Every pooled connection closed by the server (50 ms after its answer), and its FIN
+        // arrived at the client's end: loopback delivers it from a softirq that a loaded machine
+        // defers, and until it lands libcurl rightly takes the connection for alive.
         try await waitFor("the server's idle closes") { server.idleCloses == server.connections }
+        try await waitFor("the client's ends to see the closes") {
+            Self.clientEnds(toPort: server.port).allSatisfy { $0 != Self.established }
+        }
         let response = try await Self.post(client, server).get()
         #expect(response.status == 201)
         #expect(server.count("POST", "/submit") == 1, "\(server.received)")
+    }
+
+    /// The TCP state of an open connection whose peer has not closed (`include/net/tcp_states.h`).
+    static let established = 0x01
+
+    /// The TCP states of this machine's IPv4 sockets connected to `port` on loopback: the
+    /// client's ends of the server's connections.
+    static func clientEnds(toPort port: Int) -> [Int] {
+        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        let peer = "0100007F:" + String(format: "%04X", port)
+        return table.split(separator: "\n").dropFirst().compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, fields[2] == peer else { return nil }
+            return Int(fields[3], radix: 16)
+        }
     }
 
     /// The control: the same drop sends a POST declared idempotent again on other connections
