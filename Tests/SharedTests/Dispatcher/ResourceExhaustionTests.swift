@@ -2,6 +2,7 @@ import DispatcherProtocol
 import FleetSupport
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// Clients that try to exhaust the dispatcher, measured: run alone by `scripts/test.sh` (the
@@ -88,6 +89,13 @@ import Testing
         return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
     }
 
+    /// Eight unauthenticated connections sending frames that once cost a second of CPU each,
+    /// while an authenticated client pings, every ping answered. Asserted in what holds still on
+    /// a loaded machine: the process's CPU per attack frame (the test runs alone, so the process
+    /// is the dispatcher and its clients). The ping's latency under attack is printed, not
+    /// asserted: attackers, pinger and dispatcher share one process, so on a saturated machine
+    /// the scheduler, not the dispatcher, sets it. Before the one-pass parser: a second of CPU
+    /// a frame, ping p50 970 ms.
     @Test func eightUnauthenticatedAttackersDoNotSlowAnAuthenticatedClient() async throws {
         try await TestDispatcher.run { dispatcher in
             let client = try await dispatcher.client(.tcp)
@@ -100,40 +108,66 @@ import Testing
                 // Just under the pre-auth limit, as deep as allowed, repeated wide.
                 "[" + Array(repeating: HostileFrameTests.nested(60), count: 8).joined(separator: ",") + "]\n",
             ]
-            let stop = ContinuousClock.now + .seconds(10)
-            let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+            let quiet = try await Self.pings(client, while: { false })
+            let framesPerAttacker = 40
+            let attacking = AttackersLeft(8)
+            let cpuBefore = processCPU()
+            let (attacked, refused) = try await withThrowingTaskGroup(of: (pings: [Duration], refused: Int).self) { group in
                 for attacker in 0..<8 {
                     group.addTask {
-                        while ContinuousClock.now < stop {
+                        defer { attacking.oneDone() }
+                        var refused = 0
+                        // A connection closed by the server after a refusal is opened again.
+                        while refused < framesPerAttacker {
                             try? await dispatcher.withRawConnection(.tcp) { raw in
                                 try await raw.greeting()
-                                while ContinuousClock.now < stop {
+                                while refused < framesPerAttacker {
                                     try await raw.send(attackFrames[attacker % attackFrames.count])
                                     guard try await raw.next() != nil else { return }
+                                    refused += 1
                                 }
                             }
                         }
-                        return []
+                        return ([], refused)
                     }
                 }
-                group.addTask {
-                    var measured: [Duration] = []
-                    while ContinuousClock.now < stop {
-                        let started = ContinuousClock.now
-                        _ = try await client.ping()
-                        measured.append(ContinuousClock.now - started)
-                        try await Task.sleep(for: .milliseconds(5))
-                    }
-                    return measured
-                }
-                return try await group.reduce(into: []) { $0 += $1 }.sorted()
+                group.addTask { (try await Self.pings(client, while: { attacking.any }), 0) }
+                return try await group.reduce(into: ([Duration](), 0)) { $0.0 += $1.pings; $0.1 += $1.refused }
             }
-            #expect(latencies.count > 100)
-            let p99 = latencies[latencies.count * 99 / 100]
-            print("pre-auth attack: ping p50 \(latencies[latencies.count / 2]), p99 \(p99) over \(latencies.count) pings")
-            #expect(p99 <= .milliseconds(50), "ping p99 \(p99) over \(latencies.count) pings")
+            let cpuPerFrame = (processCPU() - cpuBefore) / Double(refused)
+            let (quietMedian, attackedMedian) = (quiet[quiet.count / 2], attacked.sorted()[attacked.count / 2])
+            print("pre-auth attack: \(refused) frames, \(String(format: "%.2f", cpuPerFrame * 1000)) ms of CPU each; ping p50 \(attackedMedian) under attack, \(quietMedian) before, over \(attacked.count) pings")
+            #expect(refused == 8 * framesPerAttacker)
+            #expect(cpuPerFrame < 0.02, "\(cpuPerFrame) s of CPU per attack frame")
             await client.close()
         }
+    }
+
+    /// Pings one at a time while `busy` holds, and at least 50; their round trips, sorted.
+    static func pings(_ client: DispatcherClient, while busy: @Sendable () -> Bool) async throws -> [Duration] {
+        var measured: [Duration] = []
+        while busy() || measured.count < 50 {
+            let started = ContinuousClock.now
+            _ = try await client.ping()
+            measured.append(ContinuousClock.now - started)
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return measured.sorted()
+    }
+
+    /// Attackers still sending, shared by their tasks and the pinger.
+    final class AttackersLeft: Sendable {
+        private let count: Atomic<Int>
+        init(_ count: Int) { self.count = Atomic(count) }
+        func oneDone() { count.subtract(1, ordering: .relaxed) }
+        var any: Bool { count.load(ordering: .relaxed) > 0 }
+    }
+
+    /// The process's user and system CPU so far, in seconds.
+    func processCPU() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 }
 
