@@ -57,8 +57,8 @@ enum FleetImages {
         }
     }
 
-    /// Sets a process's storage variables, for a host that reaches this machine at `address`.
-    func configure(_ environment: inout [String: String], reachingThisMachineAt address: String) {
+    /// Sets the storage variables of `executable` on a host that reaches this machine at `address`.
+    func configure(_ environment: inout [String: String], for executable: String, reachingThisMachineAt address: String) {
         switch self {
         case .files(let root):
             environment["FLEET_STORAGE"] = nil
@@ -66,8 +66,10 @@ enum FleetImages {
         case .bucket(_, let endpoint, let scratch):
             // The gateway listens on the host ends of the links as on loopback (scripts/chaos.sh).
             environment["AWS_ENDPOINT_URL_S3"] = endpoint.replacingOccurrences(of: "127.0.0.1", with: address)
-            environment["FLEET_STORAGE_ROOT"] = scratch + "/images"
-            environment["TMPDIR"] = scratch
+            if Self.isolatedExecutables.contains(executable) {
+                environment["FLEET_STORAGE_ROOT"] = scratch + "/images"
+                environment["TMPDIR"] = scratch
+            }
         }
     }
 
@@ -76,9 +78,34 @@ enum FleetImages {
     /// its own. `unshare` and `sh` exec in place, so the pid is the worker's (SIGKILL reaches it).
     func command(_ command: [String], for executable: String) -> [String] {
         guard case .bucket(_, _, let scratch) = self, Self.isolatedExecutables.contains(executable) else { return command }
-        let mountThenRun = #"mount -t tmpfs -o size=256m,mode=0700 fleet-chaos-scratch "$0" && exec "$@""#
+        let mountThenRun = #"mount -t tmpfs -o size=256m,mode=0700 "# + Self.scratchSource + #" "$0" && exec "$@""#
         return ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", mountThenRun, scratch] + command
     }
+
+    /// How many of `pids` (running isolated workers) have a tmpfs of this run over the scratch
+    /// folder, and in how many distinct mount namespaces: with a bucket both must be all of them.
+    /// Read from /proc/PID/mountinfo and /proc/PID/ns/mnt, as the kernel has them. Nil with files.
+    func privateScratches(of pids: [pid_t]) -> (privateTmpfs: Int, namespaces: Int)? {
+        guard case .bucket(_, _, let scratch) = self else { return nil }
+        let mountPoint = URL(fileURLWithPath: scratch).resolvingSymlinksInPath().path
+        var privateTmpfs = 0
+        var namespaces: Set<String> = []
+        for pid in pids {
+            guard let mounts = try? String(contentsOfFile: "/proc/\(pid)/mountinfo", encoding: .utf8) else { continue }
+            // "id parent dev root MOUNTPOINT options... - FSTYPE SOURCE superoptions"
+            let mounted = mounts.split(separator: "\n").contains { line in
+                let fields = line.split(separator: " ").map(String.init)
+                guard fields.count > 4, fields[4] == mountPoint, let dash = fields.firstIndex(of: "-"), dash + 2 < fields.count else { return false }
+                return fields[dash + 1] == "tmpfs" && fields[dash + 2] == Self.scratchSource
+            }
+            if mounted { privateTmpfs += 1 }
+            if let namespace = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/mnt") { namespaces.insert(namespace) }
+        }
+        return (privateTmpfs, namespaces.count)
+    }
+
+    /// The tmpfs's source name, to tell this run's mounts in mountinfo.
+    static let scratchSource = "fleet-chaos-scratch"
 
     /// Files under the shared scratch folder as this machine sees it: 0 unless a worker wrote
     /// past its private tmpfs. Nil with files (nothing is private).

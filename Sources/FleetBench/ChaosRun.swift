@@ -155,10 +155,8 @@ struct ChaosRun: AsyncParsableCommand {
         for (kind, spec) in kinds.enumerated() {
             for index in 0..<2 { running.append((kind, try fleet.start(spec.executable, index: index, environment: environment.merging(spec.extra) { $1 }))) }
         }
-        try await Task.sleep(for: .seconds(1))
-
+        let client = try await connectWhenListening(socket, timeout: .seconds(60))
         let started = ContinuousClock.now
-        let client = try await DispatcherClient.connect(to: .unix(path: socket))
         var ids: [Int64] = []
         for index in 0..<images {
             ids.append(try await client.send(NormalizeImageRequest(userId: "chaos", uploadId: "u\(index)", target: .body, imageId: "n\(index)")).jobId)
@@ -196,6 +194,8 @@ struct ChaosRun: AsyncParsableCommand {
         }
         try await waitUntilEnded(ids, pool: pool, timeout: .seconds(600))
         let seconds = (ContinuousClock.now - started).seconds
+        let isolated = running.filter { FleetImages.isolatedExecutables.contains(kinds[$0.kind].executable) }.map(\.process.pid)
+        let scratches = fleet.images.privateScratches(of: isolated)
 
         let jobs = try await pool.query("""
             SELECT kind, count(*) FILTER (WHERE state = 'completed') AS completed, count(*) FILTER (WHERE state <> 'completed') AS other,
@@ -223,14 +223,18 @@ struct ChaosRun: AsyncParsableCommand {
         let complete = try renderRows.int("complete"), consumed = try renderRows.int("consumed"), ledger = try renderRows.int("ledger")
         let outputsMatch = outputs.allSatisfy { $0.matched == $0.expected }
         let scratchLeft = fleet.images.filesLeftInScratch()
-        clean = clean && complete == renders && consumed == renders && ledger == renders && outputsMatch && (scratchLeft ?? 0) == 0
+        let apart = scratches.map { $0.privateTmpfs == isolated.count && $0.namespaces == isolated.count } ?? true
+        clean = clean && complete == renders && consumed == renders && ledger == renders && outputsMatch && (scratchLeft ?? 0) == 0 && apart
             && runs.count == drills && jobs.reduce(0, { $0 + ((try? $1.int("completed")) ?? 0) }) == ids.count
         lines.append("renders complete \(complete)/\(renders), credits consumed \(consumed), ledger consumes \(ledger) (duplicated: \(max(0, consumed - complete)))")
         let checked = outputs.reduce(0) { $0 + $1.matched }, looked = outputs.reduce(0) { $0 + $1.expected }
         lines.append("outputs read back and checked (decoded, expected size, byte-equal to the same pipeline here): \(checked)/\(looked): "
             + outputs.map(\.line).joined(separator: ", "))
         for problem in outputs.flatMap({ $0.problems.prefix(5) }) { lines.append("  mismatch: \(problem)") }
-        if let scratchLeft { lines.append("files in the workers' scratch folder as this machine sees it: \(scratchLeft) (each worker had its own tmpfs there)") }
+        if let scratches {
+            lines.append("image and render workers running: \(isolated.count), each with a tmpfs of its own over its files: \(scratches.privateTmpfs), "
+                + "in distinct mount namespaces: \(scratches.namespaces); files under that folder as this machine sees it: \(scratchLeft ?? 0)")
+        }
         lines.append("drill jobs executed \(runs.count)/\(drills), \(runs.values.filter { $0 > 1 }.count) executed again after a kill")
         lines.append(clean ? "lost: 0, duplicated: 0, outputs checked: \(checked)" : "FAILED: something was lost, settled twice or stored wrong")
         return ChaosOutcome(table: lines.joined(separator: "\n"), clean: clean)
@@ -251,6 +255,18 @@ struct ChaosRun: AsyncParsableCommand {
             await ChaosOutputs.check("renders", keys: try keys(renderIDs.count) { .render(user: user, render: try StorageID(renderIDs[$0])) },
                                      against: expected.render, in: storage),
         ]
+    }
+
+    /// The dispatcher's socket once it listens (with a bucket it checks the store first).
+    private func connectWhenListening(_ socket: String, timeout: Duration) async throws -> DispatcherClient {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            do {
+                return try await DispatcherClient.connect(to: .unix(path: socket))
+            } catch where ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
     }
 
     private func waitUntilEnded(_ ids: [Int64], pool: PostgresPool, timeout: Duration) async throws {
@@ -291,7 +307,7 @@ final class Fleet: @unchecked Sendable {
         let url = databaseURL.replacingOccurrences(of: "127.0.0.1", with: host.address)
         var env = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         env["DATABASE_URL"] = url
-        images.configure(&env, reachingThisMachineAt: host.address)
+        images.configure(&env, for: executable, reachingThisMachineAt: host.address)
         env["FLEET_LOG_LEVEL"] = "warning"
         env["FLEET_POLL_INTERVAL_MS"] = "200"
         var arguments: [String] = []
