@@ -198,7 +198,7 @@ let package = Package(
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders",
                 "DispatcherProtocol", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetAccess", "FleetSchema", argumentParser, hummingbird, log,
                 nioCore, nioPosix,
             ],

@@ -1,21 +1,39 @@
 #!/usr/bin/env bash
 # The multi-host chaos run: a private PostgreSQL, worker "hosts" as network namespaces joined
 # to this machine by veth pairs (10.231.N.0/24, no route anywhere else), worker processes on
-# them and here, a mixed load of image, render and drill jobs with random SIGKILLs, then the
-# checks (nothing lost, nothing settled twice; each added worker process adds its slots) and drill
-# throughput with 1, 2, 4 workers (reported, not a pass mark: two cores saturate before the slots do).
+# them and here, a mixed load of image, garment (cut-out), render and drill jobs with random
+# SIGKILLs, then the checks (nothing lost, nothing settled twice, every image output read back
+# and compared; each added worker process adds its slots) and drill throughput with 1, 2, 4
+# workers (reported, not a pass mark: two cores saturate before the slots do).
 #
-# usage: scripts/chaos.sh [--short|--long]   (root: it creates namespaces)
-#   --short  CI's version: 2 namespaces, 100 image, 60 render, 1,000 drill jobs, 4 kills
-#   --long   3 namespaces, 600 image, 400 render, 10,000 drill jobs, 20 kills (default: between)
+# usage: scripts/chaos.sh [--short|--medium|--long] [--storage files|s3]   (root: it creates namespaces)
+#   --short  CI's version: 2 namespaces, 100 image, 20 garment, 60 render, 1,000 drill jobs, 4 kills
+#   --long   3 namespaces, 600 image, 120 garment, 400 render, 10,000 drill jobs, 20 kills (default: between)
+#   --storage files  (default) images in one folder every process shares
+#   --storage s3     images in a bucket of a throwaway Ceph gateway (scripts/s3.sh, .data/chaos-s3,
+#            port FLEET_CHAOS_S3_PORT, default 17490); every image and render worker has an empty
+#            tmpfs of its own for its files, so the gateway is the only way between them. No
+#            scaling phase (drill jobs touch no image: the files run measures it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-size=${1:---medium}
+size=--medium
+storage=files
+while [ $# -gt 0 ]; do
+  case $1 in
+    --short|--medium|--long) size=$1; shift ;;
+    --storage) storage=${2:-}; shift 2 || true ;;
+    *) storage=usage; break ;;
+  esac
+done
 case $size in
-  --short) namespaces=2; args=(--images 100 --renders 60 --drills 1000 --kills 4 --scaling-jobs 1000) ;;
-  --medium) namespaces=2; args=(--images 300 --renders 200 --drills 3000 --kills 8 --scaling-jobs 2000) ;;
-  --long) namespaces=3; args=(--images 600 --renders 400 --drills 10000 --kills 20 --scaling-jobs 4000) ;;
-  *) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  --short) namespaces=2; args=(--images 100 --garments 20 --renders 60 --drills 1000 --kills 4); scaling_jobs=1000 ;;
+  --medium) namespaces=2; args=(--images 300 --garments 60 --renders 200 --drills 3000 --kills 8); scaling_jobs=2000 ;;
+  --long) namespaces=3; args=(--images 600 --garments 120 --renders 400 --drills 10000 --kills 20); scaling_jobs=4000 ;;
+esac
+case $storage in
+  files) args+=(--scaling-jobs "$scaling_jobs") ;;
+  s3) args+=(--scaling-jobs 0) ;;
+  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
   echo "chaos.sh: needs root and ip netns (creates network namespaces)" >&2
@@ -23,8 +41,12 @@ if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
 fi
 dir=.data/chaos-postgres
 port=${FLEET_CHAOS_PG_PORT:-$(scripts/pg.sh pick-port --dir "$dir" --port 15380)}
+s3_dir=.data/chaos-s3
+s3_port=${FLEET_CHAOS_S3_PORT:-17490}
 prefix="fleetchaos$$"
 cleanup() {
+  # The gateway's daemons, by the pids s3.sh recorded when it started them (also on failure).
+  if [ "$storage" = s3 ]; then scripts/s3.sh stop --dir "$s3_dir" --port "$s3_port" || true; fi
   for n in $(seq 1 "$namespaces"); do
     ip netns del "$prefix-$n" 2>/dev/null || true
     ip link del "fc$$-$n" 2>/dev/null || true
@@ -36,6 +58,7 @@ trap cleanup EXIT
 url=$(scripts/pg.sh start --dir "$dir" --port "$port" --fast | tail -1)
 hosts=(--host "local=127.0.0.1")
 listen="127.0.0.1"
+links=""
 for n in $(seq 1 "$namespaces"); do
   ns="$prefix-$n"
   ip netns add "$ns"
@@ -47,6 +70,7 @@ for n in $(seq 1 "$namespaces"); do
   ip netns exec "$ns" ip link set lo up
   hosts+=(--host "$ns=10.231.$n.1")
   listen="$listen,10.231.$n.1"
+  links="$links${links:+,}10.231.$n.1"
 done
 # PostgreSQL also listens on the host ends of the veth pairs, trusting only those subnets.
 # pg.sh says where the cluster is: not under .data when `postgres` cannot enter the clone.
@@ -55,5 +79,17 @@ grep -q "10.231.0.0/16" "$hba" || echo "host all all 10.231.0.0/16 trust" >>"$hb
 PGOPTIONS=--client-min-messages=warning psql "$url" -qc "ALTER SYSTEM SET listen_addresses = '$listen'"
 scripts/pg.sh restart --dir "$dir" --port "$port"
 
+if [ "$storage" = s3 ]; then
+  # The gateway listens on loopback (this machine's processes) and on the host ends of this
+  # run's links, the addresses the namespaces route to (not 0.0.0.0: nothing else reaches it).
+  # A cluster a killed run left behind listens on that run's links: stopped, so start makes
+  # a fresh one (memstore: nothing in it survives a stop anyway).
+  scripts/s3.sh stop --dir "$s3_dir" --port "$s3_port"
+  eval "$(scripts/s3.sh start --dir "$s3_dir" --port "$s3_port" --listen "$links" | grep '^export ')"
+  # The workers' own variables (the AWS CLI's); fleet-bench points each host's at its link.
+  export FLEET_STORAGE="s3://$S3_BUCKET/chaos" AWS_ENDPOINT_URL_S3=$S3_ENDPOINT AWS_REGION=$S3_REGION \
+    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET_ACCESS_KEY
+fi
+
 bin=$(swift build --show-bin-path)
-DATABASE_URL=$url "$bin/fleet-bench" chaos --port "$port" "${hosts[@]}" "${args[@]}"
+DATABASE_URL=$url "$bin/fleet-bench" chaos --port "$port" --storage "$storage" "${hosts[@]}" "${args[@]}"

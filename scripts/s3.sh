@@ -3,7 +3,7 @@
 # a folder of the project (default .data/s3), for the object storage tests (docs/images.md,
 # "Object storage"). Debian's ceph-mon, ceph-osd, radosgw and ceph-common.
 #
-# usage: scripts/s3.sh start|stop|status|url|dir [--dir DIR] [--port PORT]
+# usage: scripts/s3.sh start|stop|status|url|dir [--dir DIR] [--port PORT] [--listen ADDRS]
 #   start    create the cluster if needed (one monitor, one OSD, one gateway), start what is not
 #            running, make the S3 user and the bucket; prints what `url` prints
 #   stop     stop the gateway, the OSD and the monitor this folder's pid files name, and wait
@@ -13,10 +13,14 @@
 #            S3_SECRET_ACCESS_KEY, S3_BUCKET
 #   dir      print the cluster's folder
 #   --port   the gateway's port (default 17480); the monitor listens on the next one
+#   --listen more addresses (comma-separated) the gateway listens on, on the same port, beside
+#            127.0.0.1: e.g. the host ends of network namespaces' links (scripts/chaos.sh). Read
+#            when the cluster is made: `stop` first to change them
 # A throwaway store: objects live in the OSD's memory (memstore) and are gone after `stop`;
-# one replica, no cluster authentication (cephx off), everything bound to 127.0.0.1. The S3
-# keys are fixed test keys. Run as root the daemons stay root: unlike PostgreSQL, Ceph does not
-# refuse it, so the folder may be anywhere (a clone in root's 0700 home included).
+# one replica, no cluster authentication (cephx off), everything bound to 127.0.0.1 (the
+# gateway also to the --listen addresses). The S3 keys are fixed test keys. Run as root the
+# daemons stay root: unlike PostgreSQL, Ceph does not refuse it, so the folder may be anywhere
+# (a clone in root's 0700 home included).
 # Each daemon runs in the foreground (-f) in a session of its own, its output in the folder's
 # log/<name>.out, and its pid (the script's own $!, not a pid file the daemon writes after
 # forking itself away) in run/<name>.pid: `stop` ends exactly the daemons `start` started.
@@ -26,10 +30,12 @@ command=${1:-}
 shift || true
 dir="$root/.data/s3"
 port=17480
+listen=""
 while [ $# -gt 0 ]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
+    --listen) listen=$2; shift 2 ;;
     *) echo "s3.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -78,6 +84,13 @@ wait_for() {
   exit 1
 }
 
+# beast's endpoint options: loopback, and each --listen address, all on the gateway's port.
+frontend_endpoints() {
+  local address endpoints="endpoint=127.0.0.1:$port"
+  for address in ${listen//,/ }; do endpoints+=" endpoint=$address:$port"; done
+  echo "$endpoints"
+}
+
 write_conf() {
   cat >"$conf" <<CONF
 [global]
@@ -115,7 +128,7 @@ mon warn on pool no redundancy = false
 mon allow pool delete = true
 
 [client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$port
+rgw frontends = beast $(frontend_endpoints)
 rgw dns name = 127.0.0.1
 CONF
 }
@@ -212,5 +225,5 @@ case $command in
   status) if alive "$dir/run/client.rgw.pid" && curl -sf -o /dev/null "$endpoint/"; then echo "running: $endpoint"; else echo "stopped"; exit 3; fi ;;
   url) url ;;
   dir) echo "$dir" ;;
-  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -4,7 +4,7 @@
 # FLEET_TEST_PG_PORT (default: the first free port from 15330) and a PgBouncer in transaction
 # mode in front of it (FLEET_TEST_PGBOUNCER_PORT, default: the next free port), builds, runs `swift test`, then the Node client's tests
 # (node --test) against the built dispatcher, the console's browser test, the short multi-host chaos run
-# (scripts/chaos.sh --short), and stops the database. Before the build: deploy/ (check-deploy.sh),
+# (scripts/chaos.sh --short, with files, then with the S3 gateway and no shared disk), and stops the database. Before the build: deploy/ (check-deploy.sh),
 # the alert rules and dashboard (check-signals.sh), a standalone clone, the architecture graph,
 # the tables' owners. The failover drill and the replica-read test make primaries and standbys
 # of their own (ports from FLEET_FAILOVER_PG_PORT, 15400, and FLEET_TEST_STANDBY_PG_PORT, 15410).
@@ -76,3 +76,6 @@ DISPATCHER_BIN_DIR=$(swift build --show-bin-path) DATABASE_URL="postgresql://pos
 
 # Horizontal scaling and chaos across network namespaces (root and ip netns; a short version).
 scripts/chaos.sh --short
+# The same chaos with the images in a bucket and no disk shared between the workers (about a
+# minute: the gateway starts in about 15 s; no scaling phase). It starts and stops its own gateway.
+scripts/chaos.sh --short --storage s3

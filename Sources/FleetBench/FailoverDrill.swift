@@ -51,7 +51,7 @@ struct FailoverDrill: AsyncParsableCommand {
 
         let executions = root + "/executions.log"
         let socket = NSTemporaryDirectory() + "fleet-failover-\(getpid()).sock"
-        let fleet = Fleet(hosts: [ChaosRun.Host(name: "local", databaseHost: "127.0.0.1")], port: primaryPort, databaseURL: databaseURL, storageRoot: root)
+        let fleet = Fleet(hosts: [ChaosRun.Host(name: "local", address: "127.0.0.1")], port: primaryPort, databaseURL: databaseURL, images: .files(root: root))
         defer { fleet.stopAll() }
         let environment = ["FLEET_LEASE_SECONDS": "5", "FLEET_RETRY_BASE_MS": "100", "FLEET_HTTP_ADDRESS": "off"]
         _ = try fleet.start("dispatcher", index: 0, environment: environment.merging([
