@@ -1,5 +1,6 @@
 import DrillKinds
 import FakeProviders
+import FleetPostgres
 @testable import FleetQueue
 import FleetSupport
 import Foundation
@@ -204,6 +205,53 @@ let leaseOfAnHour = ["FLEET_LEASE_SECONDS": "3600"]
         survivor.signal(SIGTERM)
         #expect(await survivor.wait() == 0, "\(survivor.log)")
         print("dead render worker: SIGKILL to claimed elsewhere \(tookOver), to the render complete \(ended)")
+    }
+
+    /// A worker killed between the provider's answer and the commit that settles the render (held
+    /// there by a lock the test takes on the job's row, which that transaction writes last, after
+    /// the render and its credit): nothing of the settlement commits, so the render stays open, and
+    /// the worker that takes the job over resumes the same provider job and charges the credit once.
+    @Test func aKillBeforeTheSettlingCommitLeavesTheRenderToResumeAndChargeOnce() async throws {
+        // Long enough for the job's row to be held before the provider answers (10 s).
+        let f = try await RenderFixture.atFal(latency: .seconds(10), deadline: .seconds(300), credits: 1)
+        let fal = f.fal!
+        defer { Task { await fal.stop() } }
+        let reaper = RunningReaper(f.q.driver)
+        defer { reaper.stop() }
+        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment.merging(leaseOfAnHour) { $1 })
+        defer { victim.signal(SIGKILL) }
+        let render = try await f.request("r1")
+        let jobID = try #require(render.jobID)
+        try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobID != nil }
+        let holder = try await PostgresConnection.connect(f.q.url)
+        try await holder.query("BEGIN")
+        _ = try await holder.query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", [jobID])
+        let holderPID = try await holder.query("SELECT pg_backend_pid() AS pid").rows[0].int("pid")
+        try await f.q.waitUntil(timeout: .seconds(120), "the victim settling the render, held by its job's row") {
+            try await f.q.pool.query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", [holderPID]
+            ).rows[0].int("n") == 1
+        }
+        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment.merging(leaseOfAnHour) { $1 })
+        defer { survivor.signal(SIGKILL) }
+        try await f.q.waitUntilLocked([survivor])
+        victim.signal(SIGKILL)
+        // Nothing of the settlement is visible: the render is open and its credit reserved.
+        #expect(try await f.reload(render).status == .processing)
+        #expect(try await f.credits("u1") == (1, 0, 1))
+        // Released, the victim's transaction finds its client gone and rolls back.
+        try await holder.query("ROLLBACK")
+        try await f.q.waitUntil(timeout: .seconds(300), "the job ended") { try await f.q.queue.job(id: jobID)?.state.isTerminal == true }
+        let done = try await f.reload(render)
+        #expect(done.status == .complete, "\(done)")
+        // The survivor asked fal for the job the victim submitted: one submit, one charge.
+        #expect(fal.requests.filter { $0.method == "POST" }.count == 1)
+        #expect(try await f.credits("u1") == (1, 1, 0))
+        #expect(try await f.ledger("r1") == ["reserve", "consume"])
+        let job = try #require(try await f.q.queue.job(id: jobID))
+        #expect(job.state == .completed && job.attempt == 2 && job.errors.map(\.code) == ["WORKER_LOST"], "\(job)")
+        survivor.signal(SIGTERM)
+        #expect(await survivor.wait() == 0, "\(survivor.log)")
     }
 
     /// The provider's limit (2 here) counts running renders: those of a dead worker stop counting
