@@ -244,7 +244,7 @@ public struct RenderStore: Sendable {
             INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
             ON CONFLICT DO NOTHING RETURNING request_id
             """, [provider, requestID, String(decoding: payload, as: UTF8.self)]).rows.count == 1
-        if stored { try? await pool.notify(RenderChannel.events, announce ?? requestID) }
+        if stored { try? await pool.notify(RenderChannel.events, CallbackAnnouncement(requestID: announce ?? requestID, payload: payload)) }
         return stored
     }
 
@@ -266,11 +266,43 @@ public struct RenderStore: Sendable {
 
 /// The renders' NOTIFY channels, each with its payload (`docs/schema.md`, "NOTIFY channels").
 public enum RenderChannel {
-    /// The dispatcher announces provider callbacks here (payload: the provider's request id);
-    /// render workers LISTEN to it (`RenderEvents`).
-    public static let events = NotificationTopic<String>.text("fleet_render_events")
+    /// The dispatcher announces provider callbacks here (`CallbackAnnouncement`); render workers
+    /// LISTEN to it (`RenderEvents`).
+    public static let events = NotificationTopic<CallbackAnnouncement>(
+        "fleet_render_events", encode: { $0.text }, decode: { CallbackAnnouncement(text: $0) })
     /// Sent with the commit that ends a render (the render worker's, which also ends its job) or
     /// right after it (payload: the render id); the dispatcher's `render.wait` LISTENs to it.
     public static let finished = NotificationTopic<String>.text("fleet_renders_finished")
 }
 
+/// A provider callback stored by the dispatcher, as `fleet_render_events` carries it: the
+/// provider's request id its waiter knows, then, after a newline, the callback's body when the
+/// whole fits in a notification, so that the worker waiting for it reads no table. A larger body
+/// is announced by its id alone and read from `provider_events`.
+public struct CallbackAnnouncement: Sendable, Equatable {
+    /// Under PostgreSQL's 8,000-byte payload limit, with room to spare.
+    static let maxText = 7_900
+
+    public let requestID: String
+    /// The callback's body (JSON); nil when it did not fit.
+    public let payload: Data?
+
+    /// `payload` is dropped when the announcement would not fit, or when the id has a newline.
+    public init(requestID: String, payload: Data?) {
+        self.requestID = requestID
+        let fits = payload.map { requestID.utf8.count + 1 + $0.count <= Self.maxText } ?? false
+        self.payload = fits && !requestID.contains("\n") ? payload : nil
+    }
+
+    public init(text: String) {
+        guard let newline = text.firstIndex(of: "\n") else {
+            self.init(requestID: text, payload: nil)
+            return
+        }
+        self.init(requestID: String(text[..<newline]), payload: Data(text[text.index(after: newline)...].utf8))
+    }
+
+    public var text: String {
+        payload.map { requestID + "\n" + String(decoding: $0, as: UTF8.self) } ?? requestID
+    }
+}
