@@ -1,5 +1,6 @@
 import DrillKinds
 import FakeProviders
+import FleetPostgres
 @testable import FleetQueue
 import FleetSupport
 import Foundation
@@ -166,20 +167,60 @@ let leaseOfAnHour = ["FLEET_LEASE_SECONDS": "3600"]
 /// Render workers killed mid-render: the provider job resumed elsewhere within the render's
 /// deadline, the provider's slots freed by the dead worker's lock.
 @Suite(.serialized) struct DeadRenderWorkerTests {
+    /// A render worker process of `f`'s, leased for an hour (only its lock hands its jobs on).
+    private func renderWorker(_ f: RenderFixture) throws -> WorkerProcess {
+        try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment.merging(leaseOfAnHour) { $1 })
+    }
+
+    /// r1 completed by the survivor asking fal for the job the victim submitted: one submit, one
+    /// charge.
+    private func expectTheVictimsSubmissionResumedAndChargedOnce(_ f: RenderFixture, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(f.fal!.requests.filter { $0.method == "POST" }.count == 1, sourceLocation: sourceLocation)
+        #expect(try await f.credits("u1") == (1, 1, 0), sourceLocation: sourceLocation)
+        #expect(try await f.ledger("r1") == ["reserve", "consume"], sourceLocation: sourceLocation)
+    }
+
+    /// r1 at a fake fal whose jobs take `latency` (deadline 300 s, 1 credit), submitted by
+    /// `victim`, a render worker process, while the reaper runs in this process.
+    private struct SubmittedRender {
+        let f: RenderFixture
+        let reaper: RunningReaper
+        let victim: WorkerProcess
+        let render: RenderRecord
+        let jobID: Int64
+
+        static func make(latency: Duration, worker: (RenderFixture) throws -> WorkerProcess) async throws -> SubmittedRender {
+            let f = try await RenderFixture.atFal(latency: latency, deadline: .seconds(300), credits: 1)
+            let reaper = RunningReaper(f.q.driver)
+            let victim = try worker(f)
+            do {
+                let render = try await f.request("r1")
+                let jobID = try #require(render.jobID)
+                try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobID != nil }
+                return SubmittedRender(f: f, reaper: reaper, victim: victim, render: render, jobID: jobID)
+            } catch {
+                stop(f, reaper, victim)
+                throw error
+            }
+        }
+
+        func stop() { Self.stop(f, reaper, victim) }
+
+        private static func stop(_ f: RenderFixture, _ reaper: RunningReaper, _ victim: WorkerProcess) {
+            victim.signal(SIGKILL)
+            reaper.stop()
+            let fal = f.fal!
+            Task { await fal.stop() }
+        }
+    }
+
     @Test func aRenderOnAKilledWorkerResumesItsProviderJobElsewhereWithinItsDeadline() async throws {
         // The fal job outlasts the survivor's start and the kill (30 s: a 5 s job ended on the
         // victim before the kill on a loaded machine), the deadline the takeover and the rest.
-        let f = try await RenderFixture.atFal(latency: .seconds(30), deadline: .seconds(300), credits: 1)
-        let fal = f.fal!
-        defer { Task { await fal.stop() } }
-        let reaper = RunningReaper(f.q.driver)
-        defer { reaper.stop() }
-        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment.merging(leaseOfAnHour) { $1 })
-        defer { victim.signal(SIGKILL) }
-        let render = try await f.request("r1")
-        let jobID = try #require(render.jobID)
-        try await f.q.waitUntil("submitted to fal") { try await f.reload(render).providerJobID != nil }
-        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment.merging(leaseOfAnHour) { $1 })
+        let submitted = try await SubmittedRender.make(latency: .seconds(30), worker: renderWorker)
+        defer { submitted.stop() }
+        let (f, victim, render, jobID) = (submitted.f, submitted.victim, submitted.render, submitted.jobID)
+        let survivor = try renderWorker(f)
         defer { survivor.signal(SIGKILL) }
         try await f.q.waitUntilLocked([victim, survivor])
         #expect(try await f.q.leaseOwnerPID(of: jobID) == victim.pid)
@@ -193,17 +234,50 @@ let leaseOfAnHour = ["FLEET_LEASE_SECONDS": "3600"]
         let done = try await f.reload(render)
         #expect(done.status == .complete, "\(done)")
         #expect(Date() < done.deadlineAt, "completed within its deadline")
-        // The survivor asked fal for the job the victim submitted: one submit, one charge.
-        #expect(fal.requests.filter { $0.method == "POST" }.count == 1)
-        #expect(try await f.credits("u1") == (1, 1, 0))
-        #expect(try await f.ledger("r1") == ["reserve", "consume"])
-        // The job's outcome is written a moment after the render's.
-        try await f.q.waitUntil(timeout: .seconds(60), "the job completed") { try await f.q.queue.job(id: jobID)?.state == .completed }
+        try await expectTheVictimsSubmissionResumedAndChargedOnce(f)
+        // The job ended in the commit that completed the render.
         let job = try #require(try await f.q.queue.job(id: jobID))
-        #expect(job.attempt == 2 && job.errors.map(\.code) == ["WORKER_LOST"], "\(job)")
+        #expect(job.state == .completed && job.attempt == 2 && job.errors.map(\.code) == ["WORKER_LOST"], "\(job)")
         survivor.signal(SIGTERM)
         #expect(await survivor.wait() == 0, "\(survivor.log)")
         print("dead render worker: SIGKILL to claimed elsewhere \(tookOver), to the render complete \(ended)")
+    }
+
+    /// A worker killed between the provider's answer and the commit that settles the render (held
+    /// there by a lock the test takes on the job's row, which that transaction writes last, after
+    /// the render and its credit): nothing of the settlement commits, so the render stays open, and
+    /// the worker that takes the job over resumes the same provider job and charges the credit once.
+    @Test func aKillBeforeTheSettlingCommitLeavesTheRenderToResumeAndChargeOnce() async throws {
+        // Long enough for the job's row to be held before the provider answers (10 s).
+        let submitted = try await SubmittedRender.make(latency: .seconds(10), worker: renderWorker)
+        defer { submitted.stop() }
+        let (f, victim, render, jobID) = (submitted.f, submitted.victim, submitted.render, submitted.jobID)
+        let holder = try await PostgresConnection.connect(f.q.url)
+        try await holder.query("BEGIN")
+        _ = try await holder.query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", [jobID])
+        let holderPID = try await holder.query("SELECT pg_backend_pid() AS pid").rows[0].int("pid")
+        try await f.q.waitUntil(timeout: .seconds(120), "the victim settling the render, held by its job's row") {
+            try await f.q.pool.query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", [holderPID]
+            ).rows[0].int("n") == 1
+        }
+        let survivor = try renderWorker(f)
+        defer { survivor.signal(SIGKILL) }
+        try await f.q.waitUntilLocked([survivor])
+        victim.signal(SIGKILL)
+        // Nothing of the settlement is visible: the render is open and its credit reserved.
+        #expect(try await f.reload(render).status == .processing)
+        #expect(try await f.credits("u1") == (1, 0, 1))
+        // Released, the victim's transaction finds its client gone and rolls back.
+        try await holder.query("ROLLBACK")
+        try await f.q.waitUntil(timeout: .seconds(300), "the job ended") { try await f.q.queue.job(id: jobID)?.state.isTerminal == true }
+        let done = try await f.reload(render)
+        #expect(done.status == .complete, "\(done)")
+        try await expectTheVictimsSubmissionResumedAndChargedOnce(f)
+        let job = try #require(try await f.q.queue.job(id: jobID))
+        #expect(job.state == .completed && job.attempt == 2 && job.errors.map(\.code) == ["WORKER_LOST"], "\(job)")
+        survivor.signal(SIGTERM)
+        #expect(await survivor.wait() == 0, "\(survivor.log)")
     }
 
     /// The provider's limit (2 here) counts running renders: those of a dead worker stop counting
@@ -215,7 +289,7 @@ let leaseOfAnHour = ["FLEET_LEASE_SECONDS": "3600"]
         try await f.q.driver.limitSet(ConcurrencyLimit(key: RenderCapacity.providerKey(FashnProvider.name), maxRunning: 2), by: "test")
         let reaper = RunningReaper(f.q.driver)
         defer { reaper.stop() }
-        let victim = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment.merging(leaseOfAnHour) { $1 })
+        let victim = try renderWorker(f)
         defer { victim.signal(SIGKILL) }
         let first = [try await f.request("r1"), try await f.request("r2")]
         try await f.q.waitUntil("both submitted") {
@@ -224,7 +298,7 @@ let leaseOfAnHour = ["FLEET_LEASE_SECONDS": "3600"]
         }
         let waiting = try await f.request("r3")
         let waitingJob = try #require(waiting.jobID)
-        let survivor = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: f.workerEnvironment.merging(leaseOfAnHour) { $1 })
+        let survivor = try renderWorker(f)
         defer { survivor.signal(SIGKILL) }
         try await f.q.waitUntilLocked([victim, survivor])
         // Not claimed while both slots are taken: a window, unavoidable for a "not", opened once

@@ -510,6 +510,28 @@ struct RenderFixture {
         #expect(try await f.ledger("r1") == ["reserve", "consume"])
     }
 
+    /// A callback whose announcement carries its body (`CallbackAnnouncement`) ends the render from
+    /// there, with no poll: the table is not read (here it keeps nothing, a trigger deleting each
+    /// event as it is stored, so a read would find nothing and poll fal at once).
+    @Test func aCallbackCarriedByItsAnnouncementEndsTheRenderWithoutTheTable() async throws {
+        let f = try await fixture { $0.latency = .zero }
+        defer { Task { await f.fal?.stop() } }
+        try await f.q.pool.query("""
+            CREATE FUNCTION forget_provider_event() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN DELETE FROM provider_events WHERE provider = NEW.provider AND request_id = NEW.request_id; RETURN NULL; END $$
+            """)
+        try await f.q.pool.query(
+            "CREATE TRIGGER forget_provider_event AFTER INSERT ON provider_events FOR EACH ROW EXECUTE FUNCTION forget_provider_event()")
+        let render = try await f.request("r1")
+        let (running, requestID) = try await runAwaitingTheCallback(f, render)
+        #expect(try await f.store.recordProviderEvent(provider: "fal", requestID: requestID, payload: f.fal!.webhookBody(requestID: requestID)))
+        _ = try await running.value
+        #expect(try await f.reload(render).status == .complete)
+        #expect(try await f.store.providerEvent(provider: "fal", requestID: requestID) == nil)
+        #expect(!f.fal!.requests.contains { $0.method == "GET" && $0.path.hasSuffix("/status") }, "polled fal")
+        #expect(try await f.credits("u1") == (2, 1, 0))
+    }
+
     @Test func theSweepEndsRendersWhoseWorkerDiedAndReleasesTheirCredit() async throws {
         let f = try await fixture(deadline: .milliseconds(300)) { $0.neverFinish = true }
         defer { Task { await f.fal?.stop() } }

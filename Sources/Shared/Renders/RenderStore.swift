@@ -95,30 +95,58 @@ public struct RenderStore: Sendable {
             """, [id, cutout, submission?.jobID, json])
     }
 
+    /// What ends a render's job in the transaction that ends the render (`JobContext.end`).
+    public typealias JobEnd = (PostgresConnection) async throws -> Void
+
     /// processing → complete with its result, consuming the reserved credit in the same
-    /// statement (`CreditLedger.completeRender`). False when the render had already ended or its
-    /// deadline passed: then the result is not used (a late result never revives a render).
-    public func complete(id: String, resultPath: String) async throws -> Bool {
-        let ended = try await pool.query(CreditLedger.completeRender, [id, resultPath]).rows.count == 1
-        if ended { await announceFinished([id]) }
-        return ended
+    /// statement (`CreditLedger.completeRender`), and ending its job with it (`endingJob`, see
+    /// `settle`). False when the render had already ended or its deadline passed: then the result
+    /// is not used (a late result never revives a render) and the job is not ended here.
+    public func complete(id: String, resultPath: String, endingJob: JobEnd? = nil) async throws -> Bool {
+        try await settle(id: id, CreditLedger.completeRender, [id, resultPath], endingJob: endingJob) != nil
     }
 
     /// → failed with `failure` (its code, its message, and the business code it implies),
-    /// releasing the reserved credit (`CreditLedger.failRenders`). False when it had already ended.
-    public func fail(id: String, failure: RenderFailure) async throws -> Bool {
-        try await failRender(id: id, failure: failure) != nil
+    /// releasing the reserved credit (`CreditLedger.failRenders`), and ending its job with it
+    /// (`endingJob`, see `settle`). False when it had already ended.
+    public func fail(id: String, failure: RenderFailure, endingJob: JobEnd? = nil) async throws -> Bool {
+        try await failRender(id: id, failure: failure, endingJob: endingJob) != nil
     }
 
     /// As `fail`, answering what ended (its provider and whether it was charged, for the
     /// metrics), or nil.
-    public func failRender(id: String, failure: RenderFailure) async throws -> Ended? {
+    public func failRender(id: String, failure: RenderFailure, endingJob: JobEnd? = nil) async throws -> Ended? {
         let arguments: [(any PostgresEncodable)?] = [
             PostgresArray([id]), failure.code.errorCode.rawValue, true, failure.code.rawValue, failure.message,
         ]
-        guard let row = try await pool.query(CreditLedger.failRenders, arguments).rows.first else { return nil }
-        await announceFinished([id])
+        guard let row = try await settle(id: id, CreditLedger.failRenders, arguments, endingJob: endingJob) else { return nil }
         return Ended(id: id, provider: try row.string("provider"), charged: try row.bool("charged"), submission: nil)
+    }
+
+    /// Runs `statement` (one of `CreditLedger`'s, ending render `id` with its credit: a row when it
+    /// ended it) and announces the end. With `endingJob`, the render's job ends in the same
+    /// transaction, the announcement too: the render, its credit and its job commit together or
+    /// not at all, so a worker killed before the commit leaves the render open and its job running,
+    /// to be resumed and charged once. The announcement rides inside because the job's end
+    /// notifies there anyway (a render's job holds limit keys: `fleet_jobs_finished`), so the commit
+    /// holds PostgreSQL's notify lock either way; without a job to end, it is sent after the commit
+    /// (`announceFinished`).
+    private func settle(
+        id: String, _ statement: String, _ arguments: [(any PostgresEncodable)?], endingJob: JobEnd?
+    ) async throws -> PostgresRow? {
+        guard let endingJob else {
+            let row = try await pool.query(statement, arguments).rows.first
+            if row != nil { await announceFinished([id]) }
+            return row
+        }
+        return try await pool.withConnection { connection in
+            try await connection.transaction { connection in
+                guard let row = try await connection.query(statement, arguments).rows.first else { return nil }
+                try await connection.announce(id, on: RenderChannel.finished)
+                try await endingJob(connection)
+                return row
+            }
+        }
     }
 
     public struct Ended: Sendable, Equatable {
@@ -175,10 +203,10 @@ public struct RenderStore: Sendable {
         return jobs
     }
 
-    /// Wakes `render.wait`s on `fleet_renders_finished`, after the ending commit and without a
-    /// flush of its own: a notification inside the settling transaction would hold PostgreSQL's
-    /// notify lock through that commit's flush, serialising every render's settlement. Lost
-    /// (the process died between the two), it costs a waiter one recheck interval.
+    /// Wakes `render.wait`s on `fleet_renders_finished`, after an ending commit that notifies
+    /// nothing else, without a flush of its own: inside, the notification would make that commit
+    /// hold PostgreSQL's notify lock through its flush, serialising such settlements. Lost (the
+    /// process died between the two), it costs a waiter one recheck interval.
     private func announceFinished(_ ids: [String]) async {
         try? await pool.notify(RenderChannel.finished, ids)
     }
@@ -216,7 +244,7 @@ public struct RenderStore: Sendable {
             INSERT INTO provider_events (provider, request_id, payload) VALUES ($1, $2, $3::jsonb)
             ON CONFLICT DO NOTHING RETURNING request_id
             """, [provider, requestID, String(decoding: payload, as: UTF8.self)]).rows.count == 1
-        if stored { try? await pool.notify(RenderChannel.events, announce ?? requestID) }
+        if stored { try? await pool.notify(RenderChannel.events, CallbackAnnouncement(requestID: announce ?? requestID, payload: payload)) }
         return stored
     }
 
@@ -238,10 +266,43 @@ public struct RenderStore: Sendable {
 
 /// The renders' NOTIFY channels, each with its payload (`docs/schema.md`, "NOTIFY channels").
 public enum RenderChannel {
-    /// The dispatcher announces provider callbacks here (payload: the provider's request id);
-    /// render workers LISTEN to it (`RenderEvents`).
-    public static let events = NotificationTopic<String>.text("fleet_render_events")
-    /// Sent after the commit that ends a render (payload: the render id); the dispatcher's
-    /// `render.wait` LISTENs to it.
+    /// The dispatcher announces provider callbacks here (`CallbackAnnouncement`); render workers
+    /// LISTEN to it (`RenderEvents`).
+    public static let events = NotificationTopic<CallbackAnnouncement>(
+        "fleet_render_events", encode: { $0.text }, decode: { CallbackAnnouncement(text: $0) })
+    /// Sent with the commit that ends a render (the render worker's, which also ends its job) or
+    /// right after it (payload: the render id); the dispatcher's `render.wait` LISTENs to it.
     public static let finished = NotificationTopic<String>.text("fleet_renders_finished")
+}
+
+/// A provider callback stored by the dispatcher, as `fleet_render_events` carries it: the
+/// provider's request id its waiter knows, then, after a newline, the callback's body when the
+/// whole fits in a notification, so that the worker waiting for it reads no table. A larger body
+/// is announced by its id alone and read from `provider_events`.
+public struct CallbackAnnouncement: Sendable, Equatable {
+    /// Under PostgreSQL's 8,000-byte payload limit, with room to spare.
+    static let maxText = 7_900
+
+    public let requestID: String
+    /// The callback's body (JSON); nil when it did not fit.
+    public let payload: Data?
+
+    /// `payload` is dropped when the announcement would not fit, or when the id has a newline.
+    public init(requestID: String, payload: Data?) {
+        self.requestID = requestID
+        let fits = payload.map { requestID.utf8.count + 1 + $0.count <= Self.maxText } ?? false
+        self.payload = fits && !requestID.contains("\n") ? payload : nil
+    }
+
+    public init(text: String) {
+        guard let newline = text.firstIndex(of: "\n") else {
+            self.init(requestID: text, payload: nil)
+            return
+        }
+        self.init(requestID: String(text[..<newline]), payload: Data(text[text.index(after: newline)...].utf8))
+    }
+
+    public var text: String {
+        payload.map { requestID + "\n" + String(decoding: $0, as: UTF8.self) } ?? requestID
+    }
 }

@@ -87,12 +87,18 @@ final class RenderEventLog: Sendable {
         try await waitFor("LISTEN connected") { $0.connected }
     }
 
+    /// The request ids announced.
     var payloads: [String] { seen.withLock { $0.payloads } }
+    /// The announcements whole, with the bodies they carry.
+    var announcements: [CallbackAnnouncement] { texts.withLock { $0 }.map(CallbackAnnouncement.init(text:)) }
+    private let texts = Mutex([String]())
 
     private func record(_ event: NotifierEvent) {
         switch event {
         case .mightHaveMissed: seen.withLock { $0.connected = true }
-        case .notification(_, let payload): seen.withLock { $0.payloads.append(payload) }
+        case .notification(_, let text):
+            texts.withLock { $0.append(text) }
+            seen.withLock { $0.payloads.append(CallbackAnnouncement(text: text).requestID) }
         }
     }
 

@@ -46,6 +46,9 @@ import Testing
             #expect(response.status == 200, "\(response.text)")
             #expect(response.field("stored") as? Bool == true)
             try await log.waitFor("the announcement") { $0.payloads == ["req-valid"] }
+            // The body rides with its announcement: the worker waiting for it reads no table.
+            let carried = try #require(log.announcements.first?.payload)
+            #expect(try FalWebhookPayload.decode(carried).requestID == "req-valid")
             let stored = try await storedEvents(q, provider: "fal")
             #expect(Array(stored.keys) == ["req-valid"])
             // Stored as sent (jsonb normalises spacing only), and readable the way the render worker reads it.

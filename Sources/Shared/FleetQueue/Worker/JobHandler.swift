@@ -34,6 +34,9 @@ public struct JobContext: Sendable {
     /// For follow-up jobs. Enqueue them with an idempotency key derived from this job, so a
     /// retried or rescued run does not enqueue them twice.
     public let queue: JobQueue
+    /// The end the handler wrote in its own transaction (`end`), which the worker then does not
+    /// write again.
+    let endedByHandler = HandlerEnding()
 
     /// The jobs `job` runs after (`NewJob.after`), each with the result its handler recorded.
     public func dependencies(of job: ClaimedJob) async throws -> [JobDependency] {

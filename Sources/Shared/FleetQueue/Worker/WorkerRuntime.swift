@@ -214,17 +214,18 @@ public final class WorkerRuntime: Service, Sendable {
         logger[metadataKey: "job_id"] = "\(job.id)"
         logger[metadataKey: "kind"] = "\(job.kind)"
         logger[metadataKey: "attempt"] = "\(job.attempt)"
+        let context = JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver, knownKinds: nil))
         let attempt = { [self] () async -> JobOutcome.Kind? in
             let started = ContinuousClock.now
             let result: Result<JSONValue?, any Error>
             do {
                 guard let handler = handlers[job.kind] else { throw JobError.permanent(code: .unknownKind, message: "no handler for \(job.kind)") }
-                result = .success(try await handler.run(job, context: JobContext(logger: logger, workerID: id, queue: JobQueue(driver: driver, knownKinds: nil))))
+                result = .success(try await handler.run(job, context: context))
             } catch {
                 result = .failure(error)
             }
             metrics.ran(job.kind, for: ContinuousClock.now - started)
-            return await finish(job, result, logger: logger)
+            return await finish(job, result, endedByHandler: context.endedByHandler.outcome(answering: result), logger: logger)
         }
         if let tracer {
             await JobSpans.run(job, claimedAt: Date(), tracer: tracer, attempt)
@@ -235,8 +236,11 @@ public final class WorkerRuntime: Service, Sendable {
 
     /// Records the attempt's outcome, then frees its slot; returns the outcome (nil when none was
     /// recorded). The job stays in `running` until its outcome is queued for writing, so a drain
-    /// that sees `running` empty misses nothing.
-    private func finish(_ job: ClaimedJob, _ result: Result<JSONValue?, any Error>, logger: Logger) async -> JobOutcome.Kind? {
+    /// that sees `running` empty misses nothing. `endedByHandler`: the outcome its handler wrote
+    /// in its own transaction (`JobContext.end`), written by nothing else.
+    private func finish(
+        _ job: ClaimedJob, _ result: Result<JSONValue?, any Error>, endedByHandler: JobOutcome.Kind?, logger: Logger
+    ) async -> JobOutcome.Kind? {
         let key = AttemptKey(id: job.id, attempt: job.attempt)
         let found: (disposition: Disposition, superseded: Bool)? = state.withLock { state in
             if state.superseded.removeValue(forKey: key) != nil {
@@ -254,11 +258,19 @@ public final class WorkerRuntime: Service, Sendable {
             if state.withLock({ $0.backlog }) { wake() }
             return outcome(of: job, .leaseLost, result, logger: logger)
         }
-        let recorded = outcome(of: job, found.disposition, result, logger: logger)
-        if case .runAfter(let jobs)? = recorded {
-            await runAfter(job, jobs, logger: logger)
-        } else if let recorded {
-            await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: recorded))
+        let recorded: JobOutcome.Kind?
+        if let endedByHandler {
+            // Committed with the handler's writes, which released its lease: whatever a heartbeat
+            // made of that since (lost, to it), the job ended as its handler said.
+            log(endedByHandler, of: job, logger: logger)
+            recorded = endedByHandler
+        } else {
+            recorded = outcome(of: job, found.disposition, result, logger: logger)
+            if case .runAfter(let jobs)? = recorded {
+                await runAfter(job, jobs, logger: logger)
+            } else if let recorded {
+                await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: recorded))
+            }
         }
         let backlog = state.withLock { state in
             // Claimed again while its outcome was recorded (then refused by the compare-and-set),

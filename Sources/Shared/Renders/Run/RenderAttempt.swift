@@ -115,6 +115,10 @@ struct RenderAttempt: Sendable {
     /// was not the provider's documented JSON is read once more, as after a 5xx; a second one
     /// ends the render instead of polling garbage until the deadline.
     private func waitForResult(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant, lookNow: Bool) async throws -> Waited {
+        // A callback whose announcement carries it is taken from there, not read from the table
+        // (expected since the submit; a resumed submission's from now on).
+        handler.events.expect(submission.jobID)
+        defer { handler.events.forget(submission.jobID) }
         var lookNow = lookNow
         var unreadableBefore = false
         while true {
@@ -169,10 +173,17 @@ struct RenderAttempt: Sendable {
                 }
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
                 progress.submission = submission
+                // From the submit on, its callback's announcement is kept (`waitForResult` forgets it).
+                handler.events.expect(submission.jobID)
                 // A job still running at the provider is kept on the row: a worker taking over
                 // after a crash asks for it instead of paying for a second one.
-                try await handler.store.recordSubmission(
-                    id: render.id, cutout: sendsCutout, submission: submission.state.isSettled ? nil : submission)
+                do {
+                    try await handler.store.recordSubmission(
+                        id: render.id, cutout: sendsCutout, submission: submission.state.isSettled ? nil : submission)
+                } catch {
+                    handler.events.forget(submission.jobID)
+                    throw error
+                }
                 return .success(submission)
             } catch let error as ProviderError where error.rateLimitedFor != nil {
                 // The provider's capacity, not a fault: not the render's one retry. The fleet eases
@@ -218,7 +229,7 @@ struct RenderAttempt: Sendable {
     private func outcome(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async -> Look {
         if case .settled(let result) = submission.state { return .read(result) }
         do {
-            if let source = provider.webhookSource, let payload = try await handler.store.providerEvent(provider: source, requestID: submission.jobID) {
+            if let source = provider.webhookSource, let payload = try await callback(of: submission, from: source) {
                 return .read(try provider.result(ofCallback: payload))
             }
             guard ContinuousClock.now - submittedAt >= handler.options.callbackGrace else { return .read(.pending) }
@@ -235,6 +246,12 @@ struct RenderAttempt: Sendable {
             logger.warning("could not read the provider's outcome yet", metadata: ["error": "\(error)"])
             return .read(.pending)
         }
+    }
+
+    /// The callback stored for `submission`: as its announcement carried it, else from the table.
+    private func callback(of submission: ProviderSubmission, from source: String) async throws -> Data? {
+        if let carried = handler.events.callback(submission.jobID) { return carried }
+        return try await handler.store.providerEvent(provider: source, requestID: submission.jobID)
     }
 
     /// Downloads the image, checks it decodes, stores it as JPEG under `renders/`.

@@ -17,9 +17,9 @@ import Tracing
 /// provider's callback (stored by the dispatcher, announced on `fleet_render_events`) or, when
 /// that is late, from polling. Settlement (`RenderStore.complete`/`fail`) is a compare-and-set
 /// that settles the credit in the same statement, so whoever ends the render first wins and
-/// nothing is charged twice. The job completes with the render; a failed render's job ends `dead`
-/// with the failure's code and message (`RenderFailure`), so the queue's counts, its dead list and
-/// the console show it. Only infrastructure errors (the database) retry it. It is deferred, its
+/// nothing is charged twice. The job ends in the same transaction (`JobContext.end`): it completes
+/// with the render; a failed render's job ends `dead` with the failure's code and message
+/// (`RenderFailure`), so the queue's counts, its dead list and the console show it. Only infrastructure errors (the database) retry it. It is deferred, its
 /// attempt unspent, while jobs are still making the render's photos (`RenderInputCheck`) and while
 /// a storage outage refuses its result (`StorageOutage`).
 public struct RenderHandler: JobHandler {
@@ -86,7 +86,9 @@ public struct RenderHandler: JobHandler {
             // had its deadline passed while it ran.
             if let earlier, let provider = try? providers.provider(named: expired.provider) { await provider.cancel(earlier) }
             let failure = RenderFailure(.timeout, "the deadline passed before a worker took the render over")
-            guard try await store.fail(id: expired.id, failure: failure) else { return try await endedElsewhere(expired.id) }
+            guard try await store.fail(id: expired.id, failure: failure, endingJob: ending(job, context, failure)) else {
+                return try await endedElsewhere(expired.id)
+            }
             throw failed(expired, failure, logger: logger)
         }
         let provider: any TryOnProvider
@@ -94,7 +96,9 @@ public struct RenderHandler: JobHandler {
             provider = try providers.provider(named: render.provider)
         } catch {
             let failure = RenderFailure(.providerMisconfigured, "\(error)")
-            guard try await store.fail(id: render.id, failure: failure) else { return try await endedElsewhere(render.id) }
+            guard try await store.fail(id: render.id, failure: failure, endingJob: ending(job, context, failure)) else {
+                return try await endedElsewhere(render.id)
+            }
             throw failed(render, failure, logger: logger)
         }
         var garmentSource = RenderAttempt.GarmentSource.photo
@@ -118,14 +122,19 @@ public struct RenderHandler: JobHandler {
         } catch is DeadlinePassed {
             await attempt.cancelAtProvider()
             let failure = attempt.deadlineFailure()
-            guard try await settle(spans, failure.code.rawValue, { try await store.fail(id: render.id, failure: failure) }) else {
+            guard try await settle(spans, failure.code.rawValue, {
+                try await store.fail(id: render.id, failure: failure, endingJob: ending(job, context, failure))
+            }) else {
                 return try await endedElsewhere(render.id)
             }
             throw failed(render, failure, logger: logger)
         }
         switch outcome {
         case .stored(let path):
-            let ended = try await settle(spans, RenderStatus.complete.rawValue) { try await store.complete(id: render.id, resultPath: path) }
+            let result = summary(render.id, RenderStatus.complete.rawValue)
+            let ended = try await settle(spans, RenderStatus.complete.rawValue) {
+                try await store.complete(id: render.id, resultPath: path, endingJob: ending(job, context, .completed(result)))
+            }
             if !ended {
                 // The deadline passed (or a sweep ended it) between the download and now: the
                 // late result does not revive it.
@@ -136,9 +145,11 @@ public struct RenderHandler: JobHandler {
             // What admission control expects of the provider's next renders.
             try? await latencies.record(provider: render.provider, ContinuousClock.now - attemptStarted, to: store.capacity)
             record(render, outcome: RenderStatus.complete.rawValue, settled: "consume")
-            return summary(render.id, RenderStatus.complete.rawValue)
+            return result
         case .failed(let failure):
-            guard try await settle(spans, failure.code.rawValue, { try await store.fail(id: render.id, failure: failure) }) else {
+            guard try await settle(spans, failure.code.rawValue, {
+                try await store.fail(id: render.id, failure: failure, endingJob: ending(job, context, failure))
+            }) else {
                 return try await endedElsewhere(render.id)
             }
             throw failed(render, failure, logger: logger)
@@ -161,6 +172,18 @@ public struct RenderHandler: JobHandler {
     /// render), its error code the failure's.
     private func failed(_ failure: RenderFailure) -> JobError {
         .permanent(code: JobErrorCode(rawValue: failure.code.rawValue), message: failure.message)
+    }
+
+    /// Ends the render's job in the transaction that ends the render (`RenderStore.settle`), as
+    /// `run` then answers: dead with the failure (`failed`).
+    private func ending(_ job: ClaimedJob, _ context: JobContext, _ failure: RenderFailure) -> RenderStore.JobEnd {
+        ending(job, context, .dead(code: JobErrorCode(rawValue: failure.code.rawValue), message: failure.message))
+    }
+
+    /// Ends the render's job in the transaction that ends the render (`RenderStore.settle`), as
+    /// `run` then answers; refused (nothing written) when the job is no longer this worker's.
+    private func ending(_ job: ClaimedJob, _ context: JobContext, _ end: JobEnding) -> RenderStore.JobEnd {
+        { connection in _ = try await context.end(job, end, on: connection) }
     }
 
     /// What the garment's cut-out job, when the render ran after one, said: whether it made a
