@@ -118,12 +118,7 @@ public final class StorageCopy: Sendable {
             guard object.size <= options.maxObjectBytes else {
                 return .failed("\(key.relativePath): \(object.size) bytes, more than --max-object-bytes \(options.maxObjectBytes)")
             }
-            let bytes: Data
-            do {
-                bytes = try await source.read(key, maxBytes: options.maxObjectBytes)
-            } catch StorageError.notFound {
-                return .vanished
-            }
+            let bytes = try await source.read(key, maxBytes: options.maxObjectBytes)
             do {
                 try await destination.create(bytes, at: key)
             } catch StorageError.alreadyExists {
@@ -140,6 +135,11 @@ public final class StorageCopy: Sendable {
                 return .vanished
             }
             return .copied(bytes: bytes.count)
+        } catch StorageError.notFound {
+            // Listed, then missing in either store: only the fleet deletes (the copy removes
+            // nothing but its own copy, above), and it deletes in the old store first, so the
+            // object is being purged: gone from the source, and from the destination after it.
+            return .vanished
         } catch {
             return .failed("\(key.relativePath): \(error)")
         }
