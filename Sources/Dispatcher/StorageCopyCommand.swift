@@ -101,7 +101,7 @@ struct StorageCopySummary: Encodable {
 
     static func text(_ summary: StorageCopySummary) -> String {
         let counts = summary.counts
-        var table = TextTable("", "OBJECTS", "BYTES", numeric: [1, 2])
+        var table = TextTable("OUTCOME", "OBJECTS", "BYTES", numeric: [1, 2])
         table.append("listed", "\(counts.listed)", "")
         table.append(summary.dryRun ? "to copy" : "copied", "\(counts.copied)", "\(counts.copiedBytes)")
         table.append("skipped (same already)", "\(counts.skipped)", "\(counts.skippedBytes)")
