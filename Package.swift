@@ -172,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "FleetStorage", "Imaging", "Renders", "DispatcherProtocol",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "FleetStorage", "FleetObjectStore", "Imaging", "Renders", "DispatcherProtocol",
                 "FleetCallbacks", "FleetAccess", "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log, serviceLifecycle,
             ]
         ),

@@ -25,7 +25,7 @@ struct Dispatcher: AsyncParsableCommand {
             Run.self, MigrateCommand.self, Ping.self, Enqueue.self, EnqueueGraph.self, Status.self, Wait.self, Cancel.self, Stats.self,
             Render.self, RendersCommand.self, IssueToken.self, LinkAccount.self, Credits.self, UploadCommand.self, ImageCommand.self,
             JobCommand.self, Jobs.self, Retry.self, Discard.self, Pause.self, Resume.self, Limits.self, Audit.self, AccessTokenCommand.self,
-            ImageProfilesCommand.self,
+            ImageProfilesCommand.self, StorageCommand.self,
         ],
         defaultSubcommand: Run.self)
 }

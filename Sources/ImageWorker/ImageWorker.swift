@@ -25,9 +25,9 @@ struct Run: WorkerRunCommand {
     static let executable = "image-worker"
     /// Cut-outs mostly wait on the network, so more of them run at once than CPU-bound normalises.
     static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2, .garmentCutout: 8, .accountPurge: 4]
-    static func storage(settings: FleetSettings) -> (any ImageStorage)? { settings.storage.makeImageStorage() }
+    static func storage(settings: FleetSettings) -> (any ImageStorage)? { settings.storage.makeImageStorage(fallback: settings.storageFallback) }
     static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler] {
-        let storage = settings.storage.makeImageStorage()
+        let storage = settings.storage.makeImageStorage(fallback: settings.storageFallback)
         try Vips.shareCores(among: settings.worker.concurrency[.imageNormalize] ?? 1)
         let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
         // The profiles' one-row reads only: the queue has its own pool.

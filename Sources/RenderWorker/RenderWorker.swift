@@ -25,7 +25,7 @@ struct Run: WorkerRunCommand {
     static let executable = "render-worker"
     /// A render mostly waits on its provider: hundreds fit in one process.
     static let defaultConcurrency: [JobKind: Int] = [.renderRun: 200]
-    static func storage(settings: FleetSettings) -> (any ImageStorage)? { settings.storage.makeImageStorage() }
+    static func storage(settings: FleetSettings) -> (any ImageStorage)? { settings.storage.makeImageStorage(fallback: settings.storageFallback) }
     static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler] {
         let environment = ProcessInfo.processInfo.environment
         let reader = EnvironmentReader(environment: environment)
@@ -40,7 +40,7 @@ struct Run: WorkerRunCommand {
             pollInterval: try reader.duration("FLEET_RENDER_POLL_MS", unit: .milliseconds(1), default: 2000, range: 50...60_000))
         let pool = settings.makePool(applicationName: executable)
         return [RenderHandler(
-            store: RenderStore(pool: pool), storage: settings.storage.makeImageStorage(http: http),
+            store: RenderStore(pool: pool), storage: settings.storage.makeImageStorage(fallback: settings.storageFallback, http: http),
             providers: ProviderCatalog(settings: try ProviderSettings.load(from: environment), http: http),
             fetcher: ProviderImageFetcher(http: http), events: events, options: options)]
     }

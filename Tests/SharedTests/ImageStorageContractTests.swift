@@ -112,6 +112,69 @@ enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable
         #expect(try await storage.holds(kept))
     }
 
+    /// Pages of 7 from a cursor each: every object once, with its size, and its MD5 where the
+    /// store keeps one; a cursor taken from half way lists the rest (a copy resumes from it).
+    @Test(arguments: StoreUnderTest.allCases)
+    func listingPagesThroughEveryObjectOnceWithItsSizeAndChecksum(_ kind: StoreUnderTest) async throws {
+        let storage = try await kind.make()
+        let empty = try await storage.list(after: nil, limit: 7)
+        #expect(empty.objects.isEmpty && empty.next == nil)
+
+        var written: [StorageKey: Data] = [:]
+        for user in ["u1", "u1-b", "u2"] {
+            let id = try StorageID(user)
+            for key in [
+                StorageKey.upload(user: id, upload: try StorageID("up1")), .bodyPhoto(user: id, photo: try StorageID("b1")),
+                .garment(user: id, garment: try StorageID("g1")), .garmentCutout(user: id, garment: try StorageID("g1")),
+                .garmentPreview(user: id, garment: try StorageID("g1")), .render(user: id, render: try StorageID("r1")),
+                .render(user: id, render: try StorageID("r2")),
+            ] {
+                written[key] = Self.bytes(Int.random(in: 1...3000))
+            }
+        }
+        for (key, data) in written { try await storage.write(data, to: key) }
+
+        var listed: [StoredObject] = []
+        var cursors: [String] = []
+        var cursor: String? = nil
+        repeat {
+            let page = try await storage.list(after: cursor, limit: 7)
+            #expect(page.objects.count <= 7)
+            #expect(page.foreign.isEmpty)
+            listed += page.objects
+            cursor = page.next
+            if let cursor { cursors.append(cursor) }
+        } while cursor != nil
+        #expect(listed.count == written.count, "each object once")
+        #expect(Set(listed.map(\.key)) == Set(written.keys))
+        for object in listed {
+            let data = try #require(written[object.key])
+            #expect(object.size == data.count)
+            #expect(object.md5 == nil || object.md5 == StoredObject.md5(of: data), "\(object.key.relativePath)")
+            let info = try await storage.info(of: object.key)
+            #expect(info.size == data.count && (info.md5 == nil || info.md5 == StoredObject.md5(of: data)))
+        }
+        if kind == .gateway { #expect(listed.allSatisfy { $0.md5 != nil }, "one PUT each: the ETag is the MD5") }
+
+        let halfWay = cursors[cursors.count / 2]
+        let rest = try await Self.listAll(storage, after: halfWay)
+        let before = listed.prefix { $0.key.relativePath != halfWay }.count + 1
+        #expect(rest.map(\.key) == listed.dropFirst(before).map(\.key), "the same order from a cursor")
+        await #expect(throws: StorageError.notFound("u9/renders/r1.jpg")) { try await storage.info(of: .render(user: try Self.user("u9"), render: try StorageID("r1"))) }
+    }
+
+    /// Every object after `cursor`, a page of 100 at a time.
+    static func listAll(_ storage: any ImageStorage, after cursor: String? = nil) async throws -> [StoredObject] {
+        var objects: [StoredObject] = []
+        var cursor = cursor
+        repeat {
+            let page = try await storage.list(after: cursor, limit: 100)
+            objects += page.objects
+            cursor = page.next
+        } while cursor != nil
+        return objects
+    }
+
     /// `count` small render objects of `user`, 16 writes at a time.
     static func writeRenders(_ count: Int, of user: StorageID, to storage: any ImageStorage) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in

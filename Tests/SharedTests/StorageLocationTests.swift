@@ -49,6 +49,27 @@ import Testing
         }
     }
 
+    /// The fallback and the copy's locations are written as `FLEET_STORAGE` is, or as a folder's path;
+    /// a refusal names the variable (or option) it came from.
+    @Test func fallbackAndCopyLocations() throws {
+        #expect(try StorageLocation.loadFallback(from: [:]) == nil)
+        #expect(try StorageLocation.loadFallback(from: ["FLEET_STORAGE_FALLBACK": "/data/images/"]) == .files(root: "/data/images"))
+        #expect(try StorageLocation.loadFallback(from: ["FLEET_STORAGE_FALLBACK": "file:///data/images"]) == .files(root: "/data/images"))
+        guard case .s3(let settings) = try StorageLocation.parse("s3://old-images/p", variable: "--from", environment: keys) else {
+            Issue.record("not s3")
+            return
+        }
+        #expect(settings.endpoint.bucket == "old-images" && settings.prefix == "p/")
+        for (value, environment) in [("gs://b", keys), ("s3://B", keys), ("s3://old-images", [:])] {
+            #expect {
+                try StorageLocation.loadFallback(from: environment.merging(["FLEET_STORAGE_FALLBACK": value]) { $1 })
+            } throws: { error in
+                let variable = (error as? ConfigurationError)?.variable
+                return value == "s3://old-images" ? variable == "AWS_ACCESS_KEY_ID" : variable == "FLEET_STORAGE_FALLBACK"
+            }
+        }
+    }
+
     @Test func summaryNamesNoKey() throws {
         var environment = keys
         environment["FLEET_STORAGE"] = "s3://fleet-images/p"

@@ -30,14 +30,39 @@ public struct S3RetryPolicy: Sendable, Equatable {
 /// What a HEAD says of an object: its size before any byte of it is read, and its ETag.
 public struct S3ObjectInfo: Sendable, Equatable {
     public let size: Int
+    /// Without its quotes: the MD5 of the bytes (lower-case hex) for an object stored by one PUT,
+    /// `<hex>-<parts>` for a multipart upload's.
+    public let etag: String?
+
+    /// The MD5 of the object's bytes when its ETag is one (a single PUT's); nil for a multipart
+    /// upload's or an encrypted object's, whose ETag is something else.
+    public var md5: String? { Self.md5(ofETag: etag) }
+
+    /// The MD5 an ETag (without quotes) is, when it is one.
+    static func md5(ofETag etag: String?) -> String? {
+        guard let etag, etag.utf8.count == 32, etag.allSatisfy(\.isHexDigit) else { return nil }
+        return etag.lowercased()
+    }
+
+    static func unquoted(_ etag: String) -> String {
+        etag.hasPrefix("\"") && etag.hasSuffix("\"") && etag.count >= 2 ? String(etag.dropFirst().dropLast()) : etag
+    }
+}
+
+/// One object of a ListObjectsV2 page: its key, size and ETag (quotes removed).
+public struct S3ListedObject: Sendable, Equatable {
+    public let key: String
+    public let size: Int
     public let etag: String?
 }
 
 /// One page of a ListObjectsV2.
 public struct S3ListPage: Sendable {
-    public let keys: [String]
+    public let objects: [S3ListedObject]
     /// The token of the next page; nil on the last.
     public let continuationToken: String?
+
+    public var keys: [String] { objects.map(\.key) }
 }
 
 /// The S3 REST calls the fleet makes, over the `HTTPClient` seam, each signed with AWS Signature
@@ -82,7 +107,7 @@ public struct S3Client: Sendable {
         guard let size = response.headers["content-length"].flatMap(Int.init) else {
             throw S3Error(kind: .refused, operation: "HEAD object", status: response.status, code: "NoContentLength", message: "the answer has no Content-Length")
         }
-        return S3ObjectInfo(size: size, etag: response.headers["etag"])
+        return S3ObjectInfo(size: size, etag: response.headers["etag"].map(S3ObjectInfo.unquoted))
     }
 
     /// Deletes the object at `key`; a missing key is no error (S3 answers 204 either way).
@@ -94,15 +119,23 @@ public struct S3Client: Sendable {
         }
     }
 
-    /// One page of the keys under `prefix` (at most 1,000), from `continuationToken` on.
-    public func list(prefix: String, continuationToken: String? = nil, maxKeys: Int = 1000) async throws(S3Error) -> S3ListPage {
+    /// One page of the objects under `prefix` (at most 1,000) in key order, from `continuationToken`
+    /// on, or those whose key sorts after `startAfter` (a key of a page before: a cursor that needs
+    /// no state kept between calls, so a copy stopped half way resumes from its last key).
+    public func list(prefix: String, continuationToken: String? = nil, startAfter: String? = nil, maxKeys: Int = 1000) async throws(S3Error) -> S3ListPage {
         var query: [(name: String, value: String)] = [("list-type", "2"), ("prefix", prefix), ("max-keys", String(maxKeys))]
         if let continuationToken { query.append(("continuation-token", continuationToken)) }
+        if let startAfter { query.append(("start-after", startAfter)) }
         let response = try await send("ListObjectsV2", .get, key: "", query: query)
         let xml = String(decoding: response.body, as: UTF8.self)
-        let keys = S3XML.elements("Contents", in: xml).compactMap { S3XML.value(of: "Key", in: $0) }
+        let objects = S3XML.elements("Contents", in: xml).compactMap { entry -> S3ListedObject? in
+            guard let key = S3XML.value(of: "Key", in: entry) else { return nil }
+            return S3ListedObject(
+                key: key, size: S3XML.value(of: "Size", in: entry).flatMap(Int.init) ?? 0,
+                etag: S3XML.value(of: "ETag", in: entry).map(S3ObjectInfo.unquoted))
+        }
         let truncated = S3XML.value(of: "IsTruncated", in: xml) == "true"
-        return S3ListPage(keys: keys, continuationToken: truncated ? S3XML.value(of: "NextContinuationToken", in: xml) : nil)
+        return S3ListPage(objects: objects, continuationToken: truncated ? S3XML.value(of: "NextContinuationToken", in: xml) : nil)
     }
 
     /// Deletes up to 1,000 keys in one DeleteObjects request; missing keys count as deleted.

@@ -35,6 +35,31 @@ public struct S3ImageStorage: ImageStorage {
         }
     }
 
+    public func info(of key: StorageKey) async throws -> StoredObject {
+        do {
+            let info = try await client.head(key: objectKey(key))
+            return StoredObject(key: key, size: info.size, md5: info.md5)
+        } catch {
+            throw mapped(error, key: key, reading: true)
+        }
+    }
+
+    /// ListObjectsV2 under the prefix from `start-after`: the cursor is the last relative path
+    /// listed, so no continuation token has to be kept between pages. The start check's probes
+    /// (`.fleet-probe/`) are no objects of the fleet.
+    public func list(after: String?, limit: Int) async throws -> StoragePage {
+        let page: S3ListPage
+        do {
+            page = try await client.list(prefix: prefix, startAfter: after.map { prefix + $0 }, maxKeys: min(limit, 1000))
+        } catch {
+            throw failure(error, path: prefix.isEmpty ? "the bucket" : prefix, reading: true)
+        }
+        let entries = page.objects.map { (path: String($0.key.dropFirst(prefix.count)), size: $0.size, md5: S3ObjectInfo.md5(ofETag: $0.etag)) }
+        return StoragePage(
+            listing: entries.filter { !$0.path.hasPrefix(".fleet-probe/") },
+            next: page.continuationToken == nil ? nil : entries.last?.path)
+    }
+
     public func read(_ key: StorageKey, maxBytes: Int) async throws -> Data {
         // HEAD first: an object over the bound is refused without a byte of it fetched.
         let size = try await size(of: key)

@@ -62,6 +62,11 @@ public enum FleetProcess {
             nil
         }
         let checks: [any ReadinessCheck] = handlers.map(HandlerReadiness.init) + (storageReadiness.map { [$0] } ?? [])
+        if storage != nil, let fallback = settings.storageFallback {
+            logger.notice("storage fallback on: reads that miss in the store look in the fallback, deletions reach both; remove FLEET_STORAGE_FALLBACK once the copy is done", metadata: [
+                "storage": "\(settings.storage.summary)", "fallback": "\(fallback.summary)",
+            ])
+        }
         try await run(http: http(settings, pool: pool, checks: checks, logger: logger), logger: logger) {
             try await migrate(settings, logger: logger)
             await storageReadiness?.check()

@@ -22,6 +22,9 @@ public struct FleetSettings: Sendable {
     /// `FLEET_STORAGE` (or `FLEET_STORAGE_ROOT`) and, for a bucket, the AWS CLI's variables:
     /// where the images live (`StorageLocation`).
     public var storage: StorageLocation
+    /// `FLEET_STORAGE_FALLBACK`: while images move between stores, the old one, which reads that
+    /// miss in `storage` look in and deletions reach (`FallbackImageStorage`); nil otherwise.
+    public var storageFallback: StorageLocation?
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
     public var poolSize: Int
@@ -111,6 +114,7 @@ public struct FleetSettings: Sendable {
             listenDatabase: listenDatabase,
             readDatabaseURL: readDatabaseURL,
             storage: try StorageLocation.load(from: environment),
+            storageFallback: try StorageLocation.loadFallback(from: environment),
             logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
             logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),
             poolSize: try reader.integer("FLEET_DB_POOL_SIZE", default: 8, range: 1...200),

@@ -24,6 +24,13 @@ public protocol ImageStorage: Sendable {
     func delete(_ key: StorageKey) async throws
     /// Deletes every object of `user`; returns how many.
     func deleteAll(of user: StorageID) async throws -> Int
+    /// The object's size and, when the store keeps it, its MD5 (`StoredObject.md5`), without its
+    /// bytes; `StorageError.notFound` when there is none.
+    func info(of key: StorageKey) async throws -> StoredObject
+    /// One page of the store's objects, at most `limit` of them, those after the cursor `after`
+    /// (the `next` of the page before; nil: from the first), in the store's own stable order.
+    /// Objects written or deleted while the pages are read may or may not be in them.
+    func list(after: String?, limit: Int) async throws -> StoragePage
     /// What a process checks at start: the store reachable, and a small object written where the
     /// fleet writes, then deleted. Throws a `ConfigurationError` naming the variable to fix.
     func checkAccess() async throws
@@ -57,6 +64,16 @@ public struct FileImageStorage: ImageStorage {
             throw StorageFailure(path: path, errno: errno, reading: true)
         }
         return Int(info.st_size)
+    }
+
+    public func info(of key: StorageKey) async throws -> StoredObject {
+        StoredObject(key: key, size: try await size(of: key), md5: nil)
+    }
+
+    public func list(after: String?, limit: Int) async throws -> StoragePage {
+        let walk = FileTreeWalk(root: root)
+        let entries = try await offload(on: blockingIO) { try walk.page(after: after, limit: limit) }
+        return StoragePage(listing: entries, next: entries.count < limit ? nil : entries.last?.path)
     }
 
     public func read(_ key: StorageKey, maxBytes: Int) async throws -> Data {

@@ -43,6 +43,31 @@ public enum StorageKey: Hashable, Sendable {
         }
     }
 
+    /// The key whose `relativePath` is `path`; nil for any other path (a file the fleet did not
+    /// lay out). A garment id ending in `_cutout` or `_preview` names the same path as another
+    /// garment's cut-out or preview: either reading gives back `path`, which is all a copy needs.
+    public init?(relativePath path: String) {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, let user = try? StorageID(String(parts[0])) else { return nil }
+        let name = String(parts[2])
+        func id(dropping suffix: String) -> StorageID? {
+            guard name.hasSuffix(suffix) else { return nil }
+            return try? StorageID(String(name.dropLast(suffix.count)))
+        }
+        let key: StorageKey? = switch parts[1] {
+        case "uploads": (try? StorageID(name)).map { .upload(user: user, upload: $0) }
+        case "body": id(dropping: ".jpg").map { .bodyPhoto(user: user, photo: $0) }
+        case "renders": id(dropping: ".jpg").map { .render(user: user, render: $0) }
+        case "garments":
+            id(dropping: "_cutout.png").map { .garmentCutout(user: user, garment: $0) }
+                ?? id(dropping: "_preview.jpg").map { .garmentPreview(user: user, garment: $0) }
+                ?? id(dropping: ".jpg").map { .garment(user: user, garment: $0) }
+        default: nil
+        }
+        guard let key, key.relativePath == path else { return nil }
+        self = key
+    }
+
     /// The path below the root, e.g. `u1/garments/g1_cutout.png`.
     public var relativePath: String {
         switch self {

@@ -4,7 +4,8 @@ import FleetSupport
 /// bucket of an S3-compatible store. Every process that reads or writes images (image worker,
 /// render worker, dispatcher for presigned URLs) reads the same variables.
 ///
-/// - `FLEET_STORAGE`: `s3://bucket/optional/prefix`, `file:///absolute/folder`, or unset.
+/// - `FLEET_STORAGE`: `s3://bucket/optional/prefix`, `file:///absolute/folder` (or the folder's
+///   path), or unset.
 ///   Unset keeps `FLEET_STORAGE_ROOT` (default `.data/images`).
 /// - For `s3://`, the AWS CLI's own variables: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 ///   `AWS_SESSION_TOKEN` (temporary credentials), `AWS_REGION` (or `AWS_DEFAULT_REGION`,
@@ -18,17 +19,35 @@ public enum StorageLocation: Sendable, Equatable {
     public static func load(from environment: [String: String]) throws -> StorageLocation {
         let value = environment["FLEET_STORAGE"] ?? ""
         if value.isEmpty { return .files(root: environment["FLEET_STORAGE_ROOT"] ?? ".data/images") }
+        return try parse(value, variable: "FLEET_STORAGE", environment: environment)
+    }
+
+    /// `FLEET_STORAGE_FALLBACK`: the store the images are moving from, which reads that miss in
+    /// `FLEET_STORAGE` look in (`FallbackImageStorage`); nil when unset.
+    public static func loadFallback(from environment: [String: String]) throws -> StorageLocation? {
+        let value = environment["FLEET_STORAGE_FALLBACK"] ?? ""
+        if value.isEmpty { return nil }
+        return try parse(value, variable: "FLEET_STORAGE_FALLBACK", environment: environment)
+    }
+
+    /// A location written as `FLEET_STORAGE` takes it (`s3://bucket/prefix`, `file:///folder`), or
+    /// a folder's path (`/data/images`): the copy command's `--from` and `--to`, the fallback.
+    /// `variable` is what a refusal names.
+    public static func parse(_ value: String, variable: String, environment: [String: String]) throws -> StorageLocation {
         if value.hasPrefix("file://") {
             let root = String(value.dropFirst("file://".count))
             guard root.hasPrefix("/") else {
-                throw ConfigurationError(variable: "FLEET_STORAGE", reason: "'\(value)' is not file:///absolute/folder")
+                throw ConfigurationError(variable: variable, reason: "'\(value)' is not file:///absolute/folder")
             }
             return .files(root: root)
         }
-        guard value.hasPrefix("s3://") else {
-            throw ConfigurationError(variable: "FLEET_STORAGE", reason: "'\(value)' is neither s3://bucket/prefix nor file:///folder")
+        if value.hasPrefix("s3://") {
+            return .s3(try S3StoreSettings.load(location: String(value.dropFirst("s3://".count)), variable: variable, environment: environment))
         }
-        return .s3(try S3StoreSettings.load(location: String(value.dropFirst("s3://".count)), environment: environment))
+        guard !value.contains("://") else {
+            throw ConfigurationError(variable: variable, reason: "'\(value)' is neither s3://bucket/prefix nor file:///folder")
+        }
+        return .files(root: value.count > 1 && value.hasSuffix("/") ? String(value.dropLast()) : value)
     }
 
     /// What a log line may say about the location: never a key.
@@ -56,22 +75,22 @@ public struct S3StoreSettings: Sendable, Equatable {
     /// The object key of a storage key's relative path.
     public func objectKey(_ relativePath: String) -> String { prefix + relativePath }
 
-    static func load(location: String, environment: [String: String]) throws -> S3StoreSettings {
+    static func load(location: String, variable: String, environment: [String: String]) throws -> S3StoreSettings {
         let parts = location.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         let bucket = String(parts[0])
         // S3's bucket rules: 3-63 characters of lower-case letters, digits, dots and hyphens.
         guard (3...63).contains(bucket.count), bucket.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" || $0 == "." }) else {
-            throw ConfigurationError(variable: "FLEET_STORAGE", reason: "'\(bucket)' is not a bucket name (3-63 of a-z 0-9 . -)")
+            throw ConfigurationError(variable: variable, reason: "'\(bucket)' is not a bucket name (3-63 of a-z 0-9 . -)")
         }
         let prefix = parts.count > 1 ? String(parts[1]) : ""
         func value(_ names: String...) -> String? {
             names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
         }
         guard let accessKey = value("AWS_ACCESS_KEY_ID") else {
-            throw ConfigurationError(variable: "AWS_ACCESS_KEY_ID", reason: "must be set with FLEET_STORAGE=s3://")
+            throw ConfigurationError(variable: "AWS_ACCESS_KEY_ID", reason: "must be set with \(variable)=s3://")
         }
         guard let secretKey = value("AWS_SECRET_ACCESS_KEY") else {
-            throw ConfigurationError(variable: "AWS_SECRET_ACCESS_KEY", reason: "must be set with FLEET_STORAGE=s3://")
+            throw ConfigurationError(variable: "AWS_SECRET_ACCESS_KEY", reason: "must be set with \(variable)=s3://")
         }
         let region = value("AWS_REGION", "AWS_DEFAULT_REGION") ?? "us-east-1"
         let endpointVariable = environment["AWS_ENDPOINT_URL_S3"].map { $0.isEmpty } == false ? "AWS_ENDPOINT_URL_S3" : "AWS_ENDPOINT_URL"
