@@ -6,13 +6,14 @@ import Foundation
 /// RGW), every key under the settings' prefix (`prefix/userId/...`). One PUT per object, so an
 /// object is whole or absent; reads are bounded by the caller's `maxBytes`, their size asked
 /// first (HEAD); a user's tree is deleted by listing its prefix a page at a time and deleting each
-/// page in one DeleteObjects.
+/// page in one DeleteObjects. Counts what it writes and deletes (`StorageMetrics`): the sizes of
+/// a purge's objects come with its listing.
 ///
 /// Failures map onto the storage codes every store shares: the store unreachable after the
 /// client's retries (5xx, resets, timeouts) is `STORAGE_UNAVAILABLE`, refused keys or a missing
 /// bucket `STORAGE_DENIED` (`StorageFailure`, which the handlers defer without spending the job's
 /// attempt); a missing object is `StorageError.notFound`.
-public struct S3ImageStorage: ImageStorage {
+public struct S3ImageStorage: ImageStorage, StorageInventory {
     public let client: S3Client
     public let prefix: String
     /// Where the temporary copies for libvips go.
@@ -92,6 +93,7 @@ public struct S3ImageStorage: ImageStorage {
         } catch {
             throw mapped(error, key: key, reading: false)
         }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
     public func create(_ data: Data, at key: StorageKey) async throws {
@@ -102,11 +104,18 @@ public struct S3ImageStorage: ImageStorage {
         } catch {
             throw mapped(error, key: key, reading: false)
         }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
+    /// A HEAD first, for the size the deleted counters need (a DELETE answers none): an object
+    /// already gone needs no DELETE.
     public func delete(_ key: StorageKey) async throws {
         do {
+            let size = try await client.head(key: objectKey(key)).size
             try await client.delete(key: objectKey(key))
+            StorageMetrics.deleted(key, bytes: size)
+        } catch where error.kind == .notFound {
+            return
         } catch {
             throw mapped(error, key: key, reading: false)
         }
@@ -121,13 +130,39 @@ public struct S3ImageStorage: ImageStorage {
         do {
             while true {
                 let page = try await client.list(prefix: userPrefix, maxKeys: S3Client.deleteBatchLimit)
-                guard !page.keys.isEmpty else { return deleted }
+                guard !page.objects.isEmpty else { return deleted }
                 try await client.delete(keys: page.keys)
-                deleted += page.keys.count
+                StorageMetrics.deleted(tally(page))
+                deleted += page.objects.count
             }
         } catch {
             throw failure(error, path: userPrefix, reading: false)
         }
+    }
+
+    /// Lists the prefix a page at a time, from the first key to the last.
+    public func listAll(_ page: ([StoredObject]) async throws -> Void) async throws {
+        var token: String?
+        repeat {
+            let listed: S3ListPage
+            do {
+                listed = try await client.list(prefix: prefix, continuationToken: token)
+            } catch {
+                throw failure(error, path: prefix.isEmpty ? "bucket \(client.endpoint.bucket)" : prefix, reading: true)
+            }
+            try await page(listed.objects.map(storedObject))
+            token = listed.continuationToken
+        } while token != nil
+    }
+
+    private func storedObject(_ object: (key: String, size: Int)) -> StoredObject {
+        StoredObject(relativePath: String(object.key.dropFirst(prefix.count)), size: object.size)
+    }
+
+    private func tally(_ page: S3ListPage) -> StorageTally {
+        var tally = StorageTally()
+        tally.add(page.objects.map(storedObject))
+        return tally
     }
 
     public func checkAccess() async throws {

@@ -48,8 +48,9 @@ extension ImageStorage {
     }
 }
 
-/// `ImageStorage` on a local folder (`FLEET_STORAGE_ROOT`, production `/data/images`).
-public struct FileImageStorage: ImageStorage {
+/// `ImageStorage` on a local folder (`FLEET_STORAGE_ROOT`, production `/data/images`). Counts
+/// what it writes and deletes (`StorageMetrics`).
+public struct FileImageStorage: ImageStorage, StorageInventory {
     public let root: String
 
     public init(root: String) { self.root = root }
@@ -96,28 +97,57 @@ public struct FileImageStorage: ImageStorage {
         // Two fsyncs: off the cooperative threads, which the process's other tasks need.
         let path = path(of: key)
         _ = try await offload(on: blockingIO) { try AtomicFile.write(data, to: path) }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
     public func create(_ data: Data, at key: StorageKey) async throws {
         let path = path(of: key)
         let stored = try await offload(on: blockingIO) { try AtomicFile.write(data, to: path, replacing: false) }
         guard stored else { throw StorageError.alreadyExists(key.relativePath) }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
     public func delete(_ key: StorageKey) async throws {
+        let size = try? await size(of: key)
         do {
             try FileManager.default.removeItem(atPath: path(of: key))
         } catch CocoaError.fileNoSuchFile {
             return
         }
+        if let size { StorageMetrics.deleted(key, bytes: size) }
     }
 
+    /// Walks the user's folder for the sizes the deleted counters need, then removes it whole.
     public func deleteAll(of user: StorageID) async throws -> Int {
-        let folder = "\(root)/\(user)"
-        guard isDirectory(folder), let files = FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] else { return 0 }
-        let count = files.filter { !isDirectory("\(folder)/\($0)") }.count
-        try FileManager.default.removeItem(atPath: folder)
-        return count
+        guard isDirectory("\(root)/\(user)") else { return 0 }
+        var deleted = StorageTally()
+        try await walk(below: user.value) { deleted.add($0) }
+        try FileManager.default.removeItem(atPath: "\(root)/\(user)")
+        StorageMetrics.deleted(deleted)
+        return deleted.total.objects
+    }
+
+    public func listAll(_ page: ([StoredObject]) async throws -> Void) async throws {
+        guard isDirectory(root) else { throw ConfigurationError(variable: "FLEET_STORAGE_ROOT", reason: "no folder at \(root)") }
+        try await walk(below: "", page)
+    }
+
+    /// Every regular file below `folder` (relative to the root; "" for the whole tree), a page of
+    /// at most 1,000 at a time.
+    private func walk(below folder: String, _ page: ([StoredObject]) async throws -> Void) async throws {
+        let base = folder.isEmpty ? root : "\(root)/\(folder)"
+        guard let files = FileManager.default.enumerator(atPath: base) else { return }
+        var objects: [StoredObject] = []
+        while let name = files.nextObject() as? String {
+            var info = stat()
+            guard lstat("\(base)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            objects.append(StoredObject(relativePath: folder.isEmpty ? name : "\(folder)/\(name)", size: Int(info.st_size)))
+            if objects.count == 1000 {
+                try await page(objects)
+                objects.removeAll(keepingCapacity: true)
+            }
+        }
+        if !objects.isEmpty { try await page(objects) }
     }
 
     public func checkAccess() async throws {
