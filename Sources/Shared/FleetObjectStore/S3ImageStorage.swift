@@ -13,7 +13,7 @@ import Foundation
 /// client's retries (5xx, resets, timeouts) is `STORAGE_UNAVAILABLE`, refused keys or a missing
 /// bucket `STORAGE_DENIED` (`StorageFailure`, which the handlers defer without spending the job's
 /// attempt); a missing object is `StorageError.notFound`.
-public struct S3ImageStorage: ImageStorage, StorageInventory {
+public struct S3ImageStorage: ImageStorage {
     public let client: S3Client
     public let prefix: String
     /// Where the temporary copies for libvips go.
@@ -140,28 +140,10 @@ public struct S3ImageStorage: ImageStorage, StorageInventory {
         }
     }
 
-    /// Lists the prefix a page at a time, from the first key to the last.
-    public func listAll(_ page: ([StoredObject]) async throws -> Void) async throws {
-        var token: String?
-        repeat {
-            let listed: S3ListPage
-            do {
-                listed = try await client.list(prefix: prefix, continuationToken: token)
-            } catch {
-                throw failure(error, path: prefix.isEmpty ? "bucket \(client.endpoint.bucket)" : prefix, reading: true)
-            }
-            try await page(listed.objects.map(storedObject))
-            token = listed.continuationToken
-        } while token != nil
-    }
-
-    private func storedObject(_ object: (key: String, size: Int)) -> StoredObject {
-        StoredObject(relativePath: String(object.key.dropFirst(prefix.count)), size: object.size)
-    }
-
+    /// The page's objects per kind, with the sizes the listing gave.
     private func tally(_ page: S3ListPage) -> StorageTally {
         var tally = StorageTally()
-        tally.add(page.objects.map(storedObject))
+        for object in page.objects { tally.add(path: String(object.key.dropFirst(prefix.count)), size: object.size) }
         return tally
     }
 

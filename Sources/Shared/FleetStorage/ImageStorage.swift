@@ -50,7 +50,7 @@ extension ImageStorage {
 
 /// `ImageStorage` on a local folder (`FLEET_STORAGE_ROOT`, production `/data/images`). Counts
 /// what it writes and deletes (`StorageMetrics`).
-public struct FileImageStorage: ImageStorage, StorageInventory {
+public struct FileImageStorage: ImageStorage {
     public let root: String
 
     public init(root: String) { self.root = root }
@@ -108,7 +108,7 @@ public struct FileImageStorage: ImageStorage, StorageInventory {
     }
 
     public func delete(_ key: StorageKey) async throws {
-        let size = try? await size(of: key)
+        let size = try? await self.size(of: key)
         do {
             try FileManager.default.removeItem(atPath: path(of: key))
         } catch CocoaError.fileNoSuchFile {
@@ -120,34 +120,13 @@ public struct FileImageStorage: ImageStorage, StorageInventory {
     /// Walks the user's folder for the sizes the deleted counters need, then removes it whole.
     public func deleteAll(of user: StorageID) async throws -> Int {
         guard isDirectory("\(root)/\(user)") else { return 0 }
-        var deleted = StorageTally()
-        try await walk(below: user.value) { deleted.add($0) }
+        let walk = FileTreeWalk(root: "\(root)/\(user)")
+        let files = try await offload(on: blockingIO) { try walk.page(after: nil, limit: .max) }
         try FileManager.default.removeItem(atPath: "\(root)/\(user)")
+        var deleted = StorageTally()
+        for file in files { deleted.add(path: "\(user)/\(file.path)", size: file.size) }
         StorageMetrics.deleted(deleted)
-        return deleted.total.objects
-    }
-
-    public func listAll(_ page: ([StoredObject]) async throws -> Void) async throws {
-        guard isDirectory(root) else { throw ConfigurationError(variable: "FLEET_STORAGE_ROOT", reason: "no folder at \(root)") }
-        try await walk(below: "", page)
-    }
-
-    /// Every regular file below `folder` (relative to the root; "" for the whole tree), a page of
-    /// at most 1,000 at a time.
-    private func walk(below folder: String, _ page: ([StoredObject]) async throws -> Void) async throws {
-        let base = folder.isEmpty ? root : "\(root)/\(folder)"
-        guard let files = FileManager.default.enumerator(atPath: base) else { return }
-        var objects: [StoredObject] = []
-        while let name = files.nextObject() as? String {
-            var info = stat()
-            guard lstat("\(base)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
-            objects.append(StoredObject(relativePath: folder.isEmpty ? name : "\(folder)/\(name)", size: Int(info.st_size)))
-            if objects.count == 1000 {
-                try await page(objects)
-                objects.removeAll(keepingCapacity: true)
-            }
-        }
-        if !objects.isEmpty { try await page(objects) }
+        return files.count
     }
 
     public func checkAccess() async throws {

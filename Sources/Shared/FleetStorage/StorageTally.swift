@@ -1,6 +1,5 @@
 /// Objects and bytes per kind, and who owns them: what a purge deleted (for the deleted counters)
-/// or what a whole listing found (`dispatcher storage usage`). Built from listings, whose paths
-/// are relative to the store's root.
+/// or what a whole listing found (`dispatcher storage usage`).
 public struct StorageTally: Sendable, Equatable {
     public struct Amount: Sendable, Equatable, Codable {
         public var objects = 0
@@ -13,37 +12,58 @@ public struct StorageTally: Sendable, Equatable {
     }
 
     public private(set) var byKind: [StorageKind: Amount] = [:]
-    /// The first folders of the objects of a known kind: users, and onboarding tokens' trees.
+    /// The first folders of the fleet's objects: users, and onboarding tokens' trees.
     public private(set) var owners: Set<String> = []
 
     public init() {}
 
+    /// The fleet's images, every kind but `other`.
     public var total: Amount {
-        byKind.values.reduce(into: Amount()) { total, amount in
+        byKind.filter { $0.key != .other }.values.reduce(into: Amount()) { total, amount in
             total.objects += amount.objects
             total.bytes += amount.bytes
         }
     }
 
     public mutating func add(_ object: StoredObject) {
-        let key = StorageKey(relativePath: object.relativePath)
-        byKind[key?.kind ?? .other, default: Amount()].objects += 1
-        byKind[key?.kind ?? .other, default: Amount()].bytes += object.size
-        if let key { owners.insert(key.user.value) }
+        count(object.key.kind, bytes: object.size)
+        owners.insert(object.key.user.value)
     }
 
-    public mutating func add(_ objects: some Sequence<StoredObject>) {
-        for object in objects { add(object) }
+    /// An object at `path` below the root: a fleet key's, or `other`.
+    public mutating func add(path: String, size: Int) {
+        if let key = StorageKey(relativePath: path) {
+            add(StoredObject(key: key, size: size, md5: nil))
+        } else {
+            count(.other, bytes: size)
+        }
+    }
+
+    /// A listing's page: its objects, and its paths that are no key as `other` (a listing gives
+    /// no size for those: their bytes are not counted).
+    public mutating func add(_ page: StoragePage) {
+        for object in page.objects { add(object) }
+        for _ in page.foreign { count(.other, bytes: 0) }
+    }
+
+    private mutating func count(_ kind: StorageKind, bytes: Int) {
+        byKind[kind, default: Amount()].objects += 1
+        byKind[kind, default: Amount()].bytes += bytes
     }
 }
 
-/// One object a listing found: its path below the store's root and its size.
-public struct StoredObject: Sendable, Equatable {
-    public let relativePath: String
-    public let size: Int
-
-    public init(relativePath: String, size: Int) {
-        self.relativePath = relativePath
-        self.size = size
+extension ImageStorage {
+    /// Objects and bytes per kind, and their owners, over one listing of the whole store, a page
+    /// of 1,000 at a time; `progress` hears the tally after each page.
+    public func tally(progress: (StorageTally) -> Void = { _ in }) async throws -> StorageTally {
+        var tally = StorageTally()
+        var cursor: String?
+        repeat {
+            let page = try await list(after: cursor, limit: 1000)
+            tally.add(page)
+            progress(tally)
+            cursor = page.next
+        } while cursor != nil
+        return tally
     }
 }
