@@ -80,7 +80,8 @@ struct StorageUsageReport: Encodable {
         var table = TextTable("KIND", "OBJECTS", "BYTES", "SIZE", numeric: [1, 2, 3])
         for line in kinds { table.append(line.kind, "\(line.objects)", line.bytes.map(String.init) ?? "-", line.bytes.map(Self.size) ?? "-") }
         table.append("total", "\(total.objects)", "\(total.bytes)", Self.size(total.bytes))
-        return table.text + "\n\(owners) owners (users and onboarding tokens) hold images in \(location)"
+        let owners = self.owners == 1 ? "1 owner (a user or an onboarding token) holds" : "\(self.owners) owners (users and onboarding tokens) hold"
+        return table.text + "\n\(owners) images in \(location)"
     }
 
     /// Bytes for people, in binary units.
