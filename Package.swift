@@ -77,9 +77,10 @@ let package = Package(
         .target(name: "FleetPostgres", dependencies: ["CLibPQ", log, serviceLifecycle], path: "Sources/Shared/FleetPostgres"),
         // The outbound HTTP client (libcurl's multi interface) every provider client uses.
         .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims", tracing], path: "Sources/Shared/FleetHTTPClient"),
-        // Where images live: storage keys and ids, the local store, atomic files, and the groundwork
-        // of object storage (S3/: AWS Signature V4 and presigned URLs, HMAC from swift-crypto).
-        .target(name: "FleetStorage", dependencies: ["FleetSupport", crypto], path: "Sources/Shared/FleetStorage"),
+        // Where images live: storage keys and ids, the local store, atomic files, the stores' growth
+        // counters, and the groundwork of object storage (S3/: AWS Signature V4 and presigned URLs,
+        // HMAC from swift-crypto).
+        .target(name: "FleetStorage", dependencies: ["FleetSupport", crypto, metrics], path: "Sources/Shared/FleetStorage"),
         // Images in S3-compatible object storage: the S3 client (over FleetHTTPClient, signed by
         // FleetStorage's SigV4), `S3ImageStorage`, and the factory of a `StorageLocation`'s store.
         .target(name: "FleetObjectStore", dependencies: ["FleetSupport", "FleetHTTPClient", "FleetStorage", crypto], path: "Sources/Shared/FleetObjectStore"),

@@ -6,7 +6,7 @@ import Foundation
 
 struct StorageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "storage", abstract: "The image store itself, read with the process's storage settings.", subcommands: [StorageCopyCommand.self])
+        commandName: "storage", abstract: "The image store itself, read with the process's storage settings.", subcommands: [StorageCopyCommand.self, StorageUsageCommand.self])
 }
 
 struct StorageCopyCommand: AsyncParsableCommand {

@@ -6,7 +6,8 @@ import Foundation
 /// RGW), every key under the settings' prefix (`prefix/userId/...`). One PUT per object, so an
 /// object is whole or absent; reads are bounded by the caller's `maxBytes`, their size asked
 /// first (HEAD); a user's tree is deleted by listing its prefix a page at a time and deleting each
-/// page in one DeleteObjects.
+/// page in one DeleteObjects. Counts what it writes and deletes (`StorageMetrics`): the sizes of
+/// a purge's objects come with its listing.
 ///
 /// Failures map onto the storage codes every store shares: the store unreachable after the
 /// client's retries (5xx, resets, timeouts) is `STORAGE_UNAVAILABLE`, refused keys or a missing
@@ -92,6 +93,7 @@ public struct S3ImageStorage: ImageStorage {
         } catch {
             throw mapped(error, key: key, reading: false)
         }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
     public func create(_ data: Data, at key: StorageKey) async throws {
@@ -102,11 +104,18 @@ public struct S3ImageStorage: ImageStorage {
         } catch {
             throw mapped(error, key: key, reading: false)
         }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
+    /// A HEAD first, for the size the deleted counters need (a DELETE answers none): an object
+    /// already gone needs no DELETE.
     public func delete(_ key: StorageKey) async throws {
         do {
+            let size = try await client.head(key: objectKey(key)).size
             try await client.delete(key: objectKey(key))
+            StorageMetrics.deleted(key, bytes: size)
+        } catch where error.kind == .notFound {
+            return
         } catch {
             throw mapped(error, key: key, reading: false)
         }
@@ -121,13 +130,21 @@ public struct S3ImageStorage: ImageStorage {
         do {
             while true {
                 let page = try await client.list(prefix: userPrefix, maxKeys: S3Client.deleteBatchLimit)
-                guard !page.keys.isEmpty else { return deleted }
+                guard !page.objects.isEmpty else { return deleted }
                 try await client.delete(keys: page.keys)
-                deleted += page.keys.count
+                StorageMetrics.deleted(tally(page))
+                deleted += page.objects.count
             }
         } catch {
             throw failure(error, path: userPrefix, reading: false)
         }
+    }
+
+    /// The page's objects per kind, with the sizes the listing gave.
+    private func tally(_ page: S3ListPage) -> StorageTally {
+        var tally = StorageTally()
+        for object in page.objects { tally.add(path: String(object.key.dropFirst(prefix.count)), size: object.size) }
+        return tally
     }
 
     public func checkAccess() async throws {

@@ -48,7 +48,8 @@ extension ImageStorage {
     }
 }
 
-/// `ImageStorage` on a local folder (`FLEET_STORAGE_ROOT`, production `/data/images`).
+/// `ImageStorage` on a local folder (`FLEET_STORAGE_ROOT`, production `/data/images`). Counts
+/// what it writes and deletes (`StorageMetrics`).
 public struct FileImageStorage: ImageStorage {
     public let root: String
 
@@ -96,28 +97,36 @@ public struct FileImageStorage: ImageStorage {
         // Two fsyncs: off the cooperative threads, which the process's other tasks need.
         let path = path(of: key)
         _ = try await offload(on: blockingIO) { try AtomicFile.write(data, to: path) }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
     public func create(_ data: Data, at key: StorageKey) async throws {
         let path = path(of: key)
         let stored = try await offload(on: blockingIO) { try AtomicFile.write(data, to: path, replacing: false) }
         guard stored else { throw StorageError.alreadyExists(key.relativePath) }
+        StorageMetrics.wrote(key, bytes: data.count)
     }
 
     public func delete(_ key: StorageKey) async throws {
+        let size = try? await self.size(of: key)
         do {
             try FileManager.default.removeItem(atPath: path(of: key))
         } catch CocoaError.fileNoSuchFile {
             return
         }
+        if let size { StorageMetrics.deleted(key, bytes: size) }
     }
 
+    /// Walks the user's folder for the sizes the deleted counters need, then removes it whole.
     public func deleteAll(of user: StorageID) async throws -> Int {
-        let folder = "\(root)/\(user)"
-        guard isDirectory(folder), let files = FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] else { return 0 }
-        let count = files.filter { !isDirectory("\(folder)/\($0)") }.count
-        try FileManager.default.removeItem(atPath: folder)
-        return count
+        guard isDirectory("\(root)/\(user)") else { return 0 }
+        let walk = FileTreeWalk(root: "\(root)/\(user)")
+        let files = try await offload(on: blockingIO) { try walk.page(after: nil, limit: .max) }
+        try FileManager.default.removeItem(atPath: "\(root)/\(user)")
+        var deleted = StorageTally()
+        for file in files { deleted.add(path: "\(user)/\(file.path)", size: file.size) }
+        StorageMetrics.deleted(deleted)
+        return files.count
     }
 
     public func checkAccess() async throws {
