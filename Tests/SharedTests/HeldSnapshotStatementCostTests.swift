@@ -1,0 +1,94 @@
+@testable import FleetQueue
+import FleetPostgres
+import Foundation
+import Testing
+
+/// What each of the queue's recurring statements reads while a snapshot is held, in buffers of
+/// `jobs` and its indexes, after N and after 3N jobs went through (enqueue, claim, finish,
+/// prune): a statement whose count grows with N slows down with the hold's age.
+@Suite struct HeldSnapshotStatementCostTests {
+    let owner = "held-snapshot-cost"
+
+    /// Buffers of `jobs`, its indexes and `job_count_changes` the transaction touched so far.
+    static let buffersSQL = """
+        SELECT coalesce(sum(pg_stat_get_xact_blocks_fetched(c.oid)), 0)::bigint AS blocks
+        FROM pg_class c
+        WHERE c.oid IN ('jobs'::regclass, 'job_count_changes'::regclass)
+           OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'jobs'::regclass)
+        """
+
+    /// Runs `body` in a transaction on a connection of its own; the buffers it touched.
+    func buffers(_ q: TestQueue, _ body: (PostgresQueueDriver) async throws -> Void) async throws -> Int {
+        let connection = try await PostgresConnection.connect(q.url)
+        try await connection.query("BEGIN")
+        let before = try await connection.query(Self.buffersSQL).rows[0].int("blocks")
+        try await body(PostgresQueueDriver(executor: connection))
+        let after = try await connection.query(Self.buffersSQL).rows[0].int("blocks")
+        try await connection.query("COMMIT")
+        return after - before
+    }
+
+    /// The pruner of every finished job, its frontier shared by its runs (no restart in the test).
+    let pruneFrontier = PruneFrontier(restartEvery: .seconds(3600))
+    func pruner(_ driver: any QueueDriver) -> Pruner {
+        Pruner(driver: driver, retention: Retention(completed: .zero, cancelled: .zero, dead: .zero), frontier: pruneFrontier, logger: testLogger)
+    }
+
+    func cycle(_ q: TestQueue, jobs: Int, frontiers: ClaimFrontiers) async throws {
+        for _ in 0..<(jobs / 500) {
+            _ = try await q.queue.enqueue((0..<500).map { _ in NewJob(kind: .drillNoop) })
+            let claimed = try await q.driver.jobClaim(ClaimRequest(owner: owner, lease: .seconds(30), slots: [.drillNoop: 500], frontiers: frontiers)).jobs
+            _ = try await q.driver.jobFinishMany(owner: owner, outcomes: claimed.map {
+                JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .completed(result: nil))
+            })
+            try await pruner(q.driver).runOnce(batch: 100)
+            _ = try await q.driver.jobFoldCounts()
+        }
+    }
+
+    func measure(_ q: TestQueue, frontiers: ClaimFrontiers) async throws -> [String: Int] {
+        var costs: [String: Int] = [:]
+        var ids: [Int64] = []
+        costs["enqueue"] = try await buffers(q) { driver in
+            ids = try await JobQueue(driver: driver, knownKinds: FleetKinds.all).enqueue((0..<10).map { _ in NewJob(kind: .drillNoop) }).map(\.id)
+        }
+        var claimed: [ClaimedJob] = []
+        costs["claim"] = try await buffers(q) { driver in
+            claimed = try await driver.jobClaim(ClaimRequest(owner: owner, lease: .seconds(30), slots: [.drillNoop: 10], frontiers: frontiers)).jobs
+        }
+        #expect(claimed.count == ids.count)
+        _ = try await JobQueue(driver: q.driver, knownKinds: FleetKinds.all).enqueue((0..<10).map { _ in NewJob(kind: .drillScript) })
+        costs["claim from the start"] = try await buffers(q) { driver in
+            _ = try await driver.jobClaim(ClaimRequest(owner: owner, lease: .seconds(30), slots: [.drillNoop: 10, .drillScript: 10])).jobs
+        }
+        costs["heartbeat"] = try await buffers(q) { driver in
+            _ = try await driver.jobExtendLeases(owner: owner, ids: claimed.map(\.id), lease: .seconds(30))
+        }
+        costs["finish"] = try await buffers(q) { driver in
+            _ = try await driver.jobFinishMany(owner: owner, outcomes: claimed.map {
+                JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .completed(result: nil))
+            })
+        }
+        costs["rescue"] = try await buffers(q) { driver in _ = try await driver.jobRescueExpired(limit: 100) }
+        costs["reap"] = try await buffers(q) { driver in _ = try await driver.workerReapLost() }
+        costs["prune"] = try await buffers(q) { driver in try await pruner(driver).runOnce(batch: 100) }
+        costs["fold"] = try await buffers(q) { driver in _ = try await driver.jobFoldCounts() }
+        return costs
+    }
+
+    @Test func whatGrowsWithAHeldSnapshot() async throws {
+        let q = try await TestQueue.make()
+        let holder = try await PostgresConnection.connect(q.url)
+        try await holder.query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        _ = try await holder.query("SELECT 1 FROM jobs LIMIT 1")
+        let frontiers = ClaimFrontiers(restartEvery: .seconds(3600))
+        try await cycle(q, jobs: 2_000, frontiers: frontiers)
+        let small = try await measure(q, frontiers: frontiers)
+        try await cycle(q, jobs: 6_000, frontiers: frontiers)
+        let large = try await measure(q, frontiers: frontiers)
+        for name in small.keys.sorted() {
+            print("cost \(name): after 2,000 jobs \(small[name]!) buffers, after 8,000 \(large[name]!)")
+        }
+        try await holder.query("ROLLBACK")
+    }
+}
