@@ -25,6 +25,16 @@ import Testing
         return holder
     }
 
+    /// A held snapshot, then 5,000 jobs due over the last two hours.
+    func holdSnapshotOverDueJobs(_ q: TestQueue) async throws -> PostgresConnection {
+        let holder = try await holdSnapshot(q)
+        try await q.sql.query("""
+            INSERT INTO jobs (kind, run_at)
+            SELECT 'drill.noop', now() - interval '2 hours' + g * interval '1 second' FROM generate_series(1, 5000) AS g
+            """)
+        return holder
+    }
+
     /// Claims and completes every available job, `batch` at a time, with `frontiers`.
     func drain(_ q: TestQueue, frontiers: ClaimFrontiers, batch: Int) async throws -> Int {
         var total = 0
@@ -59,11 +69,7 @@ import Testing
     /// the index's start (what every claim did before the frontier) reads all 5,000 dead ones.
     @Test func aClaimPastTheFrontierSkipsTheDeadEntriesAHeldSnapshotKeeps() async throws {
         let q = try await TestQueue.make()
-        let holder = try await holdSnapshot(q)
-        try await q.sql.query("""
-            INSERT INTO jobs (kind, run_at)
-            SELECT 'drill.noop', now() - interval '2 hours' + g * interval '1 second' FROM generate_series(1, 5000) AS g
-            """)
+        let holder = try await holdSnapshotOverDueJobs(q)
         let clock = TestClock()
         let frontiers = ClaimFrontiers(restartEvery: .seconds(3600)) { clock.seconds.withLock { $0 } }
         #expect(try await drain(q, frontiers: frontiers, batch: 500) == 5_000)
@@ -86,11 +92,7 @@ import Testing
     /// after the drain make one restart (the one whose 12.5 s had passed), not ten.
     @Test func aSlowRestartPutsOffTheNextOne() async throws {
         let q = try await TestQueue.make()
-        let holder = try await holdSnapshot(q)
-        try await q.sql.query("""
-            INSERT INTO jobs (kind, run_at)
-            SELECT 'drill.noop', now() - interval '2 hours' + g * interval '1 second' FROM generate_series(1, 5000) AS g
-            """)
+        let holder = try await holdSnapshotOverDueJobs(q)
         let clock = TestClock()
         let frontiers = ClaimFrontiers(restartEvery: .seconds(1)) { clock.seconds.withLock { $0 += 0.25; return $0 } }
         #expect(try await drain(q, frontiers: frontiers, batch: 500) == 5_000)

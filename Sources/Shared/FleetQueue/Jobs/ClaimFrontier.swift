@@ -56,11 +56,12 @@ public struct ClaimFrontier: Sendable, Equatable {
 
     public init() {}
 
-    /// Where the claim at `now` starts: at the index's start when no job was claimed yet or the
-    /// last restart is `restartEvery` old or older (and `restartCostFactor` times its cost), else
-    /// `lag` before the last claimed job.
+    /// Where the claim at `now` starts: at the index's start when no job was claimed yet, when
+    /// `restartEvery` is 0, or when the last restart is `restartEvery` old or older (and
+    /// `restartCostFactor` times its cost), else `lag` before the last claimed job.
     public func seek(now: Double, restartEvery: Double) -> Seek {
-        guard let last, let restartedAt, now - restartedAt < max(restartEvery, Self.restartCostFactor * restartCost) else {
+        guard restartEvery > 0, let last, let restartedAt,
+              now - restartedAt < max(restartEvery, Self.restartCostFactor * restartCost) else {
             return .start
         }
         return Seek(priority: last.priority, runAt: last.runAt - Self.lag)

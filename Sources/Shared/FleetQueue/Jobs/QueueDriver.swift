@@ -270,7 +270,6 @@ public struct LostWorker: Sendable, Equatable {
     public let jobs: [RescuedJob]
 }
 
-/// How long finished jobs stay in the table.
 /// One batch of the pruner's delete.
 public struct PrunedBatch: Sendable, Equatable {
     public let deleted: Int
@@ -284,6 +283,7 @@ public struct PrunedBatch: Sendable, Equatable {
     }
 }
 
+/// How long finished jobs stay in the table.
 public struct Retention: Sendable, Equatable {
     public var completed: Duration
     public var cancelled: Duration
