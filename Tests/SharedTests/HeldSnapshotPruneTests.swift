@@ -39,7 +39,7 @@ import Testing
     /// 5,000 jobs pruned under a held snapshot, then 1,000 more: each run reads about the entries
     /// of the jobs it deletes (each batch from where the last ended, the second run from where the
     /// first ended), where a delete from the oldest finished job read every earlier batch's again
-    /// (55,000 entries for the second run's 1,000 jobs, 127,500 for the first's 5,000). The restart
+    /// (61,501 entries for the second run's 1,000 jobs, 132,500 for the first's 5,000). The restart
     /// a minute later reads them all once, and deletes a dead job whose longer retention ran out
     /// behind the frontier.
     @Test func aPruneUnderAHeldSnapshotReadsOnlyTheEntriesOfWhatItDeletes() async throws {
