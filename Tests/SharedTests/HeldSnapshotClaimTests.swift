@@ -25,6 +25,16 @@ import Testing
         return holder
     }
 
+    /// A held snapshot, then 5,000 jobs due over the last two hours.
+    func holdSnapshotOverDueJobs(_ q: TestQueue) async throws -> PostgresConnection {
+        let holder = try await holdSnapshot(q)
+        try await q.sql.query("""
+            INSERT INTO jobs (kind, run_at)
+            SELECT 'drill.noop', now() - interval '2 hours' + g * interval '1 second' FROM generate_series(1, 5000) AS g
+            """)
+        return holder
+    }
+
     /// Claims and completes every available job, `batch` at a time, with `frontiers`.
     func drain(_ q: TestQueue, frontiers: ClaimFrontiers, batch: Int) async throws -> Int {
         var total = 0
@@ -59,11 +69,7 @@ import Testing
     /// the index's start (what every claim did before the frontier) reads all 5,000 dead ones.
     @Test func aClaimPastTheFrontierSkipsTheDeadEntriesAHeldSnapshotKeeps() async throws {
         let q = try await TestQueue.make()
-        let holder = try await holdSnapshot(q)
-        try await q.sql.query("""
-            INSERT INTO jobs (kind, run_at)
-            SELECT 'drill.noop', now() - interval '2 hours' + g * interval '1 second' FROM generate_series(1, 5000) AS g
-            """)
+        let holder = try await holdSnapshotOverDueJobs(q)
         let clock = TestClock()
         let frontiers = ClaimFrontiers(restartEvery: .seconds(3600)) { clock.seconds.withLock { $0 } }
         #expect(try await drain(q, frontiers: frontiers, batch: 500) == 5_000)
@@ -78,6 +84,42 @@ import Testing
         #expect(fromStart.jobs.count == 10)
         #expect(fromStart.entries >= 5_000, "the held snapshot keeps the dead entries: \(fromStart.entries) read from the start")
         try await holder.query("ROLLBACK")
+    }
+
+    /// A restart walks every dead entry a held snapshot keeps; the next one waits for
+    /// `restartCostFactor` times as long as it took. The test's clock moves a quarter of a second
+    /// at every reading, so each claim "takes" 0.25 s: with a 1 s interval, ten claims 1.1 s apart
+    /// after the drain make one restart (the one whose 12.5 s had passed), not ten.
+    @Test func aSlowRestartPutsOffTheNextOne() async throws {
+        let q = try await TestQueue.make()
+        let holder = try await holdSnapshotOverDueJobs(q)
+        let clock = TestClock()
+        let frontiers = ClaimFrontiers(restartEvery: .seconds(1)) { clock.seconds.withLock { $0 += 0.25; return $0 } }
+        #expect(try await drain(q, frontiers: frontiers, batch: 500) == 5_000)
+        var restarts = 0
+        for _ in 0..<10 {
+            _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillNoop) })
+            clock.advance(1.1)
+            let claim = try await entriesReadByClaim(q, frontiers: frontiers)
+            #expect(claim.jobs.count == 10)
+            if claim.entries >= 5_000 { restarts += 1 }
+        }
+        #expect(restarts == 1, "\(restarts) of 10 claims walked the 5,000 dead entries from the start")
+        try await holder.query("ROLLBACK")
+    }
+
+    /// The restart's bound as a value: the frontier holds until `restartEvery` and
+    /// `restartCostFactor` times the last restart's duration have both passed.
+    @Test func theNextRestartWaitsForFiftyTimesTheLastOnesDuration() {
+        var frontier = ClaimFrontier()
+        let newest = ClaimFrontier.Seek(priority: 1, runAt: 500)
+        frontier.claimed(from: .start, newest: newest, startedAt: 100, now: 100.5)
+        #expect(frontier.seek(now: 101.6, restartEvery: 1) == ClaimFrontier.Seek(priority: 1, runAt: 499))
+        #expect(frontier.seek(now: 125.4, restartEvery: 1) != .start)
+        #expect(frontier.seek(now: 125.5, restartEvery: 1) == .start)
+        frontier.claimed(from: .start, newest: newest, startedAt: 125.5, now: 125.501)
+        #expect(frontier.seek(now: 126.4, restartEvery: 1) != .start)
+        #expect(frontier.seek(now: 126.501, restartEvery: 1) == .start, "a fast restart brings back the plain interval")
     }
 
     /// Jobs that become due behind the frontier, a retry whose run-at is older than the frontier

@@ -131,7 +131,7 @@ import Testing
         try await end(q, .drillNoop, 10, [.dead(error: "third", code: JobErrorCode(rawValue: "LEASE_EXPIRED")), .completed(result: nil)])
         try await q.sql.query("INSERT INTO jobs (kind, created_at) VALUES ('no.such.kind', now() - interval '1 hour')")
         #expect(try await q.driver.jobKillUnknownKinds(known: FleetKinds.all.kinds, grace: .seconds(60)).count == 1)
-        #expect(try await q.driver.jobDeleteFinished(Retention(), limit: 1_000) > 0)
+        #expect(try await q.driver.jobDeleteFinished(Retention(), limit: 1_000, from: nil).deleted > 0)
         try await expectExact(q, "more endings, a sweep and a prune")
         _ = try await q.driver.jobFoldCounts()
         #expect(try await q.driver.jobCountsDropEmpty() > 0, "the pruned minutes' counts reached zero")

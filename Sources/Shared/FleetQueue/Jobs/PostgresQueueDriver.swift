@@ -245,7 +245,7 @@ public struct PostgresQueueDriver: QueueDriver {
     ) async throws -> [ClaimedJob]? {
         let wanted = slots.sorted { $0.key < $1.key }
         let kinds = wanted.map(\.key)
-        let seeks = request.frontiers?.seeks(for: kinds) ?? kinds.map { _ in .start }
+        let (seeks, startedAt) = request.frontiers?.seeks(for: kinds) ?? (kinds.map { _ in .start }, 0)
         let rows = try await executor.query(Self.claimSQL(guarded: unlessLimitsExist, noFlushWait: !executor.joinsCallerTransaction), [
             PostgresArray(kinds.map(\.rawValue)), PostgresArray(wanted.map(\.value)),
             request.owner, request.lease.seconds, request.queues.map { PostgresArray($0) },
@@ -258,7 +258,7 @@ public struct PostgresQueueDriver: QueueDriver {
                 let kind = JobKind(rawValue: try row.string("kind"))
                 if newest[kind].map({ seek.isPast($0) }) ?? true { newest[kind] = seek }
             }
-            frontiers.claimed(kinds, from: seeks, newest: newest)
+            frontiers.claimed(kinds, from: seeks, startedAt: startedAt, newest: newest)
         }
         // Nothing claimed under the guard: because a rule exists, or because nothing was due.
         // Asked only then, so that a claim that takes jobs pays nothing for the answer.
@@ -596,20 +596,29 @@ public struct PostgresQueueDriver: QueueDriver {
         WHERE \(putBackSent) AND (SELECT count(*) FROM stopped) >= 0
         """
 
-    /// The oldest finished jobs first, by `jobs_finished_idx` from the shortest retention down:
-    /// the cost follows the rows deleted, not the table.
-    public func jobDeleteFinished(_ retention: Retention, limit: Int) async throws -> Int {
-        try await executor.query("""
-            DELETE FROM jobs WHERE id IN (
-                SELECT id FROM jobs
-                WHERE finished_at < now() - make_interval(secs => least($1::float8, $2::float8, $3::float8))
-                  AND ((state = 'completed' AND finished_at < now() - make_interval(secs => $1))
-                    OR (state = 'cancelled' AND finished_at < now() - make_interval(secs => $2))
-                    OR (state = 'dead' AND finished_at < now() - make_interval(secs => $3)))
-                ORDER BY finished_at
-                LIMIT $4
+    /// The oldest finished jobs first, by `jobs_finished_idx` from the shortest retention down,
+    /// starting at `from` (`PruneFrontier`): the cost follows the rows deleted, not the table, nor
+    /// the entries of rows deleted earlier that a held snapshot keeps in the index.
+    public func jobDeleteFinished(_ retention: Retention, limit: Int, from: Int64?) async throws -> PrunedBatch {
+        let row = try await executor.query("""
+            WITH deleted AS (
+                DELETE FROM jobs WHERE id IN (
+                    SELECT id FROM jobs
+                    WHERE finished_at < now() - make_interval(secs => least($1::float8, $2::float8, $3::float8))
+                      AND finished_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 microsecond', '-infinity')
+                      AND ((state = 'completed' AND finished_at < now() - make_interval(secs => $1))
+                        OR (state = 'cancelled' AND finished_at < now() - make_interval(secs => $2))
+                        OR (state = 'dead' AND finished_at < now() - make_interval(secs => $3)))
+                    ORDER BY finished_at
+                    LIMIT $4
+                )
+                RETURNING finished_at
             )
-            """, [retention.completed.seconds, retention.cancelled.seconds, retention.dead.seconds, limit]).affectedRows
+            SELECT count(*) AS deleted,
+                (extract(epoch FROM max(finished_at) - timestamptz 'epoch') * 1000000)::bigint AS newest
+            FROM deleted
+            """, [retention.completed.seconds, retention.cancelled.seconds, retention.dead.seconds, limit, from]).rows[0]
+        return PrunedBatch(deleted: try row.int("deleted"), newest: row["newest"].flatMap { Int64($0) })
     }
 
     public func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64] {

@@ -27,8 +27,9 @@ public protocol QueueDriver: Sendable {
     func jobStates(ids: [Int64]) async throws -> [Int64: JobState]
     /// Puts back running jobs whose lease expired, counting the attempt.
     func jobRescueExpired(limit: Int) async throws -> [RescuedJob]
-    /// Deletes finished jobs older than their retention.
-    func jobDeleteFinished(_ retention: Retention, limit: Int) async throws -> Int
+    /// Deletes up to `limit` finished jobs older than their retention, oldest first, those that
+    /// finished at `from` or later (microseconds since 1970; nil: from the oldest).
+    func jobDeleteFinished(_ retention: Retention, limit: Int, from: Int64?) async throws -> PrunedBatch
     /// Ends as `dead` the queued jobs whose kind is not in `known`, once older than `grace`.
     func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64]
     /// Per kind: jobs due, scheduled, running, waiting for a retry, finished within `window`, and the oldest due job's age.
@@ -267,6 +268,19 @@ public struct RescuedJob: Sendable, Equatable {
 public struct LostWorker: Sendable, Equatable {
     public let id: String
     public let jobs: [RescuedJob]
+}
+
+/// One batch of the pruner's delete.
+public struct PrunedBatch: Sendable, Equatable {
+    public let deleted: Int
+    /// The greatest `finished_at` deleted, in microseconds since 1970 (exact, so that the next
+    /// batch starting there misses no job that finished in the same instant); nil: none.
+    public let newest: Int64?
+
+    public init(deleted: Int, newest: Int64?) {
+        self.deleted = deleted
+        self.newest = newest
+    }
 }
 
 /// How long finished jobs stay in the table.
