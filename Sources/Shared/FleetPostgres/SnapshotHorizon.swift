@@ -25,6 +25,8 @@ public struct SnapshotHorizon: Sendable, Equatable {
     /// One statement over `pg_stat_activity`, `pg_replication_slots` and `pg_stat_replication`.
     /// Other roles' sessions show their `backend_xmin` and `xact_start` only to a role with
     /// `pg_read_all_stats` (in `pg_monitor`): without it, sessions of other roles are not seen.
+    /// Autovacuum workers are left out: a vacuum's own snapshot is ignored by every other vacuum's
+    /// horizon, so it holds nothing back, and it ends by itself.
     public static let measureSQL = """
         WITH holders AS (
             SELECT coalesce(nullif(application_name, ''), backend_type) || ' (' || coalesce(state, backend_type) || ')' AS holder,
@@ -32,6 +34,7 @@ public struct SnapshotHorizon: Sendable, Equatable {
                    age(backend_xmin) AS xids
             FROM pg_stat_activity
             WHERE datname = current_database() AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+              AND backend_type <> 'autovacuum worker'
         ),
         oldest AS (SELECT holder, seconds, xids FROM holders ORDER BY xids DESC, seconds DESC LIMIT 1)
         SELECT (SELECT seconds FROM oldest) AS oldest_seconds, (SELECT xids FROM oldest) AS oldest_xids,
