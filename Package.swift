@@ -211,10 +211,10 @@ let package = Package(
         // benchmarks and the tests.
         .target(name: "DrillKinds", dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime"], path: "Sources/Shared/DrillKinds"),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
-        // formats: used by the tests and by fleet-bench's render suite.
+        // formats, and a proxy that counts and faults S3 requests: used by the tests and by fleet-bench.
         .target(
             name: "FakeProviders",
-            dependencies: ["FleetHTTPClient", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log, serviceLifecycle],
+            dependencies: ["FleetHTTPClient", "FleetStorage", "FleetSupport", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log, serviceLifecycle],
             path: "Sources/Shared/FakeProviders"
         ),
         // No test target depends on an executable: the tests that run one (`fleet-drill`, the workers)

@@ -15,7 +15,7 @@ struct FleetBench: AsyncParsableCommand {
             """,
         subcommands: [
             QueueSuite.self, EnqueueSuite.self, EnqueueCost.self, PipelineSuite.self, PoolerSuite.self, OpsSuite.self, ConsoleSuite.self, LargeTableSuite.self, SoakSuite.self,
-            ImageSuite.self, RenderSuite.self, SmokeRun.self, ChaosRun.self, FailoverDrill.self, BenchWorker.self, ImageProbe.self,
+            ImageSuite.self, StorageSuite.self, RenderSuite.self, SmokeRun.self, ChaosRun.self, FailoverDrill.self, BenchWorker.self, ImageProbe.self,
         ])
 }
 

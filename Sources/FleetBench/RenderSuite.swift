@@ -2,6 +2,7 @@ import ArgumentParser
 import DispatcherCore
 import FakeProviders
 import FleetHTTPClient
+import FleetObjectStore
 import FleetPostgres
 import FleetQueue
 import FleetStorage
@@ -15,7 +16,9 @@ import Renders
 /// fal's queue API on a fake with a fixed latency, completed by signed webhooks (verified and
 /// stored by the dispatcher's own webhook routes). A closed loop, ramped up over one latency,
 /// requests a new render as each ends, so the in-flight count stays put; the rate is compared
-/// with the ideal in-flight / latency.
+/// with the ideal in-flight / latency. With `--storage both` the worker keeps its images in local
+/// files and in the S3 gateway of `scripts/s3.sh` by turns, in the same run (the order swapped
+/// every round), the same loop and fake provider serving both.
 struct RenderSuite: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "render",
@@ -33,13 +36,27 @@ struct RenderSuite: AsyncParsableCommand {
     var cost = false
     @Option(help: "With --cost: seconds the fleet idles, to measure its background (polls, heartbeats, admission's estimate).")
     var idleSeconds = 10.0
+    @Option(help: "Where the render worker keeps the images: files, s3 (the gateway of scripts/s3.sh), or both (alternating by round, each measured with the same loop; metrics named render.files.* and render.s3.*).")
+    var storage: RenderStorageChoice = .files
+    @Flag(help: "With s3: the worker reaches the gateway through a proxy that counts the requests per render (a hop more on the path: the overhead is not measured then for the target).")
+    var countRequests = false
+    @OptionGroup var gatewayOptions: GatewayOptions
 
     func run() async throws {
+        let stores = storage.stores
+        if cost && stores.count > 1 { throw ValidationError("--cost measures one store: --storage files or s3") }
+        if countRequests && stores != [.s3] { throw ValidationError("--count-requests counts at the gateway: --storage s3") }
         let database = try await BenchDatabase.prepare()
         progress("database: \(try await database.settings())")
-        let root = NSTemporaryDirectory() + "fleet-bench-render-\(getpid())"
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        try await prepareImages(root: root)
+        let gateway = stores.contains(.s3) ? try await gatewayOptions.start() : nil
+        let images = BenchStores(name: "render", gateway: gateway?.connection)
+        defer { images.removeFiles() }
+        for store in stores {
+            // One owner's photos, which every render uses.
+            let owner = try StorageID("bench")
+            try await images.storage(store).write(FakeImages.jpeg, to: .bodyPhoto(user: owner, photo: StorageID("b1")))
+            try await images.storage(store).write(FakeImages.jpeg, to: .garment(user: owner, garment: StorageID("g1")))
+        }
         try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: database.pool)
         try await database.pool.query(
             "INSERT INTO credits (user_id, total_granted) SELECT 'bench-' || n, 100000000 FROM generate_series(1, $1::integer) AS n", [users])
@@ -55,14 +72,17 @@ struct RenderSuite: AsyncParsableCommand {
         let fal = try await FakeFal.start(webhookClient: http, recordRequests: false)
         fal.update { $0.latency = .milliseconds(Int64(latency * 1000)) }
         let receiver = try await webhookReceiver(store: RenderStore(pool: dispatcherPool), http: http, jwksURL: fal.jwksURL)
-        let worker = try ChildProcess(
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("render-worker").path, [],
-            environment: ProcessInfo.processInfo.environment.merging([
-                "DATABASE_URL": database.url, "FLEET_STORAGE_ROOT": root, "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL,
-                "FLEET_RENDER_WEBHOOK_URL": "\(receiver.baseURL)/webhooks/fal", "FLEET_CONCURRENCY": "render.run=\(inFlight + 100)",
-                "FLEET_DB_POOL_SIZE": "16", "FLEET_LOG_LEVEL": "warning", "FLEET_POLL_INTERVAL_MS": "200",
-            ]) { $1 },
-            outputPath: NSTemporaryDirectory() + "fleet-bench-render-worker.log")
+        let proxy = countRequests ? try await S3FaultProxy.start(before: gateway!.connection.endpoint) : nil
+        let startWorker = { (store: BenchStore) in
+            try ChildProcess(
+                URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("render-worker").path, [],
+                environment: images.environment(store, endpointURL: proxy?.server.baseURL).merging([
+                    "DATABASE_URL": database.url, "FAL_KEY": fal.key, "FAL_QUEUE_URL": fal.baseURL,
+                    "FLEET_RENDER_WEBHOOK_URL": "\(receiver.baseURL)/webhooks/fal", "FLEET_CONCURRENCY": "render.run=\(inFlight + 100)",
+                    "FLEET_DB_POOL_SIZE": "16", "FLEET_LOG_LEVEL": "warning", "FLEET_POLL_INTERVAL_MS": "200",
+                ]) { $1 },
+                outputPath: NSTemporaryDirectory() + "fleet-bench-render-worker.log")
+        }
 
         var report = Report()
         var logger = Logger(label: "fleet-bench.render")
@@ -72,10 +92,18 @@ struct RenderSuite: AsyncParsableCommand {
         let admitting = Task { await admission.run() }
         defer { admitting.cancel() }
         let loop = ClosedLoop(requests: RenderRequests(pool: dispatcherPool, admission: admission), pool: database.pool, conninfo: database.url, inFlight: inFlight, users: users, logger: logger)
-        progress("ramping up to \(inFlight) renders in flight over \(latency) s, then warming up for \(latency) s")
-        try await loop.ramp(over: .milliseconds(Int64(latency * 1000)))
-        try await loop.run(for: .milliseconds(Int64(latency * 1000)))
+        /// One metric's name: the store's in it when two are measured.
+        let metric = { (name: String, store: BenchStore) in stores.count > 1 ? "render.\(store.rawValue).\(name)" : "render.\(name)" }
+        let stopWorker = { (worker: ChildProcess, store: BenchStore) in
+            worker.signal(SIGTERM)
+            _ = await worker.wait(timeout: .seconds(40))
+            report.add(metric("worker_rss", store), Double(worker.peakRSSKilobytes ?? 0) / 1024, unit: "MB")
+        }
         if cost {
+            let worker = try startWorker(stores[0])
+            progress("ramping up to \(inFlight) renders in flight over \(latency) s, then warming up for \(latency) s")
+            try await loop.ramp(over: .milliseconds(Int64(latency * 1000)))
+            try await loop.run(for: .milliseconds(Int64(latency * 1000)))
             let measured = try await RenderCostRun(
                 loop: loop, meter: try await ServerCostMeter.connect(database.url), idleSeconds: idleSeconds, seconds: seconds,
                 latency: latency, repeats: options.repeats
@@ -85,76 +113,123 @@ struct RenderSuite: AsyncParsableCommand {
             _ = await worker.wait(timeout: .seconds(40))
             await receiver.stop()
             await fal.stop()
+            await gateway?.stopIfStarted()
             try await loop.checkAllComplete()
             try await loop.checkCredits()
             measured.print(json: options.json, title: "render cost: \(inFlight) in flight, provider latency \(latency) s, medians of \(options.repeats)")
             return
         }
+        // The worker changes store only between rounds' halves: the loop drains, the worker on the
+        // other store stops, one on this store starts, the loop fills again and warms up.
+        var running: (store: BenchStore, worker: ChildProcess)?
         for round in 1...options.repeats {
-            let window = try await loop.measure(
-                for: .milliseconds(Int64(seconds * 1000)), latency: latency, providerTime: { fal.providerTime(of: $0) })
-            guard window.rate > 0 else { throw BenchError("no render completed in \(seconds) s") }
-            report.add("render.rate", window.rate, unit: "renders/s")
-            // Behind a provider limit a render may wait longer than the window for its slot.
-            if !window.overheads.isEmpty {
-                let sorted = window.overheads.sorted()
-                report.add("render.overhead_p50", percentile(sorted, 0.50), unit: "ms")
-                report.add("render.overhead_p99", percentile(sorted, 0.99), unit: "ms")
-                let nominal = window.nominalOverheads.sorted()
-                report.add("render.overhead_nominal_p50", percentile(nominal, 0.50), unit: "ms")
-                report.add("render.overhead_nominal_p99", percentile(nominal, 0.99), unit: "ms")
+            // Swapped every round, so a drift of the machine's load favours neither store.
+            for store in round.isMultiple(of: 2) ? stores.reversed() : stores {
+                if running?.store != store {
+                    if let (previous, worker) = running {
+                        try await loop.drain(timeout: .seconds(latency * 4 + 60))
+                        await stopWorker(worker, previous)
+                    }
+                    progress("\(store.rawValue): ramping up to \(inFlight) renders in flight over \(latency) s, then warming up for \(latency) s")
+                    let first = running == nil
+                    running = (store, try startWorker(store))
+                    if first {
+                        try await loop.ramp(over: .milliseconds(Int64(latency * 1000)))
+                    } else {
+                        try await loop.fill(over: .milliseconds(Int64(latency * 1000)))
+                    }
+                    try await loop.run(for: .milliseconds(Int64(latency * 1000)))
+                }
+                let window = try await loop.measure(
+                    for: .milliseconds(Int64(seconds * 1000)), latency: latency, providerTime: { fal.providerTime(of: $0) })
+                guard window.rate > 0 else { throw BenchError("no render completed in \(seconds) s") }
+                report.add(metric("rate", store), window.rate, unit: "renders/s")
+                // Behind a provider limit a render may wait longer than the window for its slot.
+                if !window.overheads.isEmpty {
+                    let sorted = window.overheads.sorted()
+                    report.add(metric("overhead_p50", store), percentile(sorted, 0.50), unit: "ms")
+                    report.add(metric("overhead_p99", store), percentile(sorted, 0.99), unit: "ms")
+                    let nominal = window.nominalOverheads.sorted()
+                    report.add(metric("overhead_nominal_p50", store), percentile(nominal, 0.50), unit: "ms")
+                    report.add(metric("overhead_nominal_p99", store), percentile(nominal, 0.99), unit: "ms")
+                }
+                if !window.busy.isEmpty {
+                    let busy = window.busy.sorted()
+                    report.add(metric("busy_per_s", store), Double(busy.count) / seconds, unit: "refusals/s")
+                    report.add(metric("busy_p50", store), percentile(busy, 0.50), unit: "ms")
+                    report.add(metric("busy_p99", store), percentile(busy, 0.99), unit: "ms")
+                }
+                progress("round \(round)/\(options.repeats), \(store.rawValue): \(String(format: "%.1f", window.rate)) renders/s, \(window.overheads.count) renders")
             }
-            if !window.busy.isEmpty {
-                let busy = window.busy.sorted()
-                report.add("render.busy_per_s", Double(busy.count) / seconds, unit: "refusals/s")
-                report.add("render.busy_p50", percentile(busy, 0.50), unit: "ms")
-                report.add("render.busy_p99", percentile(busy, 0.99), unit: "ms")
+        }
+        if let proxy {
+            // Every render requested ends before the count: requests ÷ renders is exact.
+            try await loop.drain(timeout: .seconds(latency * 4 + 60))
+            let requests = proxy.takeRequests().filter { !$0.key.contains(".fleet-probe/") }.countsByKind()
+            let renders = try await database.pool.query("SELECT count(*) AS n FROM renders WHERE status = 'complete'").rows[0].int("n")
+            for kind in S3RequestKind.allCases {
+                report.add("render.requests.\(kind.rawValue.lowercased())", Double(requests[kind, default: 0]) / Double(max(1, renders)), unit: "requests/render")
             }
-            progress("round \(round)/\(options.repeats): \(String(format: "%.1f", window.rate)) renders/s, \(window.overheads.count) renders")
+            await proxy.stop()
         }
         await loop.stop()
-        worker.signal(SIGTERM)
-        _ = await worker.wait(timeout: .seconds(40))
-        report.add("render.worker_rss", Double(worker.peakRSSKilobytes ?? 0) / 1024, unit: "MB")
+        if let (store, worker) = running { await stopWorker(worker, store) }
         await receiver.stop()
         await fal.stop()
         try await loop.checkCredits()
+        await gateway?.stopIfStarted()
 
         let ideal = Double(min(inFlight, providerLimit ?? inFlight)) / latency
         if options.json {
             printJSONLines(report.medians + [Measurement(metric: "render.ideal_rate", value: ideal, unit: "renders/s")])
             return
         }
-        let rate = report.median("render.rate")
-        let p99 = report.median("render.overhead_p99")
-        let rss = report.median("render.worker_rss")
-        let busyP99 = report.median("render.busy_p99")
         let limited = providerLimit.map { ", provider limit \($0)" } ?? ""
-        printTable(title: "render suite: \(inFlight) in flight\(limited), provider latency \(latency) s, medians of \(options.repeats)",
-                   peerName: "ideal", rows: [
-            Comparison(name: "renders per second", unit: "renders/s", fleet: rate, peer: ideal, lowerIsBetter: false,
-                       target: providerLimit == nil ? "≥ 0.95x ideal" : "ideal ± 5 %",
-                       met: rate.map { providerLimit == nil ? $0 >= 0.95 * ideal : abs($0 - ideal) <= 0.05 * ideal }),
-            Comparison(name: "RENDER_BUSY p99", unit: "ms", fleet: busyP99, peer: nil, lowerIsBetter: true,
-                       target: "≤ 20 ms", met: busyP99.map { $0 <= 20 }),
-            Comparison(name: "RENDER_BUSY per second", unit: "refusals/s", fleet: report.median("render.busy_per_s"), peer: nil,
-                       lowerIsBetter: true, target: "-", met: nil),
-            Comparison(name: "overhead p50", unit: "ms", fleet: report.median("render.overhead_p50"), peer: nil, lowerIsBetter: true,
-                       target: "-", met: nil),
-            Comparison(name: "overhead p99", unit: "ms", fleet: p99, peer: nil, lowerIsBetter: true, target: "≤ 50 ms", met: p99.map { $0 <= 50 }),
-            Comparison(name: "worker peak RSS", unit: "MB", fleet: rss, peer: nil, lowerIsBetter: true, target: "≤ 300 MB", met: rss.map { $0 <= 300 }),
-            Comparison(name: "overhead p50, nominal", unit: "ms", fleet: report.median("render.overhead_nominal_p50"), peer: nil,
-                       lowerIsBetter: true, target: "-", met: nil),
-            Comparison(name: "overhead p99, nominal", unit: "ms", fleet: report.median("render.overhead_nominal_p99"), peer: nil,
-                       lowerIsBetter: true, target: "-", met: nil),
-        ], notes: [
+        for store in stores {
+            let rate = report.median(metric("rate", store))
+            let p99 = report.median(metric("overhead_p99", store))
+            let rss = report.median(metric("worker_rss", store))
+            let busyP99 = report.median(metric("busy_p99", store))
+            // The image store's own round trips (reads of the photos, the result's write) are in
+            // the overhead: the S3 store's target is the issue's, the files' the suite's own.
+            let overheadTarget = store == .s3 ? 100.0 : 50.0
+            printTable(title: "render suite (images in \(store.rawValue)): \(inFlight) in flight\(limited), provider latency \(latency) s, medians of \(options.repeats)",
+                       peerName: "ideal", rows: [
+                Comparison(name: "renders per second", unit: "renders/s", fleet: rate, peer: ideal, lowerIsBetter: false,
+                           target: providerLimit == nil ? "≥ 0.95x ideal" : "ideal ± 5 %",
+                           met: rate.map { providerLimit == nil ? $0 >= 0.95 * ideal : abs($0 - ideal) <= 0.05 * ideal }),
+                Comparison(name: "RENDER_BUSY p99", unit: "ms", fleet: busyP99, peer: nil, lowerIsBetter: true,
+                           target: "≤ 20 ms", met: busyP99.map { $0 <= 20 }),
+                Comparison(name: "RENDER_BUSY per second", unit: "refusals/s", fleet: report.median(metric("busy_per_s", store)), peer: nil,
+                           lowerIsBetter: true, target: "-", met: nil),
+                Comparison(name: "overhead p50", unit: "ms", fleet: report.median(metric("overhead_p50", store)), peer: nil, lowerIsBetter: true,
+                           target: "-", met: nil),
+                Comparison(name: "overhead p99", unit: "ms", fleet: p99, peer: nil, lowerIsBetter: true,
+                           target: countRequests ? "- (through the counting proxy)" : "≤ \(Int(overheadTarget)) ms",
+                           met: countRequests ? nil : p99.map { $0 <= overheadTarget }),
+                Comparison(name: "worker peak RSS", unit: "MB", fleet: rss, peer: nil, lowerIsBetter: true, target: "≤ 300 MB", met: rss.map { $0 <= 300 }),
+                Comparison(name: "overhead p50, nominal", unit: "ms", fleet: report.median(metric("overhead_nominal_p50", store)), peer: nil,
+                           lowerIsBetter: true, target: "-", met: nil),
+                Comparison(name: "overhead p99, nominal", unit: "ms", fleet: report.median(metric("overhead_nominal_p99", store)), peer: nil,
+                           lowerIsBetter: true, target: "-", met: nil),
+            ], notes: [])
+            print("")
+        }
+        if countRequests {
+            printGrid(title: "requests per render at the gateway (every render drained; the worker's store checks left out)",
+                      header: S3RequestKind.allCases.map(\.rawValue), rows: [S3RequestKind.allCases.map {
+                report.median("render.requests.\($0.rawValue.lowercased())").map { String(format: "%.2f", $0) } ?? "-"
+            }])
+            print("")
+        }
+        [
             "overhead = request to complete, minus the provider's own time for that render (its submit's arrival at the fake",
             "to the start of its webhook): claim, submit, webhook delivery and verification, download, store, settle.",
             "nominal = minus the configured latency instead, which also charges the fleet with the fake's lateness in sending.",
             "the fake provider and the webhook receiver run in this process; the render worker is its own process.",
             "with --provider-limit below --in-flight, the overhead includes the wait for a slot; a user refused RENDER_BUSY",
             "asks again after retryAfterSeconds plus up to a second, as people would.",
-        ])
+        ].forEach { print($0) }
     }
 
     /// The dispatcher's own webhook routes (verify, store once, announce) on a loopback server.
@@ -166,12 +241,6 @@ struct RenderSuite: AsyncParsableCommand {
         return try await FakeServer.start(router: router)
     }
 
-    private func prepareImages(root: String) async throws {
-        let storage = FileImageStorage(root: root)
-        let owner = try StorageID("bench")
-        try await storage.write(FakeImages.jpeg, to: .bodyPhoto(user: owner, photo: StorageID("b1")))
-        try await storage.write(FakeImages.jpeg, to: .garment(user: owner, garment: StorageID("g1")))
-    }
 }
 
 /// Keeps a fixed number of renders in flight, as that many users would who each request a

@@ -110,14 +110,3 @@ import Testing
         tally.byKind.filter { kinds.contains($0.key) }
     }
 }
-
-extension S3Gateway.Connection {
-    /// The variables a process is given to keep its images in the gateway's bucket under `prefix`.
-    func environment(prefix: String) -> [String: String] {
-        [
-            "FLEET_STORAGE": "s3://\(endpoint.bucket)/\(prefix)",
-            "AWS_ACCESS_KEY_ID": credentials.accessKeyID, "AWS_SECRET_ACCESS_KEY": credentials.secretAccessKey,
-            "AWS_REGION": endpoint.region, "AWS_ENDPOINT_URL_S3": "http://\(endpoint.host):\(endpoint.port ?? 80)",
-        ]
-    }
-}

@@ -1,3 +1,4 @@
+import FakeProviders
 import FleetHTTPClient
 import FleetObjectStore
 import FleetQueue
@@ -18,7 +19,7 @@ import Testing
 
     @Test func slowDownAndInternalErrorsAreTriedAgainUntilTheGatewayTakesTheWrite() async throws {
         let gateway = try await S3Gateway.connection()
-        let proxy = try await S3FaultProxy.start(before: gateway)
+        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
         defer { Task { await proxy.stop() } }
         let client = S3Client(endpoint: proxy.endpoint, credentials: gateway.credentials, http: CurlHTTPClient(), retry: Self.quickRetries)
         let key = "faults/\(UUID().uuidString)/slow-down"
@@ -32,7 +33,7 @@ import Testing
 
     @Test func aGatewayAnsweringOnly503IsUnavailableOnceTheBudgetIsSpent() async throws {
         let gateway = try await S3Gateway.connection()
-        let proxy = try await S3FaultProxy.start(before: gateway)
+        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
         defer { Task { await proxy.stop() } }
         proxy.setDown(true)
         let budget = S3RetryPolicy(base: .milliseconds(20), cap: .milliseconds(100), budget: .milliseconds(600), requestTimeout: .seconds(5))
@@ -111,7 +112,7 @@ import Testing
     /// counts only what it deleted.
     @Test func aPurgeCutOffHalfWayIsFinishedByTheNext() async throws {
         let gateway = try await S3Gateway.connection()
-        let proxy = try await S3FaultProxy.start(before: gateway)
+        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
         defer { Task { await proxy.stop() } }
         let prefix = "purge/\(UUID().uuidString)/"
         let user = try StorageID("u1")
@@ -151,7 +152,7 @@ import Testing
 @Suite struct S3WorkerOutageTests {
     @Test func aPhotoWaitsOutAGatewayAnswering503AndIsNormalisedWhenItIsBack() async throws {
         let gateway = try await S3Gateway.connection()
-        let proxy = try await S3FaultProxy.start(before: gateway)
+        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
         defer { Task { await proxy.stop() } }
         let prefix = "outage/\(UUID().uuidString)"
         let storage = S3ImageStorage(client: gateway.client(), prefix: prefix)

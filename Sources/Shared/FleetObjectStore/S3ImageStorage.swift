@@ -4,10 +4,10 @@ import Foundation
 
 /// `ImageStorage` in a bucket of an S3-compatible store (AWS S3, R2, GCS's XML API, MinIO, Ceph
 /// RGW), every key under the settings' prefix (`prefix/userId/...`). One PUT per object, so an
-/// object is whole or absent; reads are bounded by the caller's `maxBytes`, their size asked
-/// first (HEAD); a user's tree is deleted by listing its prefix a page at a time and deleting each
-/// page in one DeleteObjects. Counts what it writes and deletes (`StorageMetrics`): the sizes of
-/// a purge's objects come with its listing.
+/// object is whole or absent; a read is one GET bounded by the caller's `maxBytes`, refused on
+/// its Content-Length before the body when over it; a user's tree is deleted by listing its
+/// prefix a page at a time and deleting each page in one DeleteObjects. Counts what it writes
+/// and deletes (`StorageMetrics`): the sizes of a purge's objects come with its listing.
 ///
 /// Failures map onto the storage codes every store shares: the store unreachable after the
 /// client's retries (5xx, resets, timeouts) is `STORAGE_UNAVAILABLE`, refused keys or a missing
@@ -62,14 +62,14 @@ public struct S3ImageStorage: ImageStorage {
     }
 
     public func read(_ key: StorageKey, maxBytes: Int) async throws -> Data {
-        // HEAD first: an object over the bound is refused without a byte of it fetched.
-        let size = try await size(of: key)
-        guard size <= maxBytes else { throw StorageError.tooLarge(key.relativePath, bytes: size, limit: maxBytes) }
         do {
+            // One GET, no HEAD before it: the answer's Content-Length is the size, and the client
+            // refuses an object over the bound on that header, before any byte of its body is read.
             return try await client.get(key: objectKey(key), maxBytes: maxBytes)
         } catch where error.kind == .tooLarge {
-            // Replaced by a larger object between the HEAD and the GET.
-            throw StorageError.tooLarge(key.relativePath, bytes: maxBytes + 1, limit: maxBytes)
+            // Rare (an upload over the limit): the size is asked only to say it.
+            let size = try await size(of: key)
+            throw StorageError.tooLarge(key.relativePath, bytes: max(size, maxBytes + 1), limit: maxBytes)
         } catch {
             throw mapped(error, key: key, reading: true)
         }

@@ -46,12 +46,10 @@ public struct NormalizeHandler: JobHandler {
         let normalizer = self.normalizer.with(profile)
         let image: NormalizedImage
         do {
-            // The size first: an upload over the limit is refused without its bytes fetched.
-            let bytes = try await outage.deferringOutages(.read) { try await storage.size(of: upload) }
-            let limit = normalizer.limits.maxBytes
-            guard bytes <= limit else { throw ImageError.tooLarge("\(bytes) bytes, more than \(limit)") }
+            // An upload over the limit is refused by the read (`StorageError.tooLarge`), on its
+            // size known before its bytes are fetched: no separate size request.
             image = try await outage.deferringOutages(.read) {
-                try await storage.withFileForReading(upload, maxBytes: limit) { input in
+                try await storage.withFileForReading(upload, maxBytes: normalizer.limits.maxBytes) { input in
                     try await offload { try normalizer.normalize(path: input) }
                 }
             }
