@@ -287,22 +287,17 @@ struct RenderAttempt: Sendable {
     /// What the provider is sent, and whether its garment is the cut-out.
     private func tryOnRequest() async throws -> (TryOnRequest, cutout: Bool) {
         let owner = try StorageID(render.ownerID)
-        let person = try await read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoID)))
         let garmentID = try StorageID(render.garmentID)
-        let cutout: Data? = switch garmentSource {
-        case .cutout: try await read(.garmentCutout(user: owner, garment: garmentID))
-        case .photo: nil
-        }
-        let garment = if let cutout {
-            TryOnImage(bytes: cutout, mimeType: "image/png")
-        } else {
-            TryOnImage(bytes: try await read(.garment(user: owner, garment: garmentID)))
-        }
+        let cutout = garmentSource == .cutout
+        // Both reads go out together: with a bucket each is a round trip.
+        async let person = read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoID)))
+        async let garmentBytes = read(cutout ? .garmentCutout(user: owner, garment: garmentID) : .garment(user: owner, garment: garmentID))
+        let garment = cutout ? TryOnImage(bytes: try await garmentBytes, mimeType: "image/png") : TryOnImage(bytes: try await garmentBytes)
         let remaining = max(1, render.deadlineAt.timeIntervalSinceNow)
         let request = TryOnRequest(
-            person: TryOnImage(bytes: person), garment: garment, category: render.category,
+            person: TryOnImage(bytes: try await person), garment: garment, category: render.category,
             options: TryOnOptions(webhookURL: handler.options.webhookURL, timeout: .seconds(remaining)))
-        return (request, cutout != nil)
+        return (request, cutout)
     }
 
     private func read(_ key: StorageKey) async throws -> Data {

@@ -81,11 +81,13 @@ struct StoredInputs: Sendable {
     var garment: Bool
     var cutout: Bool
 
+    /// The three looks go out together: with a bucket each is a round trip, and the order that
+    /// matters is the jobs' look against the files' look, not one file's against another's.
     static func look(_ storage: any ImageStorage, owner: StorageID, body: StorageID, garment: StorageID) async throws -> Self {
-        Self(
-            body: try await storage.holds(.bodyPhoto(user: owner, photo: body)),
-            garment: try await storage.holds(.garment(user: owner, garment: garment)),
-            cutout: try await storage.holds(.garmentCutout(user: owner, garment: garment)))
+        async let bodyHeld = storage.holds(.bodyPhoto(user: owner, photo: body))
+        async let garmentHeld = storage.holds(.garment(user: owner, garment: garment))
+        async let cutoutHeld = storage.holds(.garmentCutout(user: owner, garment: garment))
+        return Self(body: try await bodyHeld, garment: try await garmentHeld, cutout: try await cutoutHeld)
     }
 
     /// Everything the render would send is there: the body photo, and the garment's cut-out, or
