@@ -29,6 +29,17 @@ public final class ChildProcess: Sendable {
         if exitStatus == nil { kill(pid, signal) }
     }
 
+    /// Whether every thread of the process is stopped (by SIGSTOP): the signal is sent at once,
+    /// but a thread running on another core stops only when it next enters the kernel.
+    public var isStopped: Bool {
+        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !threads.isEmpty else { return false }
+        return threads.allSatisfy { thread in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/stat", encoding: .utf8),
+                  let nameEnd = stat.lastIndex(of: ")"), stat.distance(from: nameEnd, to: stat.endIndex) > 2 else { return false }
+            return stat[stat.index(nameEnd, offsetBy: 2)] == "T"
+        }
+    }
+
     /// The exit code (128 + signal when killed by one), or nil while it runs.
     public var exitStatus: Int32? { reap()?.status }
 

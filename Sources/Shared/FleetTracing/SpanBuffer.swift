@@ -66,7 +66,14 @@ public final class SpanBuffer: Sendable {
         }
         if now { sleep.cancel() }
         await withTaskCancellationHandler { await sleep.value } onCancel: { sleep.cancel() }
+        state.withLock { state in
+            if state.wait == sleep { state.wait = nil }
+        }
     }
+
+    /// Whether the exporter is between exports, waiting: a span appended now goes out with the
+    /// next batch or schedule, not with an export already under way.
+    public var exporterIsWaiting: Bool { state.withLock { $0.wait != nil } }
 
     public func wake() { state.withLock { $0.wait.take() }?.cancel() }
 

@@ -102,6 +102,8 @@ import Testing
         let client = try await dispatcher.client()
         let job = try await client.enqueue(kind: "drill.noop")
         dispatcher.signal(SIGSTOP)
+        // Stopped before the frames go out: a thread still running could answer one of them.
+        try await waitFor("the dispatcher stopped") { dispatcher.isStopped }
         let writtenBefore = client.requestsWritten
         let status = Task { try await client.status(jobId: job.jobId) }
         let cancel = Task { try await client.cancel(jobId: job.jobId) }

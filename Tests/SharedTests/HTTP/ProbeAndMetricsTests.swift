@@ -8,7 +8,9 @@ import Testing
 
 /// `/healthz`, `/readyz` and `/metrics` over real HTTP: the dispatcher's listener in this
 /// process, and a worker executable started as its own process.
-@Suite struct ProbeAndMetricsTests {
+/// Serialized: two of its tests run `QueueGauges`, whose gauges are the process's, each on its
+/// own database; side by side, one's refresh overwrote the other's figures.
+@Suite(.serialized) struct ProbeAndMetricsTests {
     @Test func probesAnswerWhileTheDatabaseIsUp() async throws {
         let q = try await TestQueue.make()
         try await DispatcherHTTPHarness.with(databaseURL: q.url) { http in

@@ -49,6 +49,9 @@ final class DispatcherProcess: Sendable {
 
     func signal(_ signal: Int32) { child.withLock { $0?.signal(signal) } }
 
+    /// Whether SIGSTOP has stopped every thread of the process.
+    var isStopped: Bool { child.withLock { $0?.isStopped ?? false } }
+
     /// The exit status once the process has ended; nil if it is still running after `timeout`.
     func wait(timeout: Duration) async -> Int32? {
         let running = child.withLock { $0 }

@@ -196,6 +196,9 @@ import Tracing
         let batch = try await collector.spans(within: .seconds(10)) { $0.count == 3 }
         #expect(batch.map { Set($0.map(\.name)) } == ["batch 0", "batch 1", "batch 2"] && batch?.first?.service == "test-service")
 
+        // Once the exporter waits again: a span ended while it still exports goes out with that
+        // export (it sends until the buffer is empty).
+        try await waitFor("the exporter waiting again") { tracer.buffer.exporterIsWaiting }
         tracer.startSpan("left over", context: .topLevel).end()
         // Not sent before the shutdown: a "not", so a window, after a batch went out above.
         try await Task.sleep(for: .milliseconds(300))
