@@ -68,10 +68,12 @@ let package = Package(
         .systemLibrary(name: "CSodium", path: "Sources/Shared/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // Fixed-argument wrappers for the variadic C calls Swift cannot make.
         .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"], path: "Sources/Shared/CFleetShims"),
+        // glibc's posix_spawn action that closes every inherited descriptor, declared only under _GNU_SOURCE.
+        .target(name: "CSpawnShims", path: "Sources/Shared/CSpawnShims"),
 
         // Helpers every layer uses: JSON values, coded errors, settings from the environment,
         // blocking work off the cooperative pool, child processes, trace context across processes.
-        .target(name: "FleetSupport", dependencies: [tracing], path: "Sources/Shared/FleetSupport"),
+        .target(name: "FleetSupport", dependencies: ["CSpawnShims", tracing], path: "Sources/Shared/FleetSupport"),
         // libpq: connections, the pool, the process's one LISTEN connection (Notifier), migrations.
         // Imports nothing of ours.
         .target(name: "FleetPostgres", dependencies: ["CLibPQ", log, serviceLifecycle], path: "Sources/Shared/FleetPostgres"),

@@ -8,7 +8,7 @@ python3 - "${1:-}" <<'PY'
 import re, sys
 package = open("Package.swift").read()
 targets = re.findall(r'\.(?:target|executableTarget)\(\s*name: "(\w+)"', package)
-ours = set(targets) - {"CFleetShims"}
+ours = set(targets) - {"CFleetShims", "CSpawnShims"}
 edges = set()
 for m in re.finditer(r'\.(?:target|executableTarget)\(\s*name: "(\w+)",\s*dependencies: \[(.*?)\]', package, re.S):
     if m.group(1) in ours:

@@ -1,3 +1,4 @@
+import CSpawnShims
 import Foundation
 import Synchronization
 
@@ -8,6 +9,9 @@ public final class ChildProcess: Sendable {
     private let exit = Mutex<(status: Int32, peakRSSKilobytes: Int)?>(nil)
 
     /// Starts `path` with `arguments`; stdout and stderr go to `outputPath` (appended) or nowhere.
+    /// The child inherits no other descriptor: NIO accepts sockets without close-on-exec, and a
+    /// child holding a copy of one keeps the connection open after the server closed it (the
+    /// client never sees the close) for as long as the child lives.
     public init(_ path: String, _ arguments: [String], environment: [String: String], outputPath: String? = nil) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -16,6 +20,7 @@ public final class ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        fleet_spawn_file_actions_addclosefrom(&actions, 3)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }

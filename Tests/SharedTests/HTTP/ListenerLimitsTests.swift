@@ -33,6 +33,23 @@ import Testing
         }
     }
 
+    /// A child process started while a connection is open (the tests start fleet processes all
+    /// the time, fleet-drill in production) does not keep that connection open: without it
+    /// holding a copy of the accepted socket, the idle close reaches the client.
+    @Test func aConnectionOpenWhileAChildStartsIsClosedAllTheSame() async throws {
+        let q = try await TestQueue.make()
+        try await DispatcherHTTPHarness.with(databaseURL: q.url, limits: Self.limits) { http in
+            let client = try RawSocket(port: http.port)
+            try client.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
+            // Answered: the server has accepted the connection.
+            #expect(await client.readAvailable(within: Self.closeGuard).hasPrefix("HTTP/1.1 200"))
+            let child = try ChildProcess("/bin/sleep", ["600"], environment: [:])
+            defer { child.signal(SIGKILL) }
+            #expect(await client.readUntilClosed(within: Self.closeGuard).closed)
+            client.close()
+        }
+    }
+
     /// Bytes of a header do not count as activity until the header is whole, so a client cannot
     /// hold a connection by trickling one: it is cut off one idle timeout after it connected.
     @Test func aHeaderSentAByteAtATimeIsCutOff() async throws {
