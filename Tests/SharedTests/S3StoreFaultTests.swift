@@ -192,3 +192,34 @@ import Testing
         try await q.waitUntil(timeout: .seconds(60), "/readyz ready again") { await readyz()?.status == 200 }
     }
 }
+
+/// A worker moving its images back from a bucket (`FLEET_STORAGE` a file tree,
+/// `FLEET_STORAGE_FALLBACK` the bucket) checks the bucket as it would its store: reads that miss
+/// in the tree go there, so while it does not answer `/readyz` says so and no job is claimed.
+@Suite struct S3FallbackReadinessTests {
+    @Test func aFallbackBucketThatDoesNotAnswerKeepsTheWorkerUnready() async throws {
+        let gateway = try await S3Gateway.connection()
+        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
+        defer { Task { await proxy.stop() } }
+        proxy.setDown(true)
+        let q = try await TestQueue.make()
+        let httpPort = try freePort()
+        let tree = FileManager.default.temporaryDirectory.appendingPathComponent("fallback-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: tree) }
+        var environment = gateway.environment(prefix: "fallback/\(UUID().uuidString)")
+        environment["FLEET_STORAGE_FALLBACK"] = environment["FLEET_STORAGE"]
+        environment["FLEET_STORAGE"] = "file://\(tree)"
+        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(proxy.server.port)"
+        environment["FLEET_HTTP_ADDRESS"] = "127.0.0.1:\(httpPort)"
+        let worker = try WorkerProcess(databaseURL: q.url, executable: "image-worker", environment: environment)
+        defer { worker.signal(SIGKILL) }
+        let http = CurlHTTPClient()
+        let readyz = { try? await http.execute(HTTPClientRequest(url: "http://127.0.0.1:\(httpPort)/readyz")) }
+        try await q.waitUntil(timeout: .seconds(90), "/readyz saying the fallback bucket is down") {
+            guard let answer = await readyz() else { return false }
+            return answer.status == 503 && String(decoding: answer.body, as: UTF8.self).contains("storage")
+        }
+        proxy.setDown(false)
+        try await q.waitUntil(timeout: .seconds(90), "/readyz ready once the bucket answers") { await readyz()?.status == 200 }
+    }
+}

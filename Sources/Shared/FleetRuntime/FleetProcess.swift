@@ -53,11 +53,13 @@ public enum FleetProcess {
         let pool = settings.makePool(applicationName: executable)
         let notifier = settings.makeNotifier(logger: logger)
         let handlers = try makeHandlers(notifier)
-        // A bucket's wrong keys or unreachable endpoint stop claims altogether; a file tree's
-        // outages are met by each job instead (deferred, docs/images.md, "Storage outages"), and
-        // the handlers say so on /readyz while one is on.
-        let storageReadiness: StorageReadiness? = if case .s3 = settings.storage, let storage {
-            StorageReadiness(storage: storage, summary: settings.storage.summary, logger: logger)
+        // A bucket's wrong keys or unreachable endpoint stop claims altogether, the fallback's as
+        // well as the store's (a read that misses goes there); a file tree's outages are met by
+        // each job instead (deferred, docs/images.md, "Storage outages"), and the handlers say so
+        // on /readyz while one is on.
+        let locations = [settings.storage] + (settings.storageFallback.map { [$0] } ?? [])
+        let storageReadiness: StorageReadiness? = if locations.contains(where: \.isBucket), let storage {
+            StorageReadiness(storage: storage, summary: locations.map(\.summary).joined(separator: ", falling back to "), logger: logger)
         } else {
             nil
         }

@@ -50,6 +50,11 @@ public enum StorageLocation: Sendable, Equatable {
         return .files(root: value.count > 1 && value.hasSuffix("/") ? String(value.dropLast()) : value)
     }
 
+    /// Whether the location is a bucket, whose reachability the workers check before they claim.
+    public var isBucket: Bool {
+        if case .s3 = self { true } else { false }
+    }
+
     /// What a log line may say about the location: never a key.
     public var summary: String {
         switch self {
