@@ -47,4 +47,51 @@ import Testing
             return
         }
     }
+
+    /// A garment without a cut-out is looked for twice (the cut-out may be being made), but the
+    /// second look asks only for what the first did not find: 4 looks at the store, not 6 (with a
+    /// bucket, each a HEAD).
+    @Test func theSecondLookAsksOnlyForWhatTheFirstDidNotFind() async throws {
+        let f = try await RenderFixture.make()
+        try await f.grant("u1", credits: 1)
+        try await f.storage.write(RenderFixture.bodyPhoto, to: .garment(user: StorageID("u1"), garment: StorageID("g2")))
+        let looks = LookCountingStorage(f.storage)
+        let check = RenderInputCheck(queue: f.q.queue, storage: looks)
+        let render = try await f.requests.request(RenderRequest(
+            renderID: StorageID("r3"), requester: .user("u1"), ownerID: StorageID("u1"), garmentID: StorageID("g2"),
+            bodyPhotoID: StorageID("b1"), category: .tops))
+        guard case .ready(.photo) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
+            Issue.record("a garment without a cut-out was not sent as its photo")
+            return
+        }
+        #expect(looks.asked == ["u1/body/b1.jpg", "u1/garments/g2.jpg", "u1/garments/g2_cutout.png", "u1/garments/g2_cutout.png"].sorted())
+    }
+}
+
+/// An image store that records which keys were looked at (`size(of:)`, what `holds` asks).
+final class LookCountingStorage: ImageStorage, @unchecked Sendable {
+    private let base: any ImageStorage
+    private let lock = NSLock()
+    private var keys: [String] = []
+
+    init(_ base: any ImageStorage) { self.base = base }
+
+    /// The keys looked at, sorted (the looks go out together).
+    var asked: [String] { lock.withLock { keys.sorted() } }
+
+    func size(of key: StorageKey) async throws -> Int {
+        lock.withLock { keys.append(key.relativePath) }
+        return try await base.size(of: key)
+    }
+    func read(_ key: StorageKey, maxBytes: Int) async throws -> Data { try await base.read(key, maxBytes: maxBytes) }
+    func withFileForReading<T>(_ key: StorageKey, maxBytes: Int, _ body: (String) async throws -> T) async throws -> T {
+        try await base.withFileForReading(key, maxBytes: maxBytes, body)
+    }
+    func write(_ data: Data, to key: StorageKey) async throws { try await base.write(data, to: key) }
+    func create(_ data: Data, at key: StorageKey) async throws { try await base.create(data, at: key) }
+    func delete(_ key: StorageKey) async throws { try await base.delete(key) }
+    func deleteAll(of user: StorageID) async throws -> Int { try await base.deleteAll(of: user) }
+    func info(of key: StorageKey) async throws -> StoredObject { try await base.info(of: key) }
+    func list(after: String?, limit: Int) async throws -> StoragePage { try await base.list(after: after, limit: limit) }
+    func checkAccess() async throws { try await base.checkAccess() }
 }

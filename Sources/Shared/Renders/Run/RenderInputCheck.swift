@@ -46,7 +46,7 @@ struct RenderInputCheck: Sendable {
         var files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment)
         if !files.complete(cutoutMade: cutoutMade) {
             if let wait = Self.waiting(for: try await queue.pendingJobs(matching: makers)) { return .notReady(wait) }
-            files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment)
+            files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment, alreadySeen: files)
         }
         let source: RenderAttempt.GarmentSource = cutoutMade != false && files.cutout ? .cutout : .photo
         let missing = [files.body ? nil : "body photo", source == .photo && !files.garment ? "garment" : nil].compactMap { $0 }
@@ -81,13 +81,24 @@ struct StoredInputs: Sendable {
     var garment: Bool
     var cutout: Bool
 
-    /// The three looks go out together: with a bucket each is a round trip, and the order that
-    /// matters is the jobs' look against the files' look, not one file's against another's.
-    static func look(_ storage: any ImageStorage, owner: StorageID, body: StorageID, garment: StorageID) async throws -> Self {
-        async let bodyHeld = storage.holds(.bodyPhoto(user: owner, photo: body))
-        async let garmentHeld = storage.holds(.garment(user: owner, garment: garment))
-        async let cutoutHeld = storage.holds(.garmentCutout(user: owner, garment: garment))
+    static let noneSeen = Self(body: false, garment: false, cutout: false)
+
+    /// The looks go out together: with a bucket each is a round trip, and the order that matters
+    /// is the jobs' look against the files' look, not one file's against another's. A photo in
+    /// `alreadySeen` is not asked for again: a stored photo stays stored (only an account purge
+    /// removes it, and the render's read then fails as it would after any look).
+    static func look(
+        _ storage: any ImageStorage, owner: StorageID, body: StorageID, garment: StorageID, alreadySeen: Self = noneSeen
+    ) async throws -> Self {
+        async let bodyHeld = holds(.bodyPhoto(user: owner, photo: body), in: storage, seen: alreadySeen.body)
+        async let garmentHeld = holds(.garment(user: owner, garment: garment), in: storage, seen: alreadySeen.garment)
+        async let cutoutHeld = holds(.garmentCutout(user: owner, garment: garment), in: storage, seen: alreadySeen.cutout)
         return Self(body: try await bodyHeld, garment: try await garmentHeld, cutout: try await cutoutHeld)
+    }
+
+    private static func holds(_ key: StorageKey, in storage: any ImageStorage, seen: Bool) async throws -> Bool {
+        if seen { return true }
+        return try await storage.holds(key)
     }
 
     /// Everything the render would send is there: the body photo, and the garment's cut-out, or
