@@ -43,7 +43,9 @@ import Testing
     /// tries each case in turn, took seconds of CPU per pass (5 s for 64 KiB nested 60 deep in a
     /// release build, a thousand times a flat payload of its size), and the arguments' check and
     /// `status` each made a pass. Compared with a flat payload of the same size in the same run,
-    /// each the fastest of three alternating tries, so a loaded machine slows both alike.
+    /// each the fastest of three alternating tries, so a loaded machine slows both alike: 18,000
+    /// arrays cost 10 to 25 times 300 strings in a debug build (494 against 20 ms on a quiet
+    /// machine), so the bound, 100 times, sits between that and the defect's thousand.
     @Test func aWidePayloadNestedAsDeepAsAllowedCostsAboutAsMuchAsAFlatOne() async throws {
         try await TestDispatcher.run { dispatcher in
             try await dispatcher.withRawConnection(.unix) { raw in
@@ -71,7 +73,7 @@ import Testing
                     flatFastest = min(flatFastest, try await roundTrip(flat))
                 }
                 print("wide payload nested 60 deep: enqueue and status \(deepFastest), a flat one of its size \(flatFastest)")
-                #expect(deepFastest < flatFastest * 20, "deep \(deepFastest), flat \(flatFastest)")
+                #expect(deepFastest < flatFastest * 100, "deep \(deepFastest), flat \(flatFastest)")
             }
         }
     }
