@@ -3,6 +3,7 @@ import FleetStorage
 import Foundation
 @testable import Imaging
 @testable import Renders
+import Synchronization
 import Testing
 
 /// `RenderInputCheck`, the render handler's look at its photos before it starts a render: what
@@ -55,8 +56,9 @@ import Testing
         let f = try await RenderFixture.make()
         try await f.grant("u1", credits: 1)
         try await f.storage.write(RenderFixture.bodyPhoto, to: .garment(user: StorageID("u1"), garment: StorageID("g2")))
-        let looks = LookCountingStorage(f.storage)
-        let check = RenderInputCheck(queue: f.q.queue, storage: looks)
+        let looks = KeysLookedAt()
+        let storage = ObservedImageStorage(base: f.storage, beforeSize: { key in looks.keys.withLock { $0.append(key.relativePath) } })
+        let check = RenderInputCheck(queue: f.q.queue, storage: storage)
         let render = try await f.requests.request(RenderRequest(
             renderID: StorageID("r3"), requester: .user("u1"), ownerID: StorageID("u1"), garmentID: StorageID("g2"),
             bodyPhotoID: StorageID("b1"), category: .tops))
@@ -64,34 +66,12 @@ import Testing
             Issue.record("a garment without a cut-out was not sent as its photo")
             return
         }
-        #expect(looks.asked == ["u1/body/b1.jpg", "u1/garments/g2.jpg", "u1/garments/g2_cutout.png", "u1/garments/g2_cutout.png"].sorted())
+        // The looks go out together: in any order.
+        #expect(looks.keys.withLock { $0.sorted() } == ["u1/body/b1.jpg", "u1/garments/g2.jpg", "u1/garments/g2_cutout.png", "u1/garments/g2_cutout.png"].sorted())
     }
 }
 
-/// An image store that records which keys were looked at (`size(of:)`, what `holds` asks).
-final class LookCountingStorage: ImageStorage, @unchecked Sendable {
-    private let base: any ImageStorage
-    private let lock = NSLock()
-    private var keys: [String] = []
-
-    init(_ base: any ImageStorage) { self.base = base }
-
-    /// The keys looked at, sorted (the looks go out together).
-    var asked: [String] { lock.withLock { keys.sorted() } }
-
-    func size(of key: StorageKey) async throws -> Int {
-        lock.withLock { keys.append(key.relativePath) }
-        return try await base.size(of: key)
-    }
-    func read(_ key: StorageKey, maxBytes: Int) async throws -> Data { try await base.read(key, maxBytes: maxBytes) }
-    func withFileForReading<T>(_ key: StorageKey, maxBytes: Int, _ body: (String) async throws -> T) async throws -> T {
-        try await base.withFileForReading(key, maxBytes: maxBytes, body)
-    }
-    func write(_ data: Data, to key: StorageKey) async throws { try await base.write(data, to: key) }
-    func create(_ data: Data, at key: StorageKey) async throws { try await base.create(data, at: key) }
-    func delete(_ key: StorageKey) async throws { try await base.delete(key) }
-    func deleteAll(of user: StorageID) async throws -> Int { try await base.deleteAll(of: user) }
-    func info(of key: StorageKey) async throws -> StoredObject { try await base.info(of: key) }
-    func list(after: String?, limit: Int) async throws -> StoragePage { try await base.list(after: after, limit: limit) }
-    func checkAccess() async throws { try await base.checkAccess() }
+/// The keys a store was asked about, from the store's concurrent calls.
+final class KeysLookedAt: Sendable {
+    let keys = Mutex<[String]>([])
 }

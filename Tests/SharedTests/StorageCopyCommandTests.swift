@@ -197,7 +197,12 @@ struct CopyRun {
         let tree = FileImageStorage(root: temporaryPath("race-tree"))
         let written = try await StoreFixture.fill(tree, users: 1, objectsEach: 12)
         let victim = StorageKey.render(user: try StorageID("u0"), render: try StorageID("r1"))
-        let source = PurgedAfterRead(tree: tree, destination: destination, victim: victim)
+        // Purged from both stores once the copy has read it.
+        let source = ObservedImageStorage(base: tree, afterRead: { key in
+            guard key == victim else { return }
+            try await tree.delete(key)
+            try await destination.delete(key)
+        })
 
         let counts = try await StorageCopy(from: source, to: destination).run()
         #expect(counts.copied == 11 && counts.vanished == 1 && counts.failed == 0, "\(counts)")
@@ -205,32 +210,4 @@ struct CopyRun {
         #expect(try await !destination.holds(victim), "the purged object is not resurrected in the destination")
         #expect(try await StoreListing.paths(of: destination).count == written.count - 1)
     }
-}
-
-/// A file tree whose `victim` is purged from it and from `destination` once it has been read.
-struct PurgedAfterRead: ImageStorage {
-    let tree: FileImageStorage
-    let destination: any ImageStorage
-    let victim: StorageKey
-
-    func read(_ key: StorageKey, maxBytes: Int) async throws -> Data {
-        let data = try await tree.read(key, maxBytes: maxBytes)
-        if key == victim {
-            try await tree.delete(key)
-            try await destination.delete(key)
-        }
-        return data
-    }
-
-    func size(of key: StorageKey) async throws -> Int { try await tree.size(of: key) }
-    func info(of key: StorageKey) async throws -> StoredObject { try await tree.info(of: key) }
-    func list(after: String?, limit: Int) async throws -> StoragePage { try await tree.list(after: after, limit: limit) }
-    func withFileForReading<T>(_ key: StorageKey, maxBytes: Int, _ body: (String) async throws -> T) async throws -> T {
-        try await tree.withFileForReading(key, maxBytes: maxBytes, body)
-    }
-    func write(_ data: Data, to key: StorageKey) async throws { try await tree.write(data, to: key) }
-    func create(_ data: Data, at key: StorageKey) async throws { try await tree.create(data, at: key) }
-    func delete(_ key: StorageKey) async throws { try await tree.delete(key) }
-    func deleteAll(of user: StorageID) async throws -> Int { try await tree.deleteAll(of: user) }
-    func checkAccess() async throws { try await tree.checkAccess() }
 }
