@@ -55,22 +55,44 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A run killed before its cleanup (SIGKILL skips the trap) leaves its namespaces and links
+# behind: a second link holding the same subnet would take this run's replies. Remove those of
+# runs that are gone (named after their pid), then use only subnets no interface here holds.
+for ns in $(ip netns list | awk '{print $1}' | grep -E '^fleetchaos[0-9]+-[0-9]+$' || true); do
+  owner=${ns#fleetchaos}; owner=${owner%%-*}
+  if ! kill -0 "$owner" 2>/dev/null; then
+    ip netns del "$ns" 2>/dev/null || true
+    ip link del "fc$owner-${ns##*-}" 2>/dev/null || true
+  fi
+done
+held=$(ip -o -4 addr show | awk '{print $4}')
+subnets=()
+for s in $(seq 1 250); do
+  [ ${#subnets[@]} -eq "$namespaces" ] && break
+  grep -qx "10.231.$s.1/24" <<<"$held" || subnets+=("$s")
+done
+if [ ${#subnets[@]} -ne "$namespaces" ]; then
+  echo "chaos.sh: no free 10.231.N.0/24 subnets left on this machine" >&2
+  exit 1
+fi
+
 url=$(scripts/pg.sh start --dir "$dir" --port "$port" --fast | tail -1)
 hosts=(--host "local=127.0.0.1")
 listen="127.0.0.1"
 links=""
 for n in $(seq 1 "$namespaces"); do
   ns="$prefix-$n"
+  s=${subnets[$((n - 1))]}
   ip netns add "$ns"
   ip link add "fc$$-$n" type veth peer name eth0 netns "$ns"
-  ip addr add "10.231.$n.1/24" dev "fc$$-$n"
+  ip addr add "10.231.$s.1/24" dev "fc$$-$n"
   ip link set "fc$$-$n" up
-  ip netns exec "$ns" ip addr add "10.231.$n.2/24" dev eth0
+  ip netns exec "$ns" ip addr add "10.231.$s.2/24" dev eth0
   ip netns exec "$ns" ip link set eth0 up
   ip netns exec "$ns" ip link set lo up
-  hosts+=(--host "$ns=10.231.$n.1")
-  listen="$listen,10.231.$n.1"
-  links="$links${links:+,}10.231.$n.1"
+  hosts+=(--host "$ns=10.231.$s.1")
+  listen="$listen,10.231.$s.1"
+  links="$links${links:+,}10.231.$s.1"
 done
 # PostgreSQL also listens on the host ends of the veth pairs, trusting only those subnets.
 # pg.sh says where the cluster is: not under .data when `postgres` cannot enter the clone.

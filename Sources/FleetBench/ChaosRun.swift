@@ -88,9 +88,11 @@ struct ChaosRun: AsyncParsableCommand {
         let queue = JobQueue(driver: PostgresQueueDriver(executor: database.pool), knownKinds: FleetKinds.all)
         var steps: [ScalingStep] = []
         for workers in [1, 2, 4] {
+            let since = try await database.pool.query("SELECT extract(epoch FROM now())::float8 AS now").rows[0].double("now")
             let started = try (0..<workers).map {
                 try fleet.start("fleet-drill", index: $0, environment: ["FLEET_CONCURRENCY": "drill.script=\(Self.slotsPerWorker)"])
             }
+            try await waitUntilRegistered(workers, since: since, fleet: fleet, pool: database.pool, timeout: .seconds(60))
             let slots = workers * Self.slotsPerWorker
             let long = try await queue.enqueue(Array(repeating: NewJob(kind: .drillScript, payload: #"{"sleepMs":3000}"#), count: 2 * slots)).map(\.id)
             let peak = try await peakRunning(long, expected: slots, pool: database.pool, timeout: .seconds(30))
@@ -104,6 +106,24 @@ struct ChaosRun: AsyncParsableCommand {
             for worker in started { fleet.stop(worker) }
         }
         return steps
+    }
+
+    /// Waits until `count` drill workers started since `since` have registered, so the capacity
+    /// check measures slots and not start-up: a worker that cannot reach the database is named
+    /// as such instead of showing up as missing slots.
+    private func waitUntilRegistered(_ count: Int, since: Double, fleet: Fleet, pool: PostgresPool, timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        var registered = 0
+        while ContinuousClock.now < deadline {
+            let row = try await pool.query("""
+                SELECT count(*) AS n FROM workers
+                WHERE executable = 'fleet-drill' AND started_at >= to_timestamp($1) AND stopped_at IS NULL
+                """, [since]).rows[0]
+            registered = try row.int("n")
+            if registered >= count { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw BenchError("\(registered) of \(count) drill workers registered within \(timeout) (hosts \(fleet.hostNames)); see \(NSTemporaryDirectory())fleet-chaos-fleet-drill-*.log")
     }
 
     /// The most of `ids` seen running at once, polling until `expected` are (or the timeout).
