@@ -44,7 +44,6 @@ struct LargeTableSuite: AsyncParsableCommand {
             try await measure(as: "small", round: round, bench: bench, console: console, into: &report)
         }
         progress("filling \(tableJobs) finished jobs, \(pruneJobs) of them past their retention")
-        let filling = ContinuousClock.now
         try await Self.fill(database, jobs: tableJobs, pruneable: pruneJobs)
         try await settle(database)
         for round in 1...max(1, options.repeats) {

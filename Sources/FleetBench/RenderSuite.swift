@@ -9,6 +9,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Hummingbird
+import Imaging
 import Logging
 import Renders
 
@@ -51,11 +52,14 @@ struct RenderSuite: AsyncParsableCommand {
         let gateway = stores.contains(.s3) ? try await gatewayOptions.start() : nil
         let images = BenchStores(name: "render", gateway: gateway?.connection)
         defer { images.removeFiles() }
+        // One owner's photos, which every render uses: a body photo and a processed garment (its
+        // photo and its cut-out, as `garment.process` leaves them).
+        let cutout = try await LocalBackgroundRemover().cutout(of: FakeImages.jpeg)
         for store in stores {
-            // One owner's photos, which every render uses.
             let owner = try StorageID("bench")
             try await images.storage(store).write(FakeImages.jpeg, to: .bodyPhoto(user: owner, photo: StorageID("b1")))
             try await images.storage(store).write(FakeImages.jpeg, to: .garment(user: owner, garment: StorageID("g1")))
+            try await images.storage(store).write(cutout, to: .garmentCutout(user: owner, garment: StorageID("g1")))
         }
         try await RenderSettings(provider: FashnProvider.name, enabledCategories: Set(GarmentCategory.allCases)).save(to: database.pool)
         try await database.pool.query(

@@ -15,10 +15,12 @@ import Testing
         let check = RenderInputCheck(queue: f.q.queue, storage: f.storage)
         let render = try await f.request("r1")
         // The fixture stores u1's body photo and g1's cut-out: nothing is being made.
-        guard case .ready(.cutout) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
+        guard case .ready(let photos) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false), photos.source == .cutout else {
             Issue.record("a stored cut-out was not sent")
             return
         }
+        #expect(photos.garment.mimeType == "image/png")
+        #expect(photos.garment.bytes == (try await f.storage.read(.garmentCutout(user: StorageID("u1"), garment: StorageID("g1")), maxBytes: 1 << 24)))
         // A cut-out of g1 still queued (a `garment.process` that committed after the request): wait for it.
         let cutout = try await f.q.queue.enqueue(try NewJob(GarmentCutoutPayload(userID: StorageID("u1"), garmentID: StorageID("g1"))))
         guard case .notReady(.runAfter(let jobs, _)) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
@@ -43,31 +45,47 @@ import Testing
         #expect(delay == RenderInputCheck.lookAgainIn && code == .renderInputNotReady)
         // The photo made, no cut-out and nothing making one: the photo is sent.
         try await f.storage.write(RenderFixture.bodyPhoto, to: .garment(user: StorageID("u1"), garment: StorageID("g2")))
-        guard case .ready(.photo) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
+        guard case .ready(let photos) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false), photos.source == .photo else {
             Issue.record("a garment without a cut-out was not sent as its photo")
             return
         }
+        #expect(photos.garment == TryOnImage(bytes: RenderFixture.bodyPhoto))
+    }
+
+    /// The look is the read: a render whose photos are stored reads each once, the garment's photo
+    /// not at all when its cut-out is there (with a bucket, one round of GETs and no HEAD).
+    @Test func aRenderWithItsCutoutReadsEachPhotoItSendsOnceAndNothingElse() async throws {
+        let f = try await RenderFixture.make()
+        try await f.grant("u1", credits: 1)
+        let reads = KeysLookedAt()
+        let storage = ObservedImageStorage(base: f.storage, beforeRead: { key in reads.keys.withLock { $0.append(key.relativePath) } })
+        let check = RenderInputCheck(queue: f.q.queue, storage: storage)
+        let render = try await f.request("r1")
+        guard case .ready(let photos) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false), photos.source == .cutout else {
+            Issue.record("a stored cut-out was not sent")
+            return
+        }
+        #expect(reads.keys.withLock { $0.sorted() } == ["u1/body/b1.jpg", "u1/garments/g1_cutout.png"])
     }
 
     /// A garment without a cut-out is looked for twice (the cut-out may be being made), but the
-    /// second look asks only for what the first did not find: 4 looks at the store, not 6 (with a
-    /// bucket, each a HEAD).
+    /// second look asks only for what the first did not find: 4 reads, not 6.
     @Test func theSecondLookAsksOnlyForWhatTheFirstDidNotFind() async throws {
         let f = try await RenderFixture.make()
         try await f.grant("u1", credits: 1)
         try await f.storage.write(RenderFixture.bodyPhoto, to: .garment(user: StorageID("u1"), garment: StorageID("g2")))
-        let looks = KeysLookedAt()
-        let storage = ObservedImageStorage(base: f.storage, beforeSize: { key in looks.keys.withLock { $0.append(key.relativePath) } })
+        let reads = KeysLookedAt()
+        let storage = ObservedImageStorage(base: f.storage, beforeRead: { key in reads.keys.withLock { $0.append(key.relativePath) } })
         let check = RenderInputCheck(queue: f.q.queue, storage: storage)
         let render = try await f.requests.request(RenderRequest(
             renderID: StorageID("r3"), requester: .user("u1"), ownerID: StorageID("u1"), garmentID: StorageID("g2"),
             bodyPhotoID: StorageID("b1"), category: .tops))
-        guard case .ready(.photo) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false) else {
+        guard case .ready(let photos) = try await check.verdict(for: render, cutoutMade: nil, makersLookedFor: false), photos.source == .photo else {
             Issue.record("a garment without a cut-out was not sent as its photo")
             return
         }
-        // The looks go out together: in any order.
-        #expect(looks.keys.withLock { $0.sorted() } == ["u1/body/b1.jpg", "u1/garments/g2.jpg", "u1/garments/g2_cutout.png", "u1/garments/g2_cutout.png"].sorted())
+        // The reads of a look go out together: in any order.
+        #expect(reads.keys.withLock { $0.sorted() } == ["u1/body/b1.jpg", "u1/garments/g2.jpg", "u1/garments/g2_cutout.png", "u1/garments/g2_cutout.png"].sorted())
     }
 }
 

@@ -66,6 +66,43 @@ import Testing
             == Set((1...photos).flatMap { [key("garments/garment\($0)-photo_cutout.png"), key("garments/garment\($0)-photo_preview.jpg")] }))
     }
 
+    /// A render of a processed garment asks the store for its two photos (the body photo and the
+    /// cut-out) in one round of GETs, no HEAD before them (the look is the read), and writes its
+    /// result in one conditional PUT: 2 GETs and 1 PUT per render.
+    @Test func aRenderIsTwoGetsAndOnePut() async throws {
+        let gateway = try await S3Gateway.connection()
+        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
+        defer { Task { await proxy.stop() } }
+        let prefix = "requests/\(UUID().uuidString)"
+        let storage = S3ImageStorage(client: gateway.client(), prefix: prefix)
+        let user = try StorageID("u1")
+        try await storage.write(RenderFixture.bodyPhoto, to: .bodyPhoto(user: user, photo: StorageID("b1")))
+        try await storage.write(try await LocalBackgroundRemover().cutout(of: plainBackgroundGarment), to: .garmentCutout(user: user, garment: StorageID("g1")))
+        let renders = 3
+        let f = try await RenderFixture.atFal(latency: .zero, credits: renders)
+        defer { Task { await f.fal?.stop() } }
+
+        var environment = gateway.environment(prefix: prefix)
+        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(proxy.server.port)"
+        for name in ["FAL_KEY", "FAL_QUEUE_URL", "FLEET_RENDER_WEBHOOK_GRACE_MS", "FLEET_RENDER_POLL_MS"] { environment[name] = f.workerEnvironment[name] }
+        let worker = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment)
+        defer { worker.signal(SIGKILL) }
+        let ids = (1...renders).map { "r\($0)" }
+        for id in ids { _ = try await f.request(id) }
+        try await f.q.waitUntil(timeout: .seconds(120), "the renders complete") {
+            for id in ids {
+                let render = try #require(try await f.store.render(id: id))
+                if render.status == .failed { throw TestFailure("render \(id) failed: \(render)\n\(worker.log)") }
+                if render.status != .complete { return false }
+            }
+            return true
+        }
+        let asked = proxy.takeRequests().filter { !$0.key.contains(".fleet-probe/") }
+        #expect(asked.countsByKind() == [.getObject: 2 * renders, .putObject: renders], "\(asked)\n\(worker.log)")
+        #expect(Set(asked.filter { $0.kind == .getObject }.map(\.key)) == ["\(prefix)/u1/body/b1.jpg", "\(prefix)/u1/garments/g1_cutout.png"])
+        #expect(Set(asked.filter { $0.kind == .putObject }.map(\.key)) == Set(ids.map { "\(prefix)/u1/renders/\($0).jpg" }))
+    }
+
     /// An upload over the limit costs the GET whose Content-Length refuses it (the body not read)
     /// and a HEAD to say its size in the error; nothing is written.
     @Test func anUploadOverTheLimitIsRefusedWithoutAWrite() async throws {

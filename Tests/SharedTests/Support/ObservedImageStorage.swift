@@ -2,19 +2,17 @@ import FleetStorage
 import Foundation
 
 /// An image store that forwards every call to `base`, for tests that watch or disturb one of
-/// them: `beforeSize` runs before each `size(of:)` (what `holds` asks), `afterRead` after each
-/// `read` returned its bytes.
+/// them: `beforeRead` runs before each `read` (found or not), `afterRead` after each `read`
+/// returned its bytes.
 struct ObservedImageStorage: ImageStorage {
     let base: any ImageStorage
-    var beforeSize: @Sendable (StorageKey) async throws -> Void = { _ in }
+    var beforeRead: @Sendable (StorageKey) async throws -> Void = { _ in }
     var afterRead: @Sendable (StorageKey) async throws -> Void = { _ in }
 
-    func size(of key: StorageKey) async throws -> Int {
-        try await beforeSize(key)
-        return try await base.size(of: key)
-    }
+    func size(of key: StorageKey) async throws -> Int { try await base.size(of: key) }
 
     func read(_ key: StorageKey, maxBytes: Int) async throws -> Data {
+        try await beforeRead(key)
         let data = try await base.read(key, maxBytes: maxBytes)
         try await afterRead(key)
         return data

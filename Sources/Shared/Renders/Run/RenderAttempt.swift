@@ -34,13 +34,15 @@ struct RenderAttempt: Sendable {
     let logger: Logger
     private let progress = AttemptProgress()
 
+    /// `photos`: what the input check read (nil when it found the render past its deadline).
     init(
-        render: RenderRecord, earlier: ProviderSubmission?, garmentSource: GarmentSource, provider: any TryOnProvider, handler: RenderHandler,
+        render: RenderRecord, earlier: ProviderSubmission?, photos: RenderPhotos?, provider: any TryOnProvider, handler: RenderHandler,
         spans: RenderSpans, logger: Logger
     ) {
         self.render = render
         self.earlier = earlier
-        self.garmentSource = garmentSource
+        self.garmentSource = photos?.source ?? .photo
+        progress.keepCheckedPhotos(photos)
         self.provider = provider
         self.handler = handler
         self.spans = spans
@@ -286,18 +288,24 @@ struct RenderAttempt: Sendable {
 
     /// What the provider is sent, and whether its garment is the cut-out.
     private func tryOnRequest() async throws -> (TryOnRequest, cutout: Bool) {
-        let owner = try StorageID(render.ownerID)
-        let garmentID = try StorageID(render.garmentID)
-        let cutout = garmentSource == .cutout
-        // Both reads go out together: with a bucket each is a round trip.
-        async let person = read(.bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoID)))
-        async let garmentBytes = read(cutout ? .garmentCutout(user: owner, garment: garmentID) : .garment(user: owner, garment: garmentID))
-        let garment = cutout ? TryOnImage(bytes: try await garmentBytes, mimeType: "image/png") : TryOnImage(bytes: try await garmentBytes)
+        let photos: RenderPhotos
+        if let checked = progress.takeCheckedPhotos() { photos = checked } else { photos = try await readPhotos() }
         let remaining = max(1, render.deadlineAt.timeIntervalSinceNow)
         let request = TryOnRequest(
-            person: TryOnImage(bytes: try await person), garment: garment, category: render.category,
+            person: photos.person, garment: photos.garment, category: render.category,
             options: TryOnOptions(webhookURL: handler.options.webhookURL, timeout: .seconds(remaining)))
-        return (request, cutout)
+        return (request, garmentSource == .cutout)
+    }
+
+    /// The photos read again, for a second submission.
+    private func readPhotos() async throws -> RenderPhotos {
+        let keys = try InputKeys(render)
+        let cutout = garmentSource == .cutout
+        // Both reads go out together: with a bucket each is a round trip.
+        async let person = read(keys.body)
+        async let garmentBytes = read(cutout ? keys.cutout : keys.garment)
+        let garment = cutout ? TryOnImage(bytes: try await garmentBytes, mimeType: "image/png") : TryOnImage(bytes: try await garmentBytes)
+        return RenderPhotos(person: TryOnImage(bytes: try await person), garment: garment, source: garmentSource)
     }
 
     private func read(_ key: StorageKey) async throws -> Data {
@@ -305,12 +313,19 @@ struct RenderAttempt: Sendable {
     }
 }
 
-/// Where the attempt stands, read when its deadline passes: the submission made so far (to
-/// cancel it), and whether it was waiting out the provider's 429 to submit again (then the
+/// Where the attempt stands: the photos its first submission sends, and, read when its deadline
+/// passes, the submission made so far (to cancel it) and whether it was waiting out the provider's 429 to submit again (then the
 /// deadline passing is the provider's rate limit, `PROVIDER_RATE_LIMITED`, not a slow render).
 final class AttemptProgress: Sendable {
     private let submitted = Mutex<ProviderSubmission?>(nil)
     private let rateLimited = Mutex(false)
+    private let photos = Mutex<RenderPhotos?>(nil)
+
+    /// The photos the input check read, sent by the first submission; a second one (after the
+    /// provider's 5xx) reads them again rather than holding them while the provider works.
+    func keepCheckedPhotos(_ checked: RenderPhotos?) { photos.withLock { $0 = checked } }
+
+    func takeCheckedPhotos() -> RenderPhotos? { photos.withLock { $0.take() } }
 
     var submission: ProviderSubmission? {
         get { submitted.withLock { $0 } }

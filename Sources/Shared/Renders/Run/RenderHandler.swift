@@ -101,10 +101,10 @@ public struct RenderHandler: JobHandler {
             }
             throw failed(render, failure, logger: logger)
         }
-        var garmentSource = RenderAttempt.GarmentSource.photo
-        let check = RenderInputCheck(queue: context.queue, storage: storage)
+        var photos: RenderPhotos?
+        let check = RenderInputCheck(queue: context.queue, storage: storage, outage: outage)
         switch try await check.verdict(for: render, cutoutMade: try await cutoutMade(payload, job, context), makersLookedFor: true) {
-        case .ready(let source): garmentSource = source
+        case .ready(let read): photos = read
         case .notReady(let deferral) where render.deadlineAt > Date():
             // A photo not stored yet, nobody making it yet: the render waits as one not started.
             try await store.unstart(id: render.id)
@@ -114,7 +114,7 @@ public struct RenderHandler: JobHandler {
         let remaining = render.deadlineAt.timeIntervalSinceNow
         let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)
         let attempt = RenderAttempt(
-            render: render, earlier: earlier, garmentSource: garmentSource, provider: provider, handler: self, spans: spans, logger: logger)
+            render: render, earlier: earlier, photos: photos, provider: provider, handler: self, spans: spans, logger: logger)
         let outcome: RenderAttempt.Outcome
         let attemptStarted = ContinuousClock.now
         do {

@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetQueue
 import FleetStorage
+import Foundation
 import Imaging
 
 extension JobErrorCode {
@@ -10,15 +11,17 @@ extension JobErrorCode {
 }
 
 /// Whether a render's photos are ready when its job is about to start it, whatever order the
-/// requests making them committed in (`docs/renders.md`, "Inputs"). The request enqueued the
-/// render after the jobs it found making its photos, but a `garment.process` or `image.normalize`
-/// sent beside it (pipelined, or from another backend) may commit after the render's request:
-/// the render then finds those jobs here, and waits for them rather than sending a garment whose
-/// cut-out is being made, or failing on a photo not written yet.
+/// requests making them committed in (`docs/renders.md`, "Inputs"), and their bytes when they
+/// are: the look is the read (a missing photo is a read that finds nothing), so with a bucket a
+/// render's photos cost one round trip of GETs, not a round of HEADs and then one of GETs. The
+/// request enqueued the render after the jobs it found making its photos, but a
+/// `garment.process` or `image.normalize` sent beside it (pipelined, or from another backend) may
+/// commit after the render's request: the render then finds those jobs here, and waits for them
+/// rather than sending a garment whose cut-out is being made, or failing on a photo not written yet.
 struct RenderInputCheck: Sendable {
-    /// What the render sends as its garment, or why it cannot start yet.
+    /// What the render sends, or why it cannot start yet.
     enum Verdict: Sendable {
-        case ready(RenderAttempt.GarmentSource)
+        case ready(RenderPhotos)
         case notReady(JobDeferral)
     }
 
@@ -27,6 +30,8 @@ struct RenderInputCheck: Sendable {
 
     let queue: JobQueue
     let storage: any ImageStorage
+    /// A store refusing reads for an outage defers the render's job, its attempt unspent.
+    var outage = StorageOutage()
 
     /// `cutoutMade`: what the cut-out job the render ran after said (`RenderRunPayload.cutoutJobID`;
     /// false: none could be made, the photo is sent), nil when it ran after none.
@@ -39,22 +44,34 @@ struct RenderInputCheck: Sendable {
     /// its cut-out is either seen with its cut-out job pending by the second look, or that job
     /// completed, having written the cut-out first, which the files' second look then sees.
     func verdict(for render: RenderRecord, cutoutMade: Bool?, makersLookedFor: Bool) async throws -> Verdict {
-        let owner = try StorageID(render.ownerID)
-        let body = try StorageID(render.bodyPhotoID), garment = try StorageID(render.garmentID)
+        let keys = try InputKeys(render)
         let makers = try Self.makers(of: render)
         if !makersLookedFor, let wait = Self.waiting(for: try await queue.pendingJobs(matching: makers)) { return .notReady(wait) }
-        var files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment)
-        if !files.complete(cutoutMade: cutoutMade) {
+        // The garment's photo is read only when it is what the render would send: with a cut-out
+        // expected, only once the first look found none.
+        var found = try await StoredInputs.read(keys, wanting: cutoutMade == false ? [.body, .garment] : [.body, .cutout], with: read)
+        if !found.complete(cutoutMade: cutoutMade) {
             if let wait = Self.waiting(for: try await queue.pendingJobs(matching: makers)) { return .notReady(wait) }
-            files = try await StoredInputs.look(storage, owner: owner, body: body, garment: garment, alreadySeen: files)
+            found = try await StoredInputs.read(
+                keys, wanting: cutoutMade == false ? [.body, .garment] : [.body, .garment, .cutout], with: read, alreadyFound: found)
         }
-        let source: RenderAttempt.GarmentSource = cutoutMade != false && files.cutout ? .cutout : .photo
-        let missing = [files.body ? nil : "body photo", source == .photo && !files.garment ? "garment" : nil].compactMap { $0 }
-        guard missing.isEmpty else {
+        let cutout = cutoutMade != false ? found.cutout : nil
+        let garment = cutout.map { TryOnImage(bytes: $0, mimeType: "image/png") } ?? found.garment.map { TryOnImage(bytes: $0) }
+        guard let body = found.body, let garment else {
+            let missing = [found.body == nil ? "body photo" : nil, garment == nil ? "garment" : nil].compactMap { $0 }
             return .notReady(.retryIn(
                 Self.lookAgainIn, code: .renderInputNotReady, reason: "no \(missing.joined(separator: " and ")) stored, and no job making it yet"))
         }
-        return .ready(source)
+        return .ready(RenderPhotos(person: TryOnImage(bytes: body), garment: garment, source: cutout == nil ? .photo : .cutout))
+    }
+
+    /// One photo's bytes, nil when none is stored.
+    private func read(_ key: StorageKey) async throws -> Data? {
+        do {
+            return try await outage.deferringOutages(.read) { try await storage.read(key, maxBytes: ImageLimits().maxBytes) }
+        } catch StorageError.notFound {
+            return nil
+        }
     }
 
     /// The first look for the jobs making the render's photos, in the transaction that starts it
@@ -75,33 +92,53 @@ struct RenderInputCheck: Sendable {
     }
 }
 
-/// Which of a render's photos are stored.
-struct StoredInputs: Sendable {
-    var body: Bool
-    var garment: Bool
-    var cutout: Bool
+/// What a render sends the provider, read by its input check.
+struct RenderPhotos: Sendable {
+    let person: TryOnImage
+    let garment: TryOnImage
+    let source: RenderAttempt.GarmentSource
+}
 
-    static let noneSeen = Self(body: false, garment: false, cutout: false)
+/// The storage keys of a render's photos.
+struct InputKeys: Sendable {
+    let body: StorageKey
+    let garment: StorageKey
+    let cutout: StorageKey
 
-    /// The looks go out together: with a bucket each is a round trip, and the order that matters
-    /// is the jobs' look against the files' look, not one file's against another's. A photo in
-    /// `alreadySeen` is not asked for again: a stored photo stays stored (only an account purge
-    /// removes it, and the render's read then fails as it would after any look).
-    static func look(
-        _ storage: any ImageStorage, owner: StorageID, body: StorageID, garment: StorageID, alreadySeen: Self = noneSeen
-    ) async throws -> Self {
-        async let bodyHeld = holds(.bodyPhoto(user: owner, photo: body), in: storage, seen: alreadySeen.body)
-        async let garmentHeld = holds(.garment(user: owner, garment: garment), in: storage, seen: alreadySeen.garment)
-        async let cutoutHeld = holds(.garmentCutout(user: owner, garment: garment), in: storage, seen: alreadySeen.cutout)
-        return Self(body: try await bodyHeld, garment: try await garmentHeld, cutout: try await cutoutHeld)
+    init(_ render: RenderRecord) throws {
+        let owner = try StorageID(render.ownerID), garment = try StorageID(render.garmentID)
+        body = .bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoID))
+        self.garment = .garment(user: owner, garment: garment)
+        cutout = .garmentCutout(user: owner, garment: garment)
     }
+}
 
-    private static func holds(_ key: StorageKey, in storage: any ImageStorage, seen: Bool) async throws -> Bool {
-        if seen { return true }
-        return try await storage.holds(key)
+/// Which of a render's photos were found stored, with their bytes.
+struct StoredInputs: Sendable {
+    enum Photo: Sendable { case body, garment, cutout }
+
+    var body: Data?
+    var garment: Data?
+    var cutout: Data?
+
+    /// The reads go out together: with a bucket each is a round trip, and the order that matters
+    /// is the jobs' look against the files' look, not one file's against another's. A photo in
+    /// `alreadyFound` is not read again: a stored photo stays stored (only an account purge
+    /// removes it, and the render then fails as it would after any look).
+    static func read(
+        _ keys: InputKeys, wanting wanted: Set<Photo>, with read: @Sendable (StorageKey) async throws -> Data?, alreadyFound: Self = Self()
+    ) async throws -> Self {
+        func maybe(_ photo: Photo, _ known: Data?, _ key: StorageKey) async throws -> Data? {
+            guard known == nil, wanted.contains(photo) else { return known }
+            return try await read(key)
+        }
+        async let body = maybe(.body, alreadyFound.body, keys.body)
+        async let garment = maybe(.garment, alreadyFound.garment, keys.garment)
+        async let cutout = maybe(.cutout, alreadyFound.cutout, keys.cutout)
+        return Self(body: try await body, garment: try await garment, cutout: try await cutout)
     }
 
     /// Everything the render would send is there: the body photo, and the garment's cut-out, or
     /// its photo when the cut-out job it ran after said none could be made.
-    func complete(cutoutMade: Bool?) -> Bool { body && (cutoutMade == false ? garment : cutout) }
+    func complete(cutoutMade: Bool?) -> Bool { body != nil && (cutoutMade == false ? garment != nil : cutout != nil) }
 }
