@@ -30,8 +30,7 @@ import Testing
         }
 
         let q = try await TestQueue.make()
-        var environment = gateway.environment(prefix: prefix)
-        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(proxy.server.port)"
+        var environment = gateway.environment(prefix: prefix, through: proxy)
         environment["FLEET_CUTOUT_BACKENDS"] = "local"
         let worker = try WorkerProcess(databaseURL: q.url, executable: "image-worker", environment: environment)
         defer { worker.signal(SIGKILL) }
@@ -82,8 +81,7 @@ import Testing
         let f = try await RenderFixture.atFal(latency: .zero, credits: renders)
         defer { Task { await f.fal?.stop() } }
 
-        var environment = gateway.environment(prefix: prefix)
-        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(proxy.server.port)"
+        var environment = gateway.environment(prefix: prefix, through: proxy)
         for name in ["FAL_KEY", "FAL_QUEUE_URL", "FLEET_RENDER_WEBHOOK_GRACE_MS", "FLEET_RENDER_POLL_MS"] { environment[name] = f.workerEnvironment[name] }
         let worker = try WorkerProcess(databaseURL: f.q.url, executable: "render-worker", environment: environment)
         defer { worker.signal(SIGKILL) }

@@ -36,7 +36,9 @@ import Testing
         let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
         defer { Task { await proxy.stop() } }
         proxy.setDown(true)
-        let budget = S3RetryPolicy(base: .milliseconds(20), cap: .milliseconds(100), budget: .milliseconds(600), requestTimeout: .seconds(5))
+        // A budget of many backoffs (20–100 ms each), so that even a first request slowed by a
+        // loaded machine leaves room for another try: the count, not the time, is asserted.
+        let budget = S3RetryPolicy(base: .milliseconds(20), cap: .milliseconds(100), budget: .seconds(3), requestTimeout: .seconds(5))
         let storage = S3ImageStorage(
             client: S3Client(endpoint: proxy.endpoint, credentials: gateway.credentials, http: CurlHTTPClient(), retry: budget),
             prefix: "faults/\(UUID().uuidString)")
@@ -160,15 +162,9 @@ import Testing
         try await storage.write(RenderFixture.bodyPhoto, to: .upload(user: user, upload: try StorageID("up1")))
 
         let q = try await TestQueue.make()
-        let httpPort = try freePort()
-        var environment = gateway.environment(prefix: prefix)
-        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(proxy.server.port)"
-        environment["FLEET_HTTP_ADDRESS"] = "127.0.0.1:\(httpPort)"
-        let worker = try WorkerProcess(databaseURL: q.url, executable: "image-worker", environment: environment)
-        defer { worker.signal(SIGKILL) }
-        let http = CurlHTTPClient()
-        let readyz = { try? await http.execute(HTTPClientRequest(url: "http://127.0.0.1:\(httpPort)/readyz")) }
-        try await q.waitUntil(timeout: .seconds(90), "the worker ready, its store checked") { await readyz()?.status == 200 }
+        let worker = try ImageWorkerWithReadiness(q, environment: gateway.environment(prefix: prefix, through: proxy))
+        defer { worker.process.signal(SIGKILL) }
+        try await q.waitUntil(timeout: .seconds(90), "the worker ready, its store checked") { await worker.isReady() }
 
         proxy.setDown(true)
         let id = try await q.queue.enqueue(try NewJob(NormalizeImagePayload(
@@ -177,11 +173,8 @@ import Testing
             try await StorageOutageTests.count([id], withError: .unavailable, in: q) == 1
         }
         let deferred = try #require(try await q.queue.job(id: id))
-        #expect(deferred.state != .dead && deferred.attempt <= 1, "\(deferred)\n\(worker.log)")
-        try await q.waitUntil(timeout: .seconds(60), "/readyz saying the store is down") {
-            guard let answer = await readyz() else { return false }
-            return answer.status == 503 && String(decoding: answer.body, as: UTF8.self).contains("storage")
-        }
+        #expect(deferred.state != .dead && deferred.attempt <= 1, "\(deferred)\n\(worker.process.log)")
+        try await q.waitUntil(timeout: .seconds(60), "/readyz saying the store is down") { await worker.saysStorageIsDown() }
 
         proxy.setDown(false)
         try await q.waitUntil(timeout: .seconds(120), "the photo normalised once the gateway answers") {
@@ -189,7 +182,7 @@ import Testing
         }
         #expect(try await q.queue.job(id: id)?.attempt == 1)
         #expect(try await storage.read(.bodyPhoto(user: user, photo: try StorageID("b1")), maxBytes: 20 << 20).starts(with: [0xFF, 0xD8]))
-        try await q.waitUntil(timeout: .seconds(60), "/readyz ready again") { await readyz()?.status == 200 }
+        try await q.waitUntil(timeout: .seconds(60), "/readyz ready again") { await worker.isReady() }
     }
 }
 
@@ -203,23 +196,39 @@ import Testing
         defer { Task { await proxy.stop() } }
         proxy.setDown(true)
         let q = try await TestQueue.make()
-        let httpPort = try freePort()
         let tree = FileManager.default.temporaryDirectory.appendingPathComponent("fallback-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: tree) }
-        var environment = gateway.environment(prefix: "fallback/\(UUID().uuidString)")
+        var environment = gateway.environment(prefix: "fallback/\(UUID().uuidString)", through: proxy)
         environment["FLEET_STORAGE_FALLBACK"] = environment["FLEET_STORAGE"]
         environment["FLEET_STORAGE"] = "file://\(tree)"
-        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(proxy.server.port)"
-        environment["FLEET_HTTP_ADDRESS"] = "127.0.0.1:\(httpPort)"
-        let worker = try WorkerProcess(databaseURL: q.url, executable: "image-worker", environment: environment)
-        defer { worker.signal(SIGKILL) }
-        let http = CurlHTTPClient()
-        let readyz = { try? await http.execute(HTTPClientRequest(url: "http://127.0.0.1:\(httpPort)/readyz")) }
-        try await q.waitUntil(timeout: .seconds(90), "/readyz saying the fallback bucket is down") {
-            guard let answer = await readyz() else { return false }
-            return answer.status == 503 && String(decoding: answer.body, as: UTF8.self).contains("storage")
-        }
+        let worker = try ImageWorkerWithReadiness(q, environment: environment)
+        defer { worker.process.signal(SIGKILL) }
+        try await q.waitUntil(timeout: .seconds(90), "/readyz saying the fallback bucket is down") { await worker.saysStorageIsDown() }
         proxy.setDown(false)
-        try await q.waitUntil(timeout: .seconds(90), "/readyz ready once the bucket answers") { await readyz()?.status == 200 }
+        try await q.waitUntil(timeout: .seconds(90), "/readyz ready once the bucket answers") { await worker.isReady() }
     }
+}
+
+/// A real `image-worker` with its HTTP port, asked whether it is ready (`/readyz`).
+struct ImageWorkerWithReadiness {
+    let process: WorkerProcess
+    private let readyz: String
+    private let http = CurlHTTPClient()
+
+    init(_ q: TestQueue, environment: [String: String]) throws {
+        let port = try freePort()
+        process = try WorkerProcess(
+            databaseURL: q.url, executable: "image-worker", environment: environment.merging(["FLEET_HTTP_ADDRESS": "127.0.0.1:\(port)"]) { $1 })
+        readyz = "http://127.0.0.1:\(port)/readyz"
+    }
+
+    func isReady() async -> Bool { await answer()?.status == 200 }
+
+    /// Not ready, and the reason given is the store.
+    func saysStorageIsDown() async -> Bool {
+        guard let answer = await answer() else { return false }
+        return answer.status == 503 && answer.text.contains("storage")
+    }
+
+    private func answer() async -> HTTPClientResponse? { try? await http.execute(HTTPClientRequest(url: readyz)) }
 }

@@ -19,3 +19,11 @@ enum S3Gateway {
             folder: packageRoot.appendingPathComponent(".data/s3-test").path, port: port)
     }
 }
+
+extension LocalS3Gateway {
+    /// A process's variables for the gateway's bucket under `prefix`, its requests sent through
+    /// `proxy` (which counts them, or answers for a gateway that is down).
+    func environment(prefix: String, through proxy: S3FaultProxy) -> [String: String] {
+        environment(prefix: prefix).merging(["AWS_ENDPOINT_URL_S3": "http://127.0.0.1:\(proxy.server.port)"]) { $1 }
+    }
+}
