@@ -17,11 +17,9 @@ import Testing
 /// at start and every 15 s) is told apart by its key and left out.
 @Suite struct S3RequestsPerJobTests {
     @Test func aNormaliseIsOneGetAndOnePutACutoutOneGetAndTwoPuts() async throws {
-        let gateway = try await S3Gateway.connection()
-        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
+        let bucket = try await CountedBucket.make()
+        let (gateway, proxy, prefix, storage) = (bucket.gateway, bucket.proxy, bucket.prefix, bucket.storage)
         defer { Task { await proxy.stop() } }
-        let prefix = "requests/\(UUID().uuidString)"
-        let storage = S3ImageStorage(client: gateway.client(), prefix: prefix)
         let user = try StorageID("u1")
         let photos = 3
         for n in 1...photos {
@@ -69,11 +67,9 @@ import Testing
     /// cut-out) in one round of GETs, no HEAD before them (the look is the read), and writes its
     /// result in one conditional PUT: 2 GETs and 1 PUT per render.
     @Test func aRenderIsTwoGetsAndOnePut() async throws {
-        let gateway = try await S3Gateway.connection()
-        let proxy = try await S3FaultProxy.start(before: gateway.endpoint)
+        let bucket = try await CountedBucket.make()
+        let (gateway, proxy, prefix, storage) = (bucket.gateway, bucket.proxy, bucket.prefix, bucket.storage)
         defer { Task { await proxy.stop() } }
-        let prefix = "requests/\(UUID().uuidString)"
-        let storage = S3ImageStorage(client: gateway.client(), prefix: prefix)
         let user = try StorageID("u1")
         try await storage.write(RenderFixture.bodyPhoto, to: .bodyPhoto(user: user, photo: StorageID("b1")))
         try await storage.write(try await LocalBackgroundRemover().cutout(of: plainBackgroundGarment), to: .garmentCutout(user: user, garment: StorageID("g1")))
@@ -135,5 +131,21 @@ import Testing
             if job.state == .completed { done += 1 }
         }
         return done == ids.count
+    }
+}
+
+/// The gateway behind a proxy that records every request, and a store writing straight to the
+/// gateway under a prefix of the test's own (what the test puts there is not counted).
+struct CountedBucket {
+    let gateway: S3Gateway.Connection
+    let proxy: S3FaultProxy
+    let prefix: String
+    let storage: S3ImageStorage
+
+    static func make() async throws -> Self {
+        let gateway = try await S3Gateway.connection()
+        let prefix = "requests/\(UUID().uuidString)"
+        return Self(gateway: gateway, proxy: try await S3FaultProxy.start(before: gateway.endpoint), prefix: prefix,
+                    storage: S3ImageStorage(client: gateway.client(), prefix: prefix))
     }
 }
