@@ -9,13 +9,16 @@ import PackageDescription
 //   FleetObjectStore                   (FleetHTTPClient, FleetStorage: the S3 client and image store)
 //   FleetQueue                         (FleetPostgres)
 //   Imaging                            (FleetQueue for its jobs' kinds, FleetHTTPClient, FleetStorage)
-//   Renders                            (FleetQueue, Imaging, FleetPostgres, FleetHTTPClient, FleetStorage)
+//   Providers                          (FleetHTTPClient, Imaging for the local composite: no queue, no render store)
+//   Renders                            (FleetQueue, Imaging, Providers, FleetPostgres, FleetHTTPClient, FleetStorage)
 //   FleetCallbacks                     (FleetQueue for its jobs' kinds, FleetHTTPClient)
 //   DispatcherProtocol                 (FleetSupport only: no domain)
 //   FleetAccess                        (FleetPostgres, DispatcherProtocol for the roles)
-//   FleetSchema                        (every owner's migrations: FleetQueue, FleetCallbacks, Renders, FleetAccess)
+//   RenderSchema CallbackSchema AccessSchema   (each owner's migrations alone, in its Migrations/ folder)
+//   FleetSchema                        (every owner's migrations: FleetQueue, LiveSettings, the three above; SQL only)
 //   FleetTracing                       (FleetHTTPClient: the tracer and its OTLP/HTTP exporter)
-//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP, FleetSchema, FleetTracing, FleetStorage)
+//   FleetRuntime                       (FleetQueue, FleetPostgres, FleetHTTP, FleetTracing, FleetStorage: no domain;
+//                                       each executable hands it FleetSchema)
 //
 // Above them: DispatcherCore (the dispatcher's server), FleetCommands (the workers' shared CLI),
 // the executables, and the test support (DrillKinds, FakeProviders).
@@ -67,7 +70,8 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Sources/Shared/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CSodium", path: "Sources/Shared/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // Fixed-argument wrappers for the variadic C calls Swift cannot make.
-        .target(name: "CFleetShims", dependencies: ["CVips", "CCurl"], path: "Sources/Shared/CFleetShims"),
+        .target(name: "CCurlShims", dependencies: ["CCurl"], path: "Sources/Shared/CCurlShims"),
+        .target(name: "CVipsShims", dependencies: ["CVips"], path: "Sources/Shared/CVipsShims"),
         // glibc's posix_spawn action that closes every inherited descriptor, declared only under _GNU_SOURCE.
         .target(name: "CSpawnShims", path: "Sources/Shared/CSpawnShims"),
 
@@ -78,7 +82,7 @@ let package = Package(
         // Imports nothing of ours.
         .target(name: "FleetPostgres", dependencies: ["CLibPQ", log, serviceLifecycle], path: "Sources/Shared/FleetPostgres"),
         // The outbound HTTP client (libcurl's multi interface) every provider client uses.
-        .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CFleetShims", tracing], path: "Sources/Shared/FleetHTTPClient"),
+        .target(name: "FleetHTTPClient", dependencies: ["FleetSupport", "CCurl", "CCurlShims", tracing], path: "Sources/Shared/FleetHTTPClient"),
         // Where images live: storage keys and ids, the local store, atomic files, the stores' growth
         // counters, and the groundwork of object storage (S3/: AWS Signature V4 and presigned URLs,
         // HMAC from swift-crypto).
@@ -106,27 +110,42 @@ let package = Package(
         // (Replicate, rembg, libvips), the image jobs' payloads and handlers.
         .target(
             name: "Imaging",
-            dependencies: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "LiveSettings", "CVips", "CFleetShims", log, metrics],
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "LiveSettings", "CVips", "CVipsShims", log, metrics],
             path: "Sources/Shared/Imaging"
         ),
+        // The try-on providers: fal (FASHN, Nano Banana Pro), Google Virtual Try-On and the offline
+        // `local` composite (libvips, through Imaging), their HTTP, OAuth and webhook signatures,
+        // and the values they share with the renders (categories, error codes, a default limit).
+        // Knows neither the queue nor the render store.
+        .target(
+            name: "Providers",
+            dependencies: ["FleetSupport", "FleetHTTPClient", "Imaging", "CSodium", crypto, cryptoExtras, metrics],
+            path: "Sources/Shared/Providers"
+        ),
         // Renders: requests and their credits, the render store, the render run (`render.run`'s handler),
-        // the try-on providers (fal, Google, local), provider webhooks' verification, onboarding
-        // tokens, the render sweeps.
+        // onboarding tokens, the render sweeps; the providers it calls are `Providers`.
         .target(
             name: "Renders",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "LiveSettings", "CSodium",
-                crypto, cryptoExtras, log, metrics, serviceLifecycle, tracing,
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Providers", "LiveSettings", "CSodium",
+                log, metrics, serviceLifecycle, tracing,
             ],
-            path: "Sources/Shared/Renders"
+            path: "Sources/Shared/Renders",
+            exclude: ["Migrations"]
         ),
+        // The renders' and credits' tables: their migrations alone, so that a process migrating
+        // the schema links no render code.
+        .target(name: "RenderSchema", dependencies: ["FleetPostgres", "FleetQueue"], path: "Sources/Shared/Renders/Migrations"),
         // Calling out: signed completion callbacks (`callback.deliver`) and HTTP jobs (`http.request`),
         // the outbound allow-list and its SSRF checks, Standard Webhooks signing.
         .target(
             name: "FleetCallbacks",
             dependencies: ["FleetSupport", "FleetQueue", "FleetHTTPClient", crypto],
-            path: "Sources/Shared/FleetCallbacks"
+            path: "Sources/Shared/FleetCallbacks",
+            exclude: ["Migrations"]
         ),
+        // The callbacks' triggers: their migrations alone.
+        .target(name: "CallbackSchema", dependencies: ["FleetPostgres", "FleetQueue"], path: "Sources/Shared/FleetCallbacks/Migrations"),
         // The dispatcher's socket protocol: wire types, frames, settings, the Swift client.
         .target(name: "DispatcherProtocol", dependencies: ["FleetSupport", nioCore, nioPosix, nioSSL], path: "Sources/Shared/DispatcherProtocol"),
         // Who may do what: access tokens and their roles, the console's sessions and login key;
@@ -134,12 +153,16 @@ let package = Package(
         .target(
             name: "FleetAccess",
             dependencies: ["FleetSupport", "FleetPostgres", "DispatcherProtocol", "CSodium", log, serviceLifecycle],
-            path: "Sources/Shared/FleetAccess"
+            path: "Sources/Shared/FleetAccess",
+            exclude: ["Migrations"]
         ),
-        // The whole schema: every owner's migrations, in the order the runner applies them.
+        // The access tables: their migrations alone (no libsodium).
+        .target(name: "AccessSchema", dependencies: ["FleetPostgres"], path: "Sources/Shared/FleetAccess/Migrations"),
+        // The whole schema: every owner's migrations, in the order the runner applies them. SQL only:
+        // each executable hands it to the runtime without linking the owners' code.
         .target(
             name: "FleetSchema",
-            dependencies: ["FleetPostgres", "FleetQueue", "LiveSettings", "FleetCallbacks", "Renders", "FleetAccess"],
+            dependencies: ["FleetPostgres", "FleetQueue", "LiveSettings", "CallbackSchema", "RenderSchema", "AccessSchema"],
             path: "Sources/Shared/FleetSchema"
         ),
         // Traces: the tracer (sampling, spans, W3C traceparent), its bounded buffer of finished spans
@@ -154,7 +177,7 @@ let package = Package(
         .target(
             name: "FleetRuntime",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "FleetHTTP", "FleetSchema", "FleetTracing",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "FleetHTTP", "FleetTracing",
                 log, prometheus, serviceLifecycle, tracing,
             ],
             path: "Sources/Shared/FleetRuntime"
@@ -165,24 +188,24 @@ let package = Package(
         .target(
             name: "DispatcherCore",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "Providers",
                 "FleetCallbacks", "DispatcherProtocol", "FleetAccess", "CSodium", hummingbird, mustache, nioCore, nioPosix, nioSSL, log, metrics, serviceLifecycle, tracing,
             ],
             path: "Sources/Shared/DispatcherCore"
         ),
         // The workers' shared command line (run, migrate).
-        .target(name: "FleetCommands", dependencies: ["FleetPostgres", "FleetQueue", "FleetRuntime", "FleetStorage", argumentParser, log], path: "Sources/Shared/FleetCommands"),
+        .target(name: "FleetCommands", dependencies: ["FleetPostgres", "FleetQueue", "FleetRuntime", "FleetSchema", "FleetStorage", argumentParser, log], path: "Sources/Shared/FleetCommands"),
         .executableTarget(
             name: "Dispatcher",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "FleetStorage", "FleetObjectStore", "Imaging", "Renders", "DispatcherProtocol",
-                "FleetCallbacks", "FleetAccess", "FleetRuntime", "DispatcherCore", "FleetCommands", argumentParser, log, serviceLifecycle,
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetHTTP", "FleetQueue", "FleetStorage", "FleetObjectStore", "Imaging", "Renders", "Providers", "DispatcherProtocol",
+                "FleetCallbacks", "FleetAccess", "FleetRuntime", "FleetSchema", "DispatcherCore", "FleetCommands", argumentParser, log, serviceLifecycle,
             ]
         ),
         .executableTarget(
             name: "RenderWorker",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders", "Providers",
                 "FleetRuntime", "FleetCommands", argumentParser, log,
             ]
         ),
@@ -196,12 +219,12 @@ let package = Package(
         .executableTarget(name: "FleetDrill", dependencies: ["DrillKinds", argumentParser]),
         .executableTarget(
             name: "FleetDemo",
-            dependencies: ["FleetSupport", "FleetPostgres", "FleetStorage", "FleetObjectStore", "Renders", "DispatcherProtocol", "FleetRuntime", argumentParser]
+            dependencies: ["FleetSupport", "FleetPostgres", "FleetStorage", "FleetObjectStore", "Renders", "Providers", "DispatcherProtocol", "FleetRuntime", argumentParser]
         ),
         .executableTarget(
             name: "FleetBench",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders", "Providers",
                 "DispatcherProtocol", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetAccess", "FleetSchema", argumentParser, hummingbird, log,
                 nioCore, nioPosix,
             ],
@@ -211,7 +234,7 @@ let package = Package(
         // Test support, linked by no production executable.
         // The synthetic kinds (drill.noop, drill.script) and their worker: load drills, the queue
         // benchmarks and the tests.
-        .target(name: "DrillKinds", dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime"], path: "Sources/Shared/DrillKinds"),
+        .target(name: "DrillKinds", dependencies: ["FleetSupport", "FleetQueue", "FleetRuntime", "FleetSchema"], path: "Sources/Shared/DrillKinds"),
         // Fake provider servers (fal, Google, Replicate, rembg) on loopback speaking the real wire
         // formats, and a proxy that counts and faults S3 requests: used by the tests and by fleet-bench.
         .target(
@@ -225,9 +248,9 @@ let package = Package(
         .testTarget(
             name: "SharedTests",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "Providers",
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
-                "FleetSchema", "FleetTracing", "CVips", "CFleetShims",
+                "FleetSchema", "RenderSchema", "CallbackSchema", "FleetTracing", "CVips", "CVipsShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,
@@ -235,7 +258,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RenderTests",
-            dependencies: ["FleetSupport", "FleetHTTPClient", "Renders", "FakeProviders", "CSodium", hummingbird, crypto, cryptoExtras]
+            dependencies: ["FleetSupport", "FleetHTTPClient", "Renders", "Providers", "FakeProviders", "CSodium", hummingbird, crypto, cryptoExtras]
         ),
     ]
 )

@@ -8,11 +8,37 @@ python3 - "${1:-}" <<'PY'
 import re, sys
 package = open("Package.swift").read()
 targets = re.findall(r'\.(?:target|executableTarget)\(\s*name: "(\w+)"', package)
-ours = set(targets) - {"CFleetShims", "CSpawnShims"}
+ours = set(targets) - {"CCurlShims", "CVipsShims", "CSpawnShims"}
 edges = set()
 for m in re.finditer(r'\.(?:target|executableTarget)\(\s*name: "(\w+)",\s*dependencies: \[(.*?)\]', package, re.S):
     if m.group(1) in ours:
         edges |= {(m.group(1), d) for d in re.findall(r'"(\w+)"', m.group(2)) if d in ours}
+# What a target links, its own targets and system libraries: the dependencies' closure.
+direct = {}
+for m in re.finditer(r'\.(?:target|executableTarget)\(\s*name: "(\w+)",\s*dependencies: \[(.*?)\]', package, re.S):
+    direct[m.group(1)] = set(re.findall(r'"(\w+)"', m.group(2)))
+def links(target, seen=None):
+    seen = set() if seen is None else seen
+    for d in direct.get(target, ()):
+        if d not in seen:
+            seen.add(d)
+            links(d, seen)
+    return seen
+# The runtime knows no domain; the drill worker links none of the render code, the providers or
+# libsodium (each executable hands the runtime the schema, which is SQL only).
+rules = {
+    "FleetRuntime": {"Renders", "Providers", "Imaging", "FleetCallbacks", "FleetAccess", "LiveSettings", "CSodium", "CVips"},
+    "FleetSchema": {"Renders", "Providers", "Imaging", "FleetCallbacks", "FleetAccess", "CSodium", "CVips"},
+    "FleetDrill": {"Renders", "Providers", "Imaging", "FleetCallbacks", "FleetAccess", "CSodium", "CVips"},
+}
+# The providers import neither the queue nor the render store (the local composite reaches libvips
+# through Imaging).
+imports = {"Providers": {"FleetQueue", "FleetPostgres", "Renders"}}
+broken = [f"{t} links {', '.join(sorted(links(t) & banned))}" for t, banned in rules.items() if links(t) & banned]
+broken += [f"{t} depends on {', '.join(sorted(direct[t] & banned))}" for t, banned in imports.items() if direct[t] & banned]
+for failure in broken:
+    print(f"check-architecture: FAIL: {failure}")
+if broken: sys.exit(1)
 if sys.argv[1] == "--print":
     print("```mermaid\ngraph TD")
     for a, b in sorted(edges): print(f"    {a} --> {b}")
@@ -24,5 +50,5 @@ missing, extra = edges - drawn, drawn - edges
 for a, b in sorted(missing): print(f"check-architecture: FAIL: {a} --> {b} is in Package.swift, not in docs/architecture.md")
 for a, b in sorted(extra): print(f"check-architecture: FAIL: {a} --> {b} is in docs/architecture.md, not in Package.swift")
 if missing or extra: sys.exit(1)
-print(f"check-architecture: OK ({len(edges)} dependencies between {len(ours)} targets drawn)")
+print(f"check-architecture: OK ({len(edges)} dependencies between {len(ours)} targets drawn; {', '.join(rules)} link no domain they must not)")
 PY

@@ -6,12 +6,14 @@ import FleetHTTPClient
 import FleetPostgres
 import FleetQueue
 import FleetRuntime
+import FleetSchema
 import FleetStorage
 import Foundation
 import Logging
 import FleetCommands
 import FleetHTTP
 import FleetCallbacks
+import Providers
 import ServiceLifecycle
 import Renders
 
@@ -84,7 +86,7 @@ struct Run: AsyncParsableCommand {
             settings, pool: pool,
             routes: [WebhookRoutes(settings: webhooks, http: http, store: RenderStore(pool: pool), logger: logger), console], logger: logger)
         try await FleetProcess.run(http: listener, logger: logger) {
-            try await FleetProcess.migrate(settings, logger: logger)
+            try await FleetProcess.migrate(settings, schema: FleetSchema.migrations, logger: logger)
             try await RenderCapacity(pool: pool).seedDefaults(perRequester: renderSettings.perUserConcurrency)
             let notifier = settings.makeNotifier(logger: logger)
             let stack = try await DispatcherStack.bind(

@@ -2,6 +2,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
+import Providers
 import Renders
 
 /// What the chaos run's workers must have stored, made here by the same code from the same

@@ -8,6 +8,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
+import Providers
 import Renders
 
 /// `fleet-bench chaos` (run by `scripts/chaos.sh`, which makes the hosts): the dispatcher here,

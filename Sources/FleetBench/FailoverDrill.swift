@@ -7,6 +7,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
+import Providers
 import Renders
 
 /// `fleet-bench failover` (run by `scripts/failover-drill.sh`, which makes the primary and its

@@ -11,6 +11,7 @@ import Foundation
 import Hummingbird
 import Imaging
 import Logging
+import Providers
 import Renders
 
 /// `fleet-bench render`: one `render-worker` process keeps `--in-flight` renders going against

@@ -6,6 +6,7 @@ import FleetObjectStore
 import FleetStorage
 import FleetSupport
 import Foundation
+import Providers
 import Renders
 
 /// The demo behind `scripts/run.sh`: a body photo and a garment photo go through the running

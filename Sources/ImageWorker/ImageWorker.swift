@@ -5,6 +5,7 @@ import FleetPostgres
 import FleetQueue
 import FleetRuntime
 import FleetStorage
+import FleetSupport
 import Foundation
 import Imaging
 import Logging

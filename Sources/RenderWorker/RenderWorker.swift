@@ -9,6 +9,7 @@ import FleetSupport
 import Foundation
 import Imaging
 import FleetCommands
+import Providers
 import Renders
 
 @main

@@ -1,6 +1,7 @@
 import FakeProviders
 import FleetHTTPClient
 import Foundation
+@testable import Providers
 @testable import Renders
 import Testing
 

@@ -4,6 +4,7 @@ import FakeProviders
 import FleetHTTPClient
 import Foundation
 import Hummingbird
+@testable import Providers
 @testable import Renders
 import Synchronization
 import Testing

@@ -1,5 +1,6 @@
 import FleetSupport
 import Foundation
+@testable import Providers
 @testable import Renders
 import Testing
 

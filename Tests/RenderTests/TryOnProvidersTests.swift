@@ -2,6 +2,7 @@ import FakeProviders
 import FleetHTTPClient
 import FleetSupport
 import Foundation
+@testable import Providers
 @testable import Renders
 import Testing
 

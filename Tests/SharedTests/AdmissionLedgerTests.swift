@@ -1,6 +1,7 @@
 @testable import DispatcherCore
 import DispatcherProtocol
 @testable import FleetQueue
+@testable import Providers
 @testable import Renders
 import Testing
 

@@ -1,4 +1,4 @@
-import CFleetShims
+import CVipsShims
 import FakeProviders
 import FleetHTTPClient
 import FleetSupport

@@ -4,6 +4,7 @@ import FleetPostgres
 @testable import FleetQueue
 import FleetSupport
 import Foundation
+@testable import Providers
 import Renders
 import Testing
 

@@ -2,6 +2,7 @@ import FleetHTTPClient
 import FleetQueue
 import FleetSupport
 import Foundation
+@testable import Providers
 @testable import Renders
 import Testing
 

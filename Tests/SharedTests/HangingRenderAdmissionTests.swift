@@ -6,6 +6,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 import Imaging
+@testable import Providers
 @testable import Renders
 import Testing
 

@@ -1,6 +1,7 @@
 @testable import DispatcherCore
 import FleetPostgres
 @testable import FleetQueue
+@testable import FleetSupport
 import Foundation
 import Testing
 

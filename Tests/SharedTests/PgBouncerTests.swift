@@ -6,6 +6,7 @@ import FleetHTTPClient
 import FleetPostgres
 import FleetSchema
 import Foundation
+@testable import Providers
 import Renders
 import Testing
 

@@ -22,7 +22,7 @@ import Testing
             try await q.pool.query("SELECT * FROM no_such_table")
         } throws: { error in
             guard case PostgresError.server(let state, let message, _) = error else { return false }
-            return state == "42P01" && message.contains("no_such_table")
+            return state.rawValue == "42P01" && message.contains("no_such_table")
         }
     }
 

@@ -5,6 +5,7 @@ import FleetStorage
 import FleetSupport
 import Foundation
 @testable import Imaging
+@testable import Providers
 @testable import Renders
 import Testing
 

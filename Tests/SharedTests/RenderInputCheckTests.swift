@@ -2,6 +2,7 @@ import FleetQueue
 import FleetStorage
 import Foundation
 @testable import Imaging
+@testable import Providers
 @testable import Renders
 import Synchronization
 import Testing

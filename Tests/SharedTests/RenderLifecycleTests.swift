@@ -6,6 +6,7 @@ import FleetSupport
 import Foundation
 @testable import Imaging
 import Logging
+@testable import Providers
 @testable import Renders
 import Testing
 

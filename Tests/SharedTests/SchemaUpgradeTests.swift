@@ -5,6 +5,9 @@ import FleetSchema
 import FleetSupport
 import Foundation
 import Imaging
+@testable import Providers
+@testable import CallbackSchema
+@testable import RenderSchema
 @testable import Renders
 import Testing
 
@@ -77,6 +80,8 @@ import Testing
 @Suite struct SchemaNamesTests {
     @Test func triggersEnqueueTheCallbackKindAndWakeTheQueuesChannel() {
         #expect(RenderMigrations.callbackKind == JobKind.callbackDeliver)
+        #expect(RenderMigrations.purgeKind == JobKind.accountPurge)
+        #expect(CallbackMigrations.callbackKind == JobKind.callbackDeliver)
         let notifying = FleetSchema.migrations.filter { $0.sql.contains("pg_notify(") }
         let triggers = notifying.filter { $0.sql.contains("_enqueue_callback()") }
         // The jobs' and the renders' callback functions (7), the jobs' again (10), the renders' again

@@ -5,6 +5,7 @@ import FleetObjectStore
 import FleetStorage
 import FleetSupport
 import Foundation
+@testable import Providers
 @testable import Renders
 import Testing
 

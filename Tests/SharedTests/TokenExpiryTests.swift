@@ -5,6 +5,7 @@ import FleetStorage
 import Foundation
 import Imaging
 import Logging
+@testable import Providers
 @testable import Renders
 import Testing
 

@@ -1,6 +1,7 @@
 // Synthetic job kinds, run by `fleet-drill` for queue tests, benchmarks and load drills.
 import FleetQueue
 import FleetRuntime
+import FleetSchema
 import FleetSupport
 import Foundation
 
@@ -100,7 +101,7 @@ public enum DrillWorker {
         let settings = try FleetProcess.bootstrap(defaultConcurrency: defaultConcurrency)
         let log = ExecutionLog(path: executionLog)
         try await FleetProcess.runWorker(
-            executable: executable, settings: settings,
+            executable: executable, settings: settings, schema: FleetSchema.migrations,
             handlers: { _ in [NoopHandler(executions: log), ScriptHandler(executions: log)] })
     }
 }

@@ -141,7 +141,7 @@ public struct AccessTokenStore: Sendable {
         do {
             try await pool.query("INSERT INTO access_tokens (name, role, token_hash) VALUES ($1, $2, decode($3, 'hex'))",
                                  [name, role.rawValue, AccessTokens.digest(token).hexString])
-        } catch PostgresError.server("23505", _, _) {
+        } catch PostgresError.server(.uniqueViolation, _, _) {
             throw StoreError.nameTaken(name)
         }
         return token

@@ -2,6 +2,7 @@ import ArgumentParser
 import FleetPostgres
 import FleetQueue
 import FleetRuntime
+import FleetSchema
 import FleetStorage
 import Foundation
 import Logging
@@ -14,7 +15,7 @@ public struct MigrateCommand: AsyncParsableCommand {
 
     public func run() async throws {
         let settings = try FleetProcess.bootstrap()
-        try await FleetProcess.migrate(settings, logger: Logger(label: ProcessInfo.processInfo.processName))
+        try await FleetProcess.migrate(settings, schema: FleetSchema.migrations, logger: Logger(label: ProcessInfo.processInfo.processName))
     }
 }
 
@@ -35,7 +36,7 @@ extension WorkerRunCommand {
 
     public func run() async throws {
         let settings = try FleetProcess.bootstrap(defaultConcurrency: Self.defaultConcurrency)
-        try await FleetProcess.runWorker(executable: Self.executable, settings: settings, storage: Self.storage(settings: settings)) { notifier in
+        try await FleetProcess.runWorker(executable: Self.executable, settings: settings, schema: FleetSchema.migrations, storage: Self.storage(settings: settings)) { notifier in
             try Self.handlers(settings: settings, notifier: notifier)
         }
     }

@@ -1,5 +1,5 @@
 import CCurl
-import CFleetShims
+import CCurlShims
 import FleetSupport
 import Foundation
 import Synchronization

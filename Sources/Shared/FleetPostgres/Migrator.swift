@@ -1,6 +1,6 @@
 import Logging
 
-/// Applies the pending migrations (the fleet's are `FleetSchema.migrations`). Any number of
+/// Applies the pending migrations (the fleet's are `FleetSchema.migrations`, handed down by each executable). Any number of
 /// processes may call it at once. Each version, with all its parts, is one transaction, which
 /// first takes a transaction-scoped advisory lock: one process applies while the others wait,
 /// then find it applied. The lock needs no session, so the migrator runs through a pooler in

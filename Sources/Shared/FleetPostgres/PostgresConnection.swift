@@ -160,7 +160,7 @@ public final class PostgresConnection: Sendable {
             PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
         }
         return .server(
-            sqlState: field("C") ?? "XX000",
+            sqlState: field("C").map(SQLState.init(rawValue:)) ?? .internalError,
             message: field("M") ?? String(cString: PQresultErrorMessage(result)),
             detail: field("D"))
     }

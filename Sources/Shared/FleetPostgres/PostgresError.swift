@@ -8,7 +8,7 @@ public enum PostgresError: Error, CustomStringConvertible, Sendable {
     /// An open connection broke (server restarted, network cut). Safe to retry on a new one.
     case connectionLost(String)
     /// The server rejected a statement.
-    case server(sqlState: String, message: String, detail: String?)
+    case server(sqlState: SQLState, message: String, detail: String?)
     /// A result column held something the caller could not decode.
     case decoding(column: String, value: String?, expected: String)
 
@@ -30,9 +30,7 @@ public enum PostgresError: Error, CustomStringConvertible, Sendable {
         switch self {
         case .connectionFailed, .connectionLost: true
         case .server(let state, _, _):
-            // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now,
-            // 08xxx connection exceptions, 40001 serialization, 40P01 deadlock.
-            state.hasPrefix("08") || ["57P01", "57P02", "57P03", "40001", "40P01"].contains(state)
+            state.isConnectionException || state.isConflict || [.adminShutdown, .crashShutdown, .cannotConnectNow].contains(state)
         case .invalidConnectionString, .decoding: false
         }
     }

@@ -30,6 +30,27 @@ extension PostgresExecutor {
             try await query(PostgresPool.notifyWithoutFlushWaitSQL, [topic.name, PostgresArray([topic.encode(payload)])])
         }
     }
+
+    /// Runs `body` in a transaction: the caller's when the executor joins one (its caller then
+    /// decides what a conflict means), otherwise one of its own on a lent connection, run again,
+    /// up to `attempts` runs in all, when the server rolled it back to settle a conflict with
+    /// another (`SQLState.isConflict`: a deadlock's victim, a serialization failure). The server
+    /// undid it whole, so another run starts from nothing. For transactions that lock rows others
+    /// lock in their own order: an enqueue locking the jobs it runs after while a worker's
+    /// outcome batch ends them, a render locking its image jobs.
+    public func transactionRetryingConflicts<T: Sendable>(
+        attempts: Int = 3, _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        if joinsCallerTransaction { return try await withConnection(body) }
+        var run = 1
+        while true {
+            do {
+                return try await withConnection { try await $0.transaction(body) }
+            } catch PostgresError.server(let state, _, _) where state.isConflict && run < attempts {
+                run += 1
+            }
+        }
+    }
 }
 
 extension PostgresPool: PostgresExecutor {

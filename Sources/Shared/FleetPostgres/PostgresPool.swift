@@ -49,24 +49,6 @@ public actor PostgresPool {
         }
     }
 
-    /// Runs `body` in a transaction on a lent connection, and runs it again, up to `attempts` runs
-    /// in all, when the server ended it as a deadlock's victim (40P01): the server rolled it back
-    /// whole, so another run starts from nothing. For transactions that lock rows others also
-    /// lock in their own order (a render locking the image jobs it runs after, while a worker's
-    /// batch ends them).
-    public nonisolated func transactionRetryingDeadlocks<T: Sendable>(
-        attempts: Int = 3, _ body: (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        var run = 1
-        while true {
-            do {
-                return try await withConnection { try await $0.transaction(body) }
-            } catch PostgresError.server("40P01", _, _) where run < attempts {
-                run += 1
-            }
-        }
-    }
-
     /// Sends `payload` on `topic` in a transaction of its own whose commit does not wait for
     /// the disk. PostgreSQL queues notifications in commit order under one database-wide lock,
     /// held until the notifying transaction's commit is flushed: a notify inside a durable write

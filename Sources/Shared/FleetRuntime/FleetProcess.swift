@@ -1,6 +1,5 @@
 import FleetHTTP
 import FleetPostgres
-import FleetSchema
 import FleetStorage
 import FleetTracing
 import FleetQueue
@@ -25,13 +24,14 @@ public enum FleetProcess {
         return settings
     }
 
-    /// Applies pending migrations, waiting up to `patience` for a database that is still starting.
-    public static func migrate(_ settings: FleetSettings, logger: Logger, patience: Duration = .seconds(30)) async throws {
+    /// Applies `schema`'s pending migrations (the executable's: `FleetSchema.migrations`), waiting
+    /// up to `patience` for a database that is still starting.
+    public static func migrate(_ settings: FleetSettings, schema: [Migration], logger: Logger, patience: Duration = .seconds(30)) async throws {
         let clock = ContinuousClock()
         let deadline = clock.now + patience
         while true {
             do {
-                try await Migrator(migrations: FleetSchema.migrations, logger: logger)
+                try await Migrator(migrations: schema, logger: logger)
                     .migrate(conninfo: settings.databaseURL, statements: settings.databaseStatements)
                 return
             } catch let error as PostgresError where error.isTransient && clock.now < deadline {
@@ -46,7 +46,7 @@ public enum FleetProcess {
     /// With `storage` (the workers whose jobs read or write images) in a bucket, the store is
     /// checked before the first claim and while the worker runs (`StorageReadiness`).
     public static func runWorker(
-        executable: String, settings: FleetSettings, storage: (any ImageStorage)? = nil,
+        executable: String, settings: FleetSettings, schema: [Migration], storage: (any ImageStorage)? = nil,
         handlers makeHandlers: (Notifier) throws -> [any JobHandler]
     ) async throws {
         let logger = Logger(label: executable)
@@ -70,7 +70,7 @@ public enum FleetProcess {
             ])
         }
         try await run(http: http(settings, pool: pool, checks: checks, logger: logger), logger: logger) {
-            try await migrate(settings, logger: logger)
+            try await migrate(settings, schema: schema, logger: logger)
             await storageReadiness?.check()
             let runtime = WorkerRuntime(
                 executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),

@@ -1,9 +1,9 @@
-import FleetAccess
-import FleetCallbacks
+import AccessSchema
+import CallbackSchema
 import FleetPostgres
 import FleetQueue
 import LiveSettings
-import Renders
+import RenderSchema
 
 /// The fleet's schema: every owner's migrations (each beside the module whose tables it
 /// creates: `Sources/Shared/<Module>/Migrations/`, one file each). A version released with parts

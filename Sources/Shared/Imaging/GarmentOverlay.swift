@@ -1,4 +1,4 @@
-import CFleetShims
+import CVipsShims
 import Foundation
 
 /// A garment laid over a body photo, scaled to a fraction of its width, centred, its top edge at

@@ -1,4 +1,4 @@
-import CFleetShims
+import CVipsShims
 import CVips
 import Foundation
 

@@ -1,5 +1,6 @@
 import FleetPostgres
 import FleetQueue
+import FleetSupport
 import Foundation
 import LiveSettings
 

@@ -1,20 +1,10 @@
 import Foundation
+import Providers
 
 public enum RenderStatus: String, Codable, Sendable {
     case pending, processing, complete, failed
 
     public var isTerminal: Bool { self == .complete || self == .failed }
-}
-
-/// The business codes a render ends with or is refused with (docs/product.md, "Error codes").
-/// `RENDER_BUSY` and the onboarding token's codes are not here: only the protocol carries them
-/// (`DispatcherErrorCode`).
-public enum RenderErrorCode: String, Codable, Sendable {
-    case renderFailed = "RENDER_FAILED"
-    case renderTimeout = "RENDER_TIMEOUT"
-    case insufficientCredits = "INSUFFICIENT_CREDITS"
-    case invalidCategory = "INVALID_CATEGORY"
-    case subscriptionExpired = "SUBSCRIPTION_EXPIRED"
 }
 
 /// One row of `renders`, as the status operations and the worker read it.

@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetQueue
 import Foundation
+import Providers
 
 /// Renders within the providers' capacity (docs/product.md, "Provider capacity": the fleet
 /// never sends a provider more than its share; one user's burst never starves another's render).
@@ -39,7 +40,9 @@ public struct RenderCapacity: Sendable {
     ///   model (regional quota; 429 `RESOURCE_EXHAUSTED` beyond), and about 10 s each.
     /// - `local` (offline): no provider behind it; unlimited.
     public static func defaultLimits(perRequester: Int) -> [ConcurrencyLimit] {
-        TryOnProviders.registered.compactMap(\.defaultLimit) + [ConcurrencyLimit(key: perRequesterRule, maxRunning: perRequester)]
+        TryOnProviders.registered.compactMap { provider in
+            provider.defaultLimit.map { ConcurrencyLimit(key: providerKey(provider.name), maxRunning: $0.maxRunning, rate: $0.rate, rateWindow: $0.rateWindow) }
+        } + [ConcurrencyLimit(key: perRequesterRule, maxRunning: perRequester)]
     }
 
     public func seedDefaults(perRequester: Int) async throws {

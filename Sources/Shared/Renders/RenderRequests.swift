@@ -5,6 +5,7 @@ import FleetSupport
 import Foundation
 import Imaging
 import Metrics
+import Providers
 
 /// Who asks for a render: an account, or an app at first launch with its onboarding token.
 public enum Requester: Sendable, Equatable {
@@ -137,7 +138,7 @@ public struct RenderRequests: Sendable {
             throw refusal
         }
         do {
-            let render = try await pool.transactionRetryingDeadlocks { connection in
+            let render = try await pool.transactionRetryingConflicts { connection in
                 try await insert(request, provider: settings.provider, on: connection) { pending in
                     // Photos named by id still being made count as uploads do: a render that
                     // cannot make its deadline behind them is refused now, its transaction undone.
@@ -159,7 +160,7 @@ public struct RenderRequests: Sendable {
             // The same render id again, found by its unique violation (or asked again after the
             // token was linked or spent): the first render is the answer, charged once. A unique
             // violation for another id is the token's one render, already made.
-            let uniqueViolation = if case PostgresError.server("23505", _, _) = error { true } else { false }
+            let uniqueViolation = if case PostgresError.server(.uniqueViolation, _, _) = error { true } else { false }
             let tokenRefused = switch error as? RenderRequestError {
             case .invalidToken, .tokenAlreadyUsed, .tokenTechnicalFailuresExhausted: true
             default: false

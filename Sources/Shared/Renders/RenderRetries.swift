@@ -84,7 +84,7 @@ public struct RenderRetries: Sendable {
     /// `RenderRetryError` or `RenderRequestError` (`insufficientCredits`, `subscriptionExpired`),
     /// having changed nothing.
     public func retry(id: String) async throws -> RenderRecord {
-        let render = try await pool.transactionRetryingDeadlocks { (connection: PostgresConnection) async throws -> RenderRecord in
+        let render = try await pool.transactionRetryingConflicts { (connection: PostgresConnection) async throws -> RenderRecord in
             guard let row = try await connection.query(
                 "SELECT \(RenderStore.columns) FROM renders WHERE id = $1 FOR UPDATE", [id]).rows.first else { throw RenderRetryError.notFound(id) }
             let failed = try RenderStore.record(row)

@@ -1,6 +1,7 @@
 import FleetPostgres
 import Foundation
 import LiveSettings
+import Providers
 
 /// The render settings that change without a deploy (`LiveSettings`): the active provider and
 /// the enabled garment categories. Read on every request, so an update applies to the next

@@ -1,6 +1,8 @@
 import FleetQueue
+import FleetSupport
 import Imaging
 import Logging
+import Providers
 
 /// Fails renders still open past their deadline (their worker died, or none started them)
 /// with `RENDER_TIMEOUT`, releasing their credits, then asks the provider to drop the job a

@@ -5,6 +5,7 @@ import FleetPostgres
 import FleetRuntime
 import Foundation
 import Logging
+@testable import Providers
 @testable import Renders
 import ServiceLifecycle
 import Synchronization

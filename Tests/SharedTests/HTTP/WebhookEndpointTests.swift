@@ -2,6 +2,7 @@ import DispatcherCore
 import FakeProviders
 import FleetSupport
 import Foundation
+@testable import Providers
 @testable import Renders
 import Testing
 

@@ -3,6 +3,7 @@ import FakeProviders
 import FleetHTTPClient
 import FleetSupport
 import Foundation
+@testable import Providers
 @testable import Renders
 import Testing
 

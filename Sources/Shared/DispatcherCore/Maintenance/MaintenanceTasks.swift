@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetQueue
 import Logging
+import Providers
 import Renders
 
 /// The built-in tasks the schedule can name, each one maintenance service (one file each), and

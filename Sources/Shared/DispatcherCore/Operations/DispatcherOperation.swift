@@ -140,7 +140,7 @@ extension DispatcherError {
             self.init(.storageNotPresignable, ImageURLsUnavailable.message)
         case let error as PostgresError where error.isTransient:
             self.init(.unavailable, "the database is unavailable; retry later")
-        case PostgresError.server(let state, let message, _) where state.hasPrefix("22"):
+        case PostgresError.server(let state, let message, _) where state.isDataException:
             // Data exceptions: a value the database cannot store (out of range, NUL in text…).
             self.init(.badArgument, message)
         default:

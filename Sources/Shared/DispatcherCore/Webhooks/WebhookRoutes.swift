@@ -7,6 +7,7 @@ import Hummingbird
 import Logging
 import Metrics
 import NIOCore
+import Providers
 import Renders
 import Tracing
 

@@ -6,10 +6,14 @@ import FleetQueue
 public enum CallbackMigrations {
     public static let all = [completionCallbacks, jobCallbackTraces, dependentCallbacks]
 
+    /// The kind its trigger enqueues, named here since the schema links none of FleetCallbacks'
+    /// code: `SchemaUpgradeTests` checks it is `JobKind.callbackDeliver`.
+    static let callbackKind: JobKind = "callback.deliver"
+
     /// The trigger function of version 7 and, carrying the job's trace, of version 10.
     static func jobCallbackFunction(replacing: Bool, carryingTrace: Bool) -> String {
         JobTriggers.enqueueFunction(
-            "jobs_enqueue_callback", replacing: replacing, kind: .callbackDeliver, payload: jobFinishedEvent, priority: 1, maxAttempts: 12,
+            "jobs_enqueue_callback", replacing: replacing, kind: callbackKind, payload: jobFinishedEvent, priority: 1, maxAttempts: 12,
             idempotencyKey: "'callback:job:' || NEW.id || ':' || NEW.attempt", traceParent: carryingTrace ? "NEW.trace_parent" : nil)
     }
 

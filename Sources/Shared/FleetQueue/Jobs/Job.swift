@@ -1,3 +1,4 @@
+import FleetSupport
 import Foundation
 
 /// Where a job is in its life. `completed`, `dead` and `cancelled` are terminal; `waiting`: some

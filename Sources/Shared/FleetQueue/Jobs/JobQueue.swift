@@ -107,7 +107,7 @@ public struct JobQueue: Sendable {
         for job in jobs { try validate(job) }
         do {
             return try await insertMany(jobs)
-        } catch PostgresError.server(let state, let message, _) where state == "22P02" && message.contains("json") {
+        } catch PostgresError.server(.invalidTextRepresentation, let message, _) where message.contains("json") {
             // The server parses payloads anyway; parsing each one here as well would halve the enqueue rate.
             throw QueueError.invalidJob(field: .payload, reason: "must be a JSON object (\(message))")
         }

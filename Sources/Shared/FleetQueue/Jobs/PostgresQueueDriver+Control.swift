@@ -109,7 +109,7 @@ extension PostgresQueueDriver {
 
     public func jobRetry(id: Int64, runAt: Date?, guard retryGuard: (any JobRetryGuard)?) async throws -> JobRetryResult {
         guard let retryGuard else { return try await Self.retryOne(id: id, runAt: runAt, on: executor) }
-        return try await inTransaction { (connection: PostgresConnection) async throws -> JobRetryResult in
+        return try await executor.transactionRetryingConflicts { (connection: PostgresConnection) async throws -> JobRetryResult in
             guard let row = try await connection.query(
                 "SELECT kind, state, payload::text AS payload FROM jobs WHERE id = $1 FOR UPDATE", [id]).rows.first else { return .notFound }
             let candidate = RetryCandidate(id: id, kind: JobKind(rawValue: try row.string("kind")), payload: try row.string("payload"))
@@ -164,7 +164,7 @@ extension PostgresQueueDriver {
         _ filter: JobFilter, after: Int64?, limit: Int, guard retryGuard: any JobRetryGuard, dryRun: Bool
     ) async throws -> GuardedRetryBatch {
         let (condition, parameters) = filter.restricted(to: [.dead, .cancelled]).condition(firstParameter: 3)
-        return try await inTransaction { (connection: PostgresConnection) async throws -> GuardedRetryBatch in
+        return try await executor.transactionRetryingConflicts { (connection: PostgresConnection) async throws -> GuardedRetryBatch in
             let candidates = try await connection.query("""
                 SELECT id, kind, payload::text AS payload FROM jobs WHERE \(condition) AND -id < -$1::bigint
                 ORDER BY -id DESC LIMIT $2 FOR UPDATE SKIP LOCKED

@@ -32,21 +32,6 @@ extension PostgresQueueDriver {
         INSERT INTO job_dependencies (depends_on, job_id) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING
         """
 
-    /// Runs `body` in a transaction: the caller's, or one of its own on a pooled connection,
-    /// tried again when PostgreSQL broke a deadlock by aborting it (two enqueues locking shared
-    /// dependencies do so in id order, but a worker's outcome batch locks its jobs in its own).
-    func inTransaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        if executor.joinsCallerTransaction { return try await executor.withConnection(body) }
-        var attempt = 1
-        while true {
-            do {
-                return try await executor.withConnection { try await $0.transaction(body) }
-            } catch PostgresError.server(let state, _, _) where state == "40P01" && attempt < 3 {
-                attempt += 1
-            }
-        }
-    }
-
     /// Inserts jobs of which some run after others, within the caller's transaction on
     /// `connection`. A job whose idempotency key is taken answers that job without looking at
     /// its dependencies again (they may have ended since it was enqueued).
@@ -101,7 +86,7 @@ extension PostgresQueueDriver {
         try await withSpan("enqueue graph", ofKind: .producer) { span in
             span.attributes[TraceAttribute.jobCount] = graph.nodes.count
             let traceParent = TracePropagation.traceParent()
-            let enqueued = try await inTransaction { connection in
+            let enqueued = try await executor.transactionRetryingConflicts { connection in
                 var enqueued = [EnqueuedJob?](repeating: nil, count: graph.nodes.count)
                 // Layer by layer, each node after the ids its dependencies got in earlier layers.
                 for layer in graph.layers {
@@ -146,7 +131,7 @@ extension PostgresQueueDriver {
 
     public func jobRunAfter(id: Int64, attempt: Int, owner: String, jobs: [Int64]) async throws -> Bool {
         let wanted = Set(jobs).subtracting([id]).sorted()
-        return try await inTransaction { connection in
+        return try await executor.transactionRetryingConflicts { connection in
             // Locked as an enqueue after them locks them: none can end unseen before the commit.
             // Those that failed are left out: nothing is waited for from them, and an operator's
             // retry of this job, which counts its dependencies again, must not wait for them.

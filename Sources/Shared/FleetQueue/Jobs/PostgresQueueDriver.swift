@@ -85,7 +85,7 @@ public struct PostgresQueueDriver: QueueDriver {
             // Jobs that run after others take the dependencies' row locks in a transaction of
             // their own (`insertAfter`); every other batch stays one statement.
             let enqueued = jobs.contains(where: { !$0.after.isEmpty })
-                ? try await inTransaction { try await insertAfter(jobs, announce: announce, traceParent: traceParent, on: $0) }
+                ? try await executor.transactionRetryingConflicts { try await insertAfter(jobs, announce: announce, traceParent: traceParent, on: $0) }
                 : try await insert(jobs, announce: announce, traceParent: traceParent, on: executor)
             if jobs.count == 1 {
                 span.attributes[TraceAttribute.jobID] = enqueued[0].id

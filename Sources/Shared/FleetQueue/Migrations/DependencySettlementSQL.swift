@@ -1,4 +1,5 @@
 import FleetPostgres
+import FleetSupport
 
 /// SQL the dependency migrations share (17's row trigger, 18's set-based settlement, 21's locking order), written once.
 enum DependencySettlementSQL {

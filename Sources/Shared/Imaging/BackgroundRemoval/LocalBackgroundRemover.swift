@@ -1,4 +1,4 @@
-import CFleetShims
+import CVipsShims
 import FleetSupport
 import Foundation
 

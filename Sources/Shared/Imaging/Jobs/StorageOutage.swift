@@ -1,5 +1,6 @@
 import FleetQueue
 import FleetStorage
+import FleetSupport
 import Metrics
 import Synchronization
 

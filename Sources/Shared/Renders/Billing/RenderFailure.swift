@@ -1,4 +1,6 @@
+import FleetSupport
 import Foundation
+import Providers
 
 /// Why a render failed: the fleet's one list of failure reasons (`renders.failure_code`, the wire's
 /// `failureCode`, the failed `render.run` job's error code). The product's business code
@@ -66,27 +68,4 @@ public struct RenderFailure: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
-}
-
-/// Removes credentials from text that came from elsewhere (a provider's error body may echo the
-/// request's `Authorization` header, an error may carry a URL with a key in its query).
-enum SecretRedaction {
-    static let placeholder = "[redacted]"
-
-    /// `Bearer …`, `Key …`, `Basic …` (an Authorization header's schemes), then the values of
-    /// `key=`, `token:`, `"api_key": "…"` and their like; each with its replacement. Compiled per
-    /// use (a failure's message, a provider's error: rare), as NSRegularExpression is not Sendable.
-    private static let patterns = [
-        (#"\b((?i:bearer|basic)|Key)\s+[A-Za-z0-9._~+/=:-]{6,}"#, "$1 \(placeholder)"),
-        (#"(?i)\b((?:api[_-]?)?key|token|access[_-]?token|secret|password|authorization|signature|sig)("?\s*[:=]\s*"?)[^\s"',;&]{4,}"#,
-         "$1$2\(placeholder)"),
-    ]
-
-    static func redact(_ text: String) -> String {
-        patterns.reduce(text) { text, pattern in
-            // The patterns are constants, tested (`RenderFailureCodeTests`).
-            let expression = try! NSRegularExpression(pattern: pattern.0)
-            return expression.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: pattern.1)
-        }
-    }
 }

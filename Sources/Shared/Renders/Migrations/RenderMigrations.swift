@@ -9,8 +9,10 @@ public enum RenderMigrations {
         renderRetries, renderStartedAt,
     ]
 
-    /// FleetCallbacks' kind, which this module cannot import: `SchemaTests` checks they agree.
+    /// FleetCallbacks' and Imaging's kinds, which the schema does not import (a process that
+    /// migrates links no domain code): `SchemaUpgradeTests` checks they agree.
     static let callbackKind: JobKind = "callback.deliver"
+    static let purgeKind: JobKind = "account.purge"
 
     /// The trigger function of version 7, carrying the trace of the render's job from version 11,
     /// from version 19 the event saying which garment image was sent (`withGarmentInput`), from

@@ -5,6 +5,7 @@ import FleetSupport
 import Foundation
 import Imaging
 import Logging
+import Providers
 import Synchronization
 import Tracing
 

@@ -1,8 +1,10 @@
 import FleetPostgres
 import FleetQueue
 import FleetStorage
+import FleetSupport
 import Foundation
 import Imaging
+import Providers
 
 extension JobErrorCode {
     /// A render's body photo or garment is not stored and no job is making it yet (its request

@@ -1,6 +1,7 @@
 import DispatcherProtocol
 import FleetCallbacks
 import FleetQueue
+import Providers
 import Renders
 
 /// `render.request`: checks the arguments, then `RenderRequests` gates the category, reserves

@@ -1,5 +1,4 @@
 import FleetHTTPClient
-import FleetQueue
 import FleetSupport
 
 /// Nano Banana Pro image edit on fal (`fal-ai/nano-banana-pro/edit`): a general image editor told
@@ -58,7 +57,7 @@ public struct NanoBananaProProvider: FalTryOnProvider {
 extension NanoBananaProProvider {
     /// fal's queue, as FASHN (`FAL_KEY`, `FAL_QUEUE_URL`).
     public static let registration = TryOnProviderRegistration(
-        name: name, categories: categories, defaultLimit: ConcurrencyLimit(key: RenderCapacity.providerKey(name), maxRunning: 40),
+        name: name, categories: categories, defaultLimit: ProviderLimit(maxRunning: 40),
         webhookSources: FalWebhookSource.sources,
         make: { settings, http throws(ConfigurationError) in
             NanoBananaProProvider(key: try settings.falKey(for: name), queueURL: settings.falQueueURL, http: http)

@@ -1,5 +1,4 @@
 import FleetHTTPClient
-import FleetQueue
 import FleetSupport
 import Foundation
 import Metrics
@@ -92,36 +91,13 @@ extension ProviderError {
     }
 }
 
-extension ProviderError {
-    /// The failure a render ends with when this error ends it (its message is this description,
-    /// which names no key or token).
-    public var renderFailure: RenderFailure { RenderFailure(failureCode, description) }
-
-    var failureCode: RenderFailureCode {
-        switch self {
-        case .transient, .malformedResponse, .failed: .providerDown
-        case .rateLimited: .providerRateLimited
-        case .unauthorized, .unsupportedCategory: .providerMisconfigured
-        case .rejected(_, let status, _): HTTPStatus.refusesInput(status) ? .providerRejected : .providerMisconfigured
-        }
-    }
-}
-
-extension ProviderFailure {
-    /// The failure a render ends with when the provider's job ended so: a fault on the provider's
-    /// side (it says the same input may succeed) or its verdict on this input.
-    func renderFailure(provider: String) -> RenderFailure {
-        RenderFailure(retryable || code.hasPrefix("http_5") ? .providerDown : .providerRejected, "\(provider): the provider's job failed: \(description)")
-    }
-}
-
-enum HTTPStatus {
+public enum HTTPStatus {
     /// Worth another try: server faults, request timeout, rate limiting.
     static func isTransient(_ status: Int) -> Bool { status >= 500 || status == 408 || status == 429 }
 
     /// A verdict on the request's content (a bad or refused image), as opposed to the fleet
     /// asking wrongly (an unknown endpoint or model: 404, 405).
-    static func refusesInput(_ status: Int) -> Bool { [400, 413, 415, 422].contains(status) }
+    public static func refusesInput(_ status: Int) -> Bool { [400, 413, 415, 422].contains(status) }
 }
 
 enum ProviderText {

@@ -1,4 +1,4 @@
-#include "fleet_shims.h"
+#include "vips_shims.h"
 #include <string.h>
 
 static void fleet_quiet_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {

@@ -1,4 +1,4 @@
-#include "fleet_shims.h"
+#include "curl_shims.h"
 
 CURLcode fleet_curl_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);

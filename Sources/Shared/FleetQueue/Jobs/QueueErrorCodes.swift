@@ -1,14 +1,7 @@
-/// The code of a failed attempt: what `jobs.errors[].code` holds, `status` shows and `jobs.list`
-/// filters on. One type for the queue's boundary: the queue's own codes are here, and each
-/// domain declares its codes beside its errors (`ImageError`, `BackgroundRemovalError`,
-/// `ProviderError`). A struct, so that codes written by a newer version still read.
-public struct JobErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: String
+import FleetSupport
 
-    public init(rawValue: String) { self.rawValue = rawValue }
-
-    public var description: String { rawValue }
-
+/// The queue's own codes of a failed attempt.
+extension JobErrorCode {
     /// The payload does not decode as the kind's payload type.
     public static let malformedPayload = Self(rawValue: "MALFORMED_PAYLOAD")
     /// No handler of this fleet runs the kind.
@@ -24,10 +17,4 @@ public struct JobErrorCode: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let dependencyFailed = Self(rawValue: "DEPENDENCY_FAILED")
     /// The handler's result is larger than `JobResultLimit.maxBytes`.
     public static let resultTooLarge = Self(rawValue: "RESULT_TOO_LARGE")
-}
-
-/// An error that carries its job error code: recorded with the failed attempt even when the
-/// attempt is retried.
-public protocol CodedError: Error {
-    var code: JobErrorCode { get }
 }

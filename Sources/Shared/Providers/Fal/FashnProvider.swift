@@ -1,5 +1,4 @@
 import FleetHTTPClient
-import FleetQueue
 import FleetSupport
 
 /// FASHN try-on v1.6 on fal (`fal-ai/fashn/tryon/v1.6`), about 8 s in `balanced` mode.
@@ -54,7 +53,7 @@ extension FashnProvider {
     /// fal's queue: `FAL_KEY`, `FAL_QUEUE_URL`, `FAL_FASHN_MODE`; an account runs so many at
     /// once (`RenderCapacity`); outcomes come by fal's webhook.
     public static let registration = TryOnProviderRegistration(
-        name: name, categories: categories, defaultLimit: ConcurrencyLimit(key: RenderCapacity.providerKey(name), maxRunning: 40),
+        name: name, categories: categories, defaultLimit: ProviderLimit(maxRunning: 40),
         webhookSources: FalWebhookSource.sources,
         make: { settings, http throws(ConfigurationError) in
             FashnProvider(key: try settings.falKey(for: name), queueURL: settings.falQueueURL, mode: settings.fashnMode, http: http)

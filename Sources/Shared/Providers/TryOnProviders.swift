@@ -1,5 +1,4 @@
 import FleetHTTPClient
-import FleetQueue
 import FleetSupport
 import Foundation
 
@@ -50,7 +49,7 @@ public struct TryOnProviderRegistration: Sendable {
     /// Its run time before any is on record (submit, wait, download: `RenderCapacity`).
     public let assumedLatency: Duration
     /// The limit on its key (`provider:<name>`) seeded by `fleet-defaults`; nil: none.
-    public let defaultLimit: ConcurrencyLimit?
+    public let defaultLimit: ProviderLimit?
     /// The webhook sources the dispatcher serves for it (`WebhookRoutes`); none for most.
     public let webhookSources: @Sendable (WebhookSettings, any HTTPClient) -> [any WebhookSource]
     /// Throws when its settings are missing or unusable (the message names the variable, never
@@ -58,7 +57,7 @@ public struct TryOnProviderRegistration: Sendable {
     public let make: @Sendable (ProviderSettings, any HTTPClient) throws(ConfigurationError) -> any TryOnProvider
 
     public init(
-        name: String, categories: Set<GarmentCategory>, assumedLatency: Duration = .seconds(12), defaultLimit: ConcurrencyLimit? = nil,
+        name: String, categories: Set<GarmentCategory>, assumedLatency: Duration = .seconds(12), defaultLimit: ProviderLimit? = nil,
         webhookSources: @escaping @Sendable (WebhookSettings, any HTTPClient) -> [any WebhookSource] = { _, _ in [] },
         make: @escaping @Sendable (ProviderSettings, any HTTPClient) throws(ConfigurationError) -> any TryOnProvider
     ) {
@@ -95,7 +94,7 @@ public enum TryOnProviders {
     }
 
     /// A provider's run time before any is on record (an unknown name: a remote provider's).
-    static func assumedLatency(_ name: String) -> Duration {
+    public static func assumedLatency(_ name: String) -> Duration {
         registration(named: name)?.assumedLatency ?? .seconds(12)
     }
 

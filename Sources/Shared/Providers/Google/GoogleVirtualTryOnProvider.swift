@@ -1,5 +1,4 @@
 import FleetHTTPClient
-import FleetQueue
 import FleetSupport
 import Foundation
 
@@ -152,7 +151,7 @@ extension GoogleVirtualTryOnProvider {
     /// (`RenderCapacity`).
     public static let registration = TryOnProviderRegistration(
         name: name, categories: categories,
-        defaultLimit: ConcurrencyLimit(key: RenderCapacity.providerKey(name), maxRunning: 20, rate: 50, rateWindow: .seconds(60)),
+        defaultLimit: ProviderLimit(maxRunning: 20, rate: 50, rateWindow: .seconds(60)),
         make: { settings, http throws(ConfigurationError) in try make(settings, http: http) })
 
     /// Credentials in Google's own order: a given token, a key file, else the metadata server.
