@@ -27,21 +27,19 @@ struct Run: WorkerRunCommand {
     /// Cut-outs mostly wait on the network, so more of them run at once than CPU-bound normalises.
     static let defaultConcurrency: [JobKind: Int] = [.imageNormalize: 2, .garmentCutout: 8, .accountPurge: 4]
     static func storage(settings: FleetSettings) -> (any ImageStorage)? { settings.storage.makeImageStorage(fallback: settings.storageFallback) }
-    static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler] {
+    /// A purge holds its connection while it deletes the files (the rows naming the trees stay
+    /// locked until they are gone): one more connection per purge running at once.
+    static func heldConnections(settings: FleetSettings) -> Int { settings.worker.concurrency[.accountPurge] ?? 0 }
+    static func handlers(settings: FleetSettings, resources: WorkerResources) throws -> [any JobHandler] {
         let storage = settings.storage.makeImageStorage(fallback: settings.storageFallback)
         try Vips.shareCores(among: settings.worker.concurrency[.imageNormalize] ?? 1)
         let removal = try BackgroundRemovalSettings.load(from: ProcessInfo.processInfo.environment)
-        // The profiles' one-row reads only: the queue has its own pool.
-        let settingsPool = settings.makePool(maxConnections: 2, applicationName: executable)
-        // A purge holds its connection while it deletes the files (the rows naming the trees stay
-        // locked until they are gone): one connection per purge running at once.
-        let purgePool = settings.makePool(maxConnections: max(1, settings.worker.concurrency[.accountPurge] ?? 1), applicationName: executable)
         // The process's one outage: a refused write by either kind defers both (one store).
         let outage = StorageOutage()
         return [
-            NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: StoredNormalizeProfiles(pool: settingsPool), outage: outage),
+            NormalizeHandler(storage: storage, normalizer: ImageNormalizer(), profiles: StoredNormalizeProfiles(pool: resources.pool), outage: outage),
             CutoutHandler(storage: storage, chain: try removal.makeChain(http: CurlHTTPClient()), outage: outage),
-            PurgeHandler(storage: storage, accounts: AccountErasure(pool: purgePool)),
+            PurgeHandler(storage: storage, accounts: AccountErasure(pool: resources.pool)),
         ]
     }
 }

@@ -23,8 +23,13 @@ public struct MigrateCommand: AsyncParsableCommand {
 public protocol WorkerRunCommand: AsyncParsableCommand {
     static var executable: String { get }
     static var defaultConcurrency: [JobKind: Int] { get }
-    /// The handlers, given the process's one LISTEN connection for those that wait on notifications.
-    static func handlers(settings: FleetSettings, notifier: Notifier) throws -> [any JobHandler]
+    /// `FLEET_DB_POOL_SIZE` unless set: the connections its handlers and the runtime share.
+    static var defaultPoolSize: Int { get }
+    /// The handlers, given the process's one LISTEN connection (for those that wait on
+    /// notifications) and its one pool.
+    static func handlers(settings: FleetSettings, resources: WorkerResources) throws -> [any JobHandler]
+    /// Connections its handlers hold for long, added to the pool (`FleetProcess.runWorker`).
+    static func heldConnections(settings: FleetSettings) -> Int
     /// The image store its jobs read and write, checked before and while it claims; nil: none.
     static func storage(settings: FleetSettings) -> (any ImageStorage)?
 }
@@ -34,10 +39,17 @@ extension WorkerRunCommand {
         CommandConfiguration(commandName: "run", abstract: "Claim and run jobs until SIGTERM or SIGINT, then drain.")
     }
 
+    public static var defaultPoolSize: Int { 8 }
+
+    public static func heldConnections(settings: FleetSettings) -> Int { 0 }
+
     public func run() async throws {
-        let settings = try FleetProcess.bootstrap(defaultConcurrency: Self.defaultConcurrency)
-        try await FleetProcess.runWorker(executable: Self.executable, settings: settings, schema: FleetSchema.migrations, storage: Self.storage(settings: settings)) { notifier in
-            try Self.handlers(settings: settings, notifier: notifier)
+        let settings = try FleetProcess.bootstrap(defaultConcurrency: Self.defaultConcurrency, defaultPoolSize: Self.defaultPoolSize)
+        try await FleetProcess.runWorker(
+            executable: Self.executable, settings: settings, schema: FleetSchema.migrations, storage: Self.storage(settings: settings),
+            heldConnections: Self.heldConnections(settings: settings)
+        ) { resources in
+            try Self.handlers(settings: settings, resources: resources)
         }
     }
 }

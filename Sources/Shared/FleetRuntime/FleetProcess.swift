@@ -12,11 +12,11 @@ public enum FleetProcess {
     /// Reads the settings and installs logging, metrics and (when `OTEL_EXPORTER_OTLP_ENDPOINT`
     /// is set) tracing. A bad setting throws, naming its variable.
     public static func bootstrap(
-        defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil
+        defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil, defaultPoolSize: Int = 8
     ) throws -> FleetSettings {
         let environment = ProcessInfo.processInfo.environment
         let settings = try FleetSettings.load(
-            from: environment, defaultConcurrency: defaultConcurrency, defaultHTTPAddress: defaultHTTPAddress)
+            from: environment, defaultConcurrency: defaultConcurrency, defaultHTTPAddress: defaultHTTPAddress, defaultPoolSize: defaultPoolSize)
         let traced = TracingConfiguration.isEnabled(environment)
         FleetLogging.bootstrap(format: settings.logFormat, level: settings.logLevel, metadataProvider: traced ? .traceContext : nil)
         FleetMetrics.bootstrap()
@@ -42,17 +42,20 @@ public enum FleetProcess {
     }
 
     /// Runs a worker executable until SIGTERM/SIGINT, then drains it. `makeHandlers` gets the
-    /// process's one LISTEN connection, which the worker runtime subscribes to as well.
+    /// process's one LISTEN connection, which the worker runtime subscribes to as well, and its
+    /// one pool, which the runtime claims and ends jobs through: `FLEET_DB_POOL_SIZE`
+    /// connections, plus `heldConnections` for handlers that hold one for long (a purge holds its
+    /// own while it deletes files), so claims always find one.
     /// With `storage` (the workers whose jobs read or write images) in a bucket, the store is
     /// checked before the first claim and while the worker runs (`StorageReadiness`).
     public static func runWorker(
-        executable: String, settings: FleetSettings, schema: [Migration], storage: (any ImageStorage)? = nil,
-        handlers makeHandlers: (Notifier) throws -> [any JobHandler]
+        executable: String, settings: FleetSettings, schema: [Migration], storage: (any ImageStorage)? = nil, heldConnections: Int = 0,
+        handlers makeHandlers: (WorkerResources) throws -> [any JobHandler]
     ) async throws {
         let logger = Logger(label: executable)
-        let pool = settings.makePool(applicationName: executable)
+        let pool = settings.makePool(maxConnections: settings.poolSize + heldConnections, applicationName: executable)
         let notifier = settings.makeNotifier(logger: logger)
-        let handlers = try makeHandlers(notifier)
+        let handlers = try makeHandlers(WorkerResources(notifier: notifier, pool: pool))
         // A bucket's wrong keys or unreachable endpoint stop claims altogether, the fallback's as
         // well as the store's (a read that misses goes there); a file tree's outages are met by
         // each job instead (deferred, docs/images.md, "Storage outages"), and the handlers say so
@@ -141,4 +144,11 @@ struct HandlerReadiness: ReadinessCheck {
     let handler: any JobHandler
 
     func unreadyReason() async -> String? { await handler.unreadyReason }
+}
+
+/// What a worker's handlers are made with: the process's one LISTEN connection and its one pool
+/// (the runtime's, so one process opens `FLEET_DB_POOL_SIZE` connections and no more).
+public struct WorkerResources: Sendable {
+    public let notifier: Notifier
+    public let pool: PostgresPool
 }

@@ -65,11 +65,11 @@ public struct FleetSettings: Sendable {
         }
     }
 
-    /// Reads the settings; `defaultConcurrency` (every kind the executable runs) and
-    /// `defaultHTTPAddress` are the executable's own defaults (the dispatcher listens on 127.0.0.1:9090 unless told otherwise; workers, many to a
+    /// Reads the settings; `defaultConcurrency` (every kind the executable runs),
+    /// `defaultHTTPAddress` and `defaultPoolSize` are the executable's own defaults (the dispatcher listens on 127.0.0.1:9090 unless told otherwise; workers, many to a
     /// host, only when told where).
     public static func load(
-        from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil
+        from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil, defaultPoolSize: Int = 8
     ) throws -> FleetSettings {
         let reader = EnvironmentReader(environment: environment)
         let databaseURL = environment["DATABASE_URL"] ?? ""
@@ -117,7 +117,7 @@ public struct FleetSettings: Sendable {
             storageFallback: try StorageLocation.loadFallback(from: environment),
             logLevel: try reader.choice("FLEET_LOG_LEVEL", default: .info),
             logFormat: try reader.choice("FLEET_LOG_FORMAT", default: .json),
-            poolSize: try reader.integer("FLEET_DB_POOL_SIZE", default: 8, range: 1...200),
+            poolSize: try reader.integer("FLEET_DB_POOL_SIZE", default: defaultPoolSize, range: 1...200),
             worker: worker,
             httpAddress: try reader.listenAddress("FLEET_HTTP_ADDRESS", default: defaultHTTPAddress),
             httpLimits: HTTPListenerLimits(
