@@ -53,7 +53,7 @@ private func outboundWorker(
         configuration.concurrency[.httpRequest] = outbound.concurrency
     }
     let runtime = WorkerRuntime(
-        executable: "dispatcher", configuration: configuration, driver: PostgresQueueDriver(executor: pool), notifier: notifier,
+        executable: "dispatcher", configuration: configuration, executor: pool, notifier: notifier,
         handlers: handlers, logger: logger)
     // Found dead by its lock like any worker (`WorkerLock`): the dispatcher's LISTEN session holds it.
     notifier.runOnEachSession(WorkerLock.sessionStatement(for: runtime.record))
@@ -99,9 +99,9 @@ struct Run: AsyncParsableCommand {
                 perform: { try await tasks.run($0) }, logger: logger)
             // Dead workers' jobs back within about a second (`WorkerLock`); the schedule's lease
             // rescue stays the guarantee.
-            let reaper = WorkerReaper(driver: PostgresQueueDriver(executor: pool), interval: settings.reaperInterval, logger: logger)
+            let reaper = WorkerReaper(executor: pool, interval: settings.reaperInterval, logger: logger)
             // The notifier first: a group stops its services in reverse, so it outlives its subscribers.
-            return [notifier, scheduler, reaper, QueueGauges(queue: JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all), kinds: FleetKinds.all, horizon: pool, logger: logger)]
+            return [notifier, scheduler, reaper, QueueGauges(queue: JobQueue(executor: pool, knownKinds: FleetKinds.all), kinds: FleetKinds.all, horizon: pool, logger: logger)]
                 + outboundWorker(outbound, settings: settings, pool: pool, notifier: notifier, logger: logger) + stack.services
         }
     }

@@ -86,7 +86,7 @@ struct ChaosRun: AsyncParsableCommand {
     /// Per number of worker processes: first jobs of 3 s, two per slot, until every slot holds one
     /// (the capacity check), then drill jobs of 20 ms for the throughput.
     private func measureScaling(fleet: Fleet, database: BenchDatabase) async throws -> [ScalingStep] {
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: database.pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(executor: database.pool, knownKinds: FleetKinds.all)
         var steps: [ScalingStep] = []
         for workers in [1, 2, 4] {
             let since = try await database.pool.query("SELECT extract(epoch FROM now())::float8 AS now").rows[0].double("now")
@@ -148,7 +148,7 @@ struct ChaosRun: AsyncParsableCommand {
 
     private func chaosPhase(fleet: Fleet, database: BenchDatabase) async throws -> ChaosOutcome {
         let pool = database.pool
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(executor: pool, knownKinds: FleetKinds.all)
         let storage = fleet.images.store()
         let user = try StorageID("chaos")
         let photo = try ImageNormalizer(profile: NormalizeProfile(maxWidth: 400)).normalize(path: packageRoot.appendingPathComponent("scripts/demo/garment-on-plain-background.jpg").path).jpeg

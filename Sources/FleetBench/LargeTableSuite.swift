@@ -105,7 +105,7 @@ struct LargeTableSuite: AsyncParsableCommand {
     /// without it.
     private func measurePrune(bench: FleetQueueBench, database: BenchDatabase, into report: inout Report) async throws {
         progress("pruning \(pruneJobs) rows while a worker takes jobs")
-        let pruner = Pruner(driver: PostgresQueueDriver(executor: database.pool), logger: Logger(label: "fleet-bench"))
+        let pruner = Pruner(executor: database.pool, logger: Logger(label: "fleet-bench"))
         let target = pruneJobs
         let beside = try await startLatencies(bench, beside: {
             let started = ContinuousClock.now
@@ -229,7 +229,7 @@ struct LargeTableSuite: AsyncParsableCommand {
         // The insert recorded a count change per finished job; folded as the dispatcher's
         // `counts.fold` task does every few seconds.
         let folding = ContinuousClock.now
-        let folded = try await PostgresQueueDriver(executor: database.pool).jobFoldCounts()
+        let folded = try await JobCountFolder(executor: database.pool).runOnce()
         // A fold of one change per row leaves as many dead rows in the changes' table, which every
         // read of the counts scans until autovacuum (a minute later) truncates it: vacuumed here.
         try await database.pool.query("VACUUM job_count_changes")

@@ -45,7 +45,7 @@ struct OpsSuite: AsyncParsableCommand {
     func run() async throws {
         let database = try await BenchDatabase.prepare()
         let bench = FleetQueueBench(database: database, workerConcurrency: 1_000)
-        let control = JobControl(driver: PostgresQueueDriver(executor: database.pool))
+        let control = JobControl(executor: database.pool)
         try await bench.reset()
         progress("filling \(tableJobs) jobs")
         try await Self.fill(database, jobs: tableJobs)
@@ -125,7 +125,7 @@ struct OpsSuite: AsyncParsableCommand {
             """, [tableJobs])
         // As the dispatcher's `counts.fold` task does every few seconds; then the changes' table
         // vacuumed, as autovacuum would within a minute (`LargeTableSuite.fill`).
-        _ = try await PostgresQueueDriver(executor: database.pool).jobFoldCounts()
+        _ = try await JobCountFolder(executor: database.pool).runOnce()
         try await database.pool.query("VACUUM job_count_changes")
     }
 
@@ -142,7 +142,7 @@ struct OpsSuite: AsyncParsableCommand {
         try await database.pool.query("VACUUM ANALYZE jobs")
         // As the dispatcher's `counts.fold` task does every few seconds; then the changes' table
         // vacuumed, as autovacuum would within a minute (`LargeTableSuite.fill`).
-        _ = try await PostgresQueueDriver(executor: database.pool).jobFoldCounts()
+        _ = try await JobCountFolder(executor: database.pool).runOnce()
         try await database.pool.query("VACUUM job_count_changes")
     }
 

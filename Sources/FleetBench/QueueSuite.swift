@@ -100,7 +100,7 @@ struct FleetQueueBench: QueueSystem {
     var workerEnvironment: [String: String] = [:]
     /// The drained jobs' traceparents: this fraction sampled (nil: none, `QueueSuite`).
     var sampledTraceParents: Double? = nil
-    var queue: JobQueue { JobQueue(driver: PostgresQueueDriver(executor: clientPool ?? database.pool), knownKinds: FleetKinds.all) }
+    var queue: JobQueue { JobQueue(executor: clientPool ?? database.pool, knownKinds: FleetKinds.all) }
 
     func enqueueRate(jobs: Int, batch: Int) async throws -> Double {
         try await reset()

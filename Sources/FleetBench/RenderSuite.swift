@@ -66,8 +66,8 @@ struct RenderSuite: AsyncParsableCommand {
         try await database.pool.query(
             "INSERT INTO credits (user_id, total_granted) SELECT 'bench-' || n, 100000000 FROM generate_series(1, $1::integer) AS n", [users])
         if let providerLimit {
-            try await PostgresQueueDriver(executor: database.pool).limitSet(
-                ConcurrencyLimit(key: RenderCapacity.providerKey(FashnProvider.name), maxRunning: providerLimit), by: "fleet-bench")
+            try await JobControl(executor: database.pool).setLimit(
+                ConcurrencyLimit(key: RenderCapacity.providerKey(FashnProvider.name), maxRunning: providerLimit), actor: "fleet-bench")
         }
 
         // Requests and webhooks are the dispatcher's work: they get a pool of its default size,

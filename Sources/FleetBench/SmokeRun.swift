@@ -15,7 +15,7 @@ struct SmokeRun: AsyncParsableCommand {
     func run() async throws {
         let url = ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""
         let pool = PostgresPool(conninfo: url, maxConnections: 2, applicationName: "fleet-bench-smoke")
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(executor: pool, knownKinds: FleetKinds.all)
         let started = ContinuousClock.now
         let ids = try await queue.enqueue(Array(repeating: NewJob(kind: .drillNoop), count: jobs)).map(\.id)
         let deadline = started + .seconds(timeout)

@@ -96,7 +96,7 @@ struct SoakSuite: AsyncParsableCommand {
         var logger = Logger(label: "fleet-bench-soak")
         logger.logLevel = .warning
         let pruner = Pruner(
-            driver: PostgresQueueDriver(executor: database.pool),
+            executor: database.pool,
             retention: Retention(completed: .seconds(pruneAfterSeconds), cancelled: .seconds(pruneAfterSeconds), dead: .seconds(pruneAfterSeconds)),
             logger: logger)
 
@@ -111,7 +111,7 @@ struct SoakSuite: AsyncParsableCommand {
             do { try await hold?.run(url: url, from: started) } catch { if !Task.isCancelled { progress("snapshot hold failed: \(error)") } }
         }
 
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: producerPool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(executor: producerPool, knownKinds: FleetKinds.all)
         let load = startLoad(rate: target, queue: queue, mix: mix, counters: counters)
         let pruneEvery = self.pruneEverySeconds
         let pruning = Task {
@@ -131,7 +131,7 @@ struct SoakSuite: AsyncParsableCommand {
 
         // The dispatcher's `counts.fold` task, every 5 s as it runs there: the count triggers'
         // changes are folded away, as in a fleet, instead of piling up for the whole soak.
-        let folder = JobCountFolder(driver: PostgresQueueDriver(executor: database.pool))
+        let folder = JobCountFolder(executor: database.pool)
         let folding = Task {
             while !Task.isCancelled {
                 do {
@@ -221,7 +221,7 @@ extension SoakSuite {
         let processes = try await bench.startWorkers(workers)
         defer { processes.forEach { $0.signal(SIGKILL) } }
         let pool = PostgresPool(conninfo: database.url, maxConnections: singleSenders + 2, applicationName: "fleet-bench-soak")
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(executor: pool, knownKinds: FleetKinds.all)
         let load = startLoad(rate: .infinity, queue: queue, mix: mix, counters: SoakCounters())
         try await Task.sleep(for: .seconds(5))
         let from = try await database.pool.query("SELECT extract(epoch FROM clock_timestamp())::float8 AS t").rows[0].double("t")

@@ -119,7 +119,7 @@ struct NormaliseBench {
         self.stores = stores
         self.concurrency = concurrency
         self.httpPort = httpPort
-        queue = JobQueue(driver: PostgresQueueDriver(executor: database.pool), knownKinds: FleetKinds.all)
+        queue = JobQueue(executor: database.pool, knownKinds: FleetKinds.all)
     }
 
     /// Images per second over `count` uploads (the `files` round robin) on `store`; the uploads

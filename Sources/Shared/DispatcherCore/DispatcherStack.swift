@@ -30,8 +30,8 @@ public struct DispatcherStack: Sendable {
         tokens: AccessTokens? = nil, storage: StorageLocation = .files(root: ".data/images"),
         logger: Logger
     ) async throws -> DispatcherStack {
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
-        let reads = readPool.map { JobQueue(driver: PostgresQueueDriver(executor: $0), knownKinds: FleetKinds.all) }
+        let queue = JobQueue(executor: pool, knownKinds: FleetKinds.all)
+        let reads = readPool.map { JobQueue(executor: $0, knownKinds: FleetKinds.all) }
         let batcher = settings.groupCommit == .on ? EnqueueBatcher(queue: queue) : nil
         let watcher = FinishWatcher(notifier: notifier, recheckInterval: renderRecheck, logger: logger)
         let admission = RenderAdmission(pool: pool, notifier: notifier, logger: logger)

@@ -76,7 +76,7 @@ public enum FleetProcess {
             try await migrate(settings, schema: schema, logger: logger)
             await storageReadiness?.check()
             let runtime = WorkerRuntime(
-                executable: executable, configuration: settings.worker, driver: PostgresQueueDriver(executor: pool),
+                executable: executable, configuration: settings.worker, executor: pool,
                 notifier: notifier, handlers: handlers, logger: logger, mayClaim: { storageReadiness?.isReachable ?? true })
             // The LISTEN session holds the worker's lock: the dispatcher's reaper takes its jobs back
             // as soon as the process dies (`WorkerLock`). Poll-only, there is no session to hold it,

@@ -34,7 +34,7 @@ public final class RenderAdmission: Service {
     /// Where pauses and limit changes made through any dispatcher are heard (`fleet_control`).
     private let notifier: Notifier?
     private let queue: JobQueue
-    private let driver: any QueueDriver
+    private let control: JobControl
     private let interval: Duration
     private let maxAge: Duration
     private let logger: Logger
@@ -52,8 +52,8 @@ public final class RenderAdmission: Service {
     ) {
         self.pool = pool
         self.notifier = notifier
-        driver = PostgresQueueDriver(executor: pool)
-        queue = JobQueue(driver: driver, knownKinds: nil)
+        queue = JobQueue(executor: pool, knownKinds: nil)
+        control = JobControl(executor: pool)
         self.interval = interval
         self.maxAge = maxAge
         self.logger = logger
@@ -149,7 +149,7 @@ public final class RenderAdmission: Service {
     private func refresh() async {
         let read = ledger.withLock { $0.readStarted(at: .now) }
         do {
-            let estimate = try await Self.read(from: pool, queue: queue, driver: driver)
+            let estimate = try await Self.read(from: pool, queue: queue, control: control)
             for waiter in ledger.withLock({ $0.readEnded(read, with: estimate) }) { waiter.resume(returning: estimate) }
         } catch {
             logger.warning("render admission: the provider's load was not read", metadata: ["error": "\(error)"])
@@ -160,7 +160,7 @@ public final class RenderAdmission: Service {
     /// The settings, then for their provider: its rule and load, under a rule of running renders
     /// its renders in flight, its recent run time, the input kinds' recent run times, and which of
     /// the render's kinds are paused.
-    static func read(from pool: PostgresPool, queue: JobQueue, driver: any QueueDriver) async throws -> AdmissionEstimate {
+    static func read(from pool: PostgresPool, queue: JobQueue, control: JobControl) async throws -> AdmissionEstimate {
         let settings = try await RenderSettings.load(from: pool)
         let provider = settings.provider
         let latency = try await pool.query("SELECT seconds FROM provider_latency WHERE provider = $1", [provider]).rows.first
@@ -168,7 +168,7 @@ public final class RenderAdmission: Service {
         let load = try await ConcurrencyLimits(executor: pool).load(key: RenderCapacity.providerKey(provider), kind: .renderRun)
         let inFlight = load.rule?.maxRunning == nil
             ? RendersInFlight() : try await RendersInFlight.read(provider: provider, runningJobIDs: load.runningJobIDs, from: pool)
-        let pauses = try await JobControl(driver: driver).pauses().map(\.target)
+        let pauses = try await control.pauses().map(\.target)
         // Render jobs and their inputs go to the default queue (`NewJob`'s).
         let paused = ([.renderRun] + RenderInputs.kinds).filter { pauses.contains(.kind($0)) || pauses.contains(PauseTarget(scope: .queue, name: "default")) }
         return AdmissionEstimate(

@@ -92,7 +92,7 @@ public struct RenderRetries: Sendable {
             let retries = failed.retries + 1
             var jobState: JobState?
             if let job = failed.jobID {
-                jobState = try await JobQueue(driver: PostgresQueueDriver(executor: connection), knownKinds: nil).states(of: [job])[job]
+                jobState = try await JobQueue(executor: connection, knownKinds: nil).states(of: [job])[job]
             }
             if let job = failed.jobID, let jobState, !jobState.isTerminal { throw RenderRetryError.jobNotEnded(id, job: job, jobState) }
             if failed.charged, let user = failed.userID {

@@ -26,7 +26,7 @@ public struct RenderTimeoutSweeper: Sendable {
     /// Returns the ids of the renders it ended: timed out, then abandoned (`failAbandoned`).
     @discardableResult
     public func runOnce(limit: Int = 1000) async throws -> [String] {
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: store.pool), knownKinds: nil)
+        let queue = JobQueue(executor: store.pool, knownKinds: nil)
         let timedOut = try await failExpired(limit: limit, queue: queue)
         return timedOut + (try await failAbandoned(limit: limit, queue: queue))
     }

@@ -40,10 +40,10 @@ struct ConsoleFleet: Sendable {
     let audit: AuditListOperation
 
     init(pool: PostgresPool, readPool replica: PostgresPool? = nil, schedule: ScheduleSettings, liveWorkerWithin: Duration, logger: Logger) {
-        let queue = JobQueue(driver: PostgresQueueDriver(executor: pool), knownKinds: FleetKinds.all)
+        let queue = JobQueue(executor: pool, knownKinds: FleetKinds.all)
         let control = JobControl(driver: queue.driver, logger: logger, retryGuard: RenderJobRetryGuard())
         let readPool = replica ?? pool
-        let readQueue = replica.map { JobQueue(driver: PostgresQueueDriver(executor: $0), knownKinds: FleetKinds.all) } ?? queue
+        let readQueue = replica.map { JobQueue(executor: $0, knownKinds: FleetKinds.all) } ?? queue
         let readControl = replica.map { _ in JobControl(driver: readQueue.driver, logger: logger) } ?? control
         self.pool = pool
         self.queue = queue

@@ -16,11 +16,10 @@ public struct MaintenanceTasks: Sendable {
 
     /// `providers` cancel the provider jobs of renders swept for their deadline.
     public init(pool: PostgresPool, providers: ProviderCatalog, logger: Logger) {
-        let driver = PostgresQueueDriver(executor: pool)
-        self.rescuer = Rescuer(driver: driver, logger: logger)
-        self.sweeper = UnknownKindSweeper(driver: driver, knownKinds: FleetKinds.all, logger: logger)
-        self.pruner = Pruner(driver: driver, logger: logger)
-        self.countFolder = JobCountFolder(driver: driver)
+        self.rescuer = Rescuer(executor: pool, logger: logger)
+        self.sweeper = UnknownKindSweeper(executor: pool, knownKinds: FleetKinds.all, logger: logger)
+        self.pruner = Pruner(executor: pool, logger: logger)
+        self.countFolder = JobCountFolder(executor: pool)
         self.renderTimeouts = RenderTimeoutSweeper(store: RenderStore(pool: pool), providers: providers, logger: logger)
         self.tokens = TokenExpirer(pool: pool, logger: logger)
     }

@@ -1,3 +1,4 @@
+import FleetPostgres
 import Foundation
 import Logging
 
@@ -23,6 +24,10 @@ public struct JobControl: Sendable {
         self.driver = driver
         self.logger = logger
         self.retryGuard = retryGuard
+    }
+
+    public init(executor: any PostgresExecutor, logger: Logger? = nil, retryGuard: (any JobRetryGuard)? = nil) {
+        self.init(driver: PostgresQueueDriver(executor: executor), logger: logger, retryGuard: retryGuard)
     }
 
     public func list(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {

@@ -13,6 +13,12 @@ public struct JobQueue: Sendable {
         self.knownKinds = knownKinds
     }
 
+    /// The queue on `executor`: a pool, or a caller's connection whose transaction the queue's
+    /// statements join.
+    public init(executor: any PostgresExecutor, knownKinds: KnownKinds?) {
+        self.init(driver: PostgresQueueDriver(executor: executor), knownKinds: knownKinds)
+    }
+
     /// Enqueues one job.
     public func enqueue(_ job: NewJob) async throws -> EnqueuedJob {
         try await enqueue([job])[0]

@@ -1,3 +1,5 @@
+import FleetPostgres
+
 /// Folds the count changes the triggers on `jobs` record into the finished jobs' counts
 /// (`docs/queue.md`, "A large table"), so a read of `stats`, the console's overview or its
 /// dead-job groups sums a few rows plus the few seconds of changes since the last fold.
@@ -6,6 +8,10 @@ public struct JobCountFolder: Sendable {
 
     public init(driver: any QueueDriver) {
         self.driver = driver
+    }
+
+    public init(executor: any PostgresExecutor) {
+        self.init(driver: PostgresQueueDriver(executor: executor))
     }
 
     /// Returns how many changes it folded.

@@ -1,3 +1,4 @@
+import FleetPostgres
 import FleetSupport
 import Logging
 import Synchronization
@@ -15,6 +16,10 @@ public struct Pruner: Sendable {
         self.retention = retention
         self.frontier = frontier
         self.logger = logger
+    }
+
+    public init(executor: any PostgresExecutor, retention: Retention = Retention(), frontier: PruneFrontier = PruneFrontier(), logger: Logger) {
+        self.init(driver: PostgresQueueDriver(executor: executor), retention: retention, frontier: frontier, logger: logger)
     }
 
     /// Rows deleted per statement, each its own commit. Each commit's WAL is flushed before the

@@ -1,3 +1,4 @@
+import FleetPostgres
 import Logging
 import Metrics
 
@@ -15,6 +16,10 @@ public struct Rescuer: Sendable {
         self.driver = driver
         self.logger = logger
         self.batch = batch
+    }
+
+    public init(executor: any PostgresExecutor, logger: Logger, batch: Int = 1_000) {
+        self.init(driver: PostgresQueueDriver(executor: executor), logger: logger, batch: batch)
     }
 
     /// Returns how many jobs it rescued.

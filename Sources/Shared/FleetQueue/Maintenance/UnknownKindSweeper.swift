@@ -1,3 +1,4 @@
+import FleetPostgres
 import Logging
 
 /// Ends as `dead`, with a clear error, queued jobs of a kind no part of this fleet handles
@@ -14,6 +15,10 @@ public struct UnknownKindSweeper: Sendable {
         self.knownKinds = knownKinds.kinds
         self.grace = grace
         self.logger = logger
+    }
+
+    public init(executor: any PostgresExecutor, knownKinds: KnownKinds, grace: Duration = .seconds(600), logger: Logger) {
+        self.init(driver: PostgresQueueDriver(executor: executor), knownKinds: knownKinds, grace: grace, logger: logger)
     }
 
     @discardableResult

@@ -1,3 +1,4 @@
+import FleetPostgres
 import FleetSupport
 import Logging
 import Metrics
@@ -18,6 +19,10 @@ public struct WorkerReaper: Service {
         self.driver = driver
         self.interval = interval
         self.logger = logger
+    }
+
+    public init(executor: any PostgresExecutor, interval: Duration = .seconds(1), logger: Logger) {
+        self.init(driver: PostgresQueueDriver(executor: executor), interval: interval, logger: logger)
     }
 
     public func run() async throws {

@@ -69,6 +69,17 @@ public final class WorkerRuntime: Service, Sendable {
         case normal, cancelRequested, leaseLost, shutdown
     }
 
+    /// A worker claiming on `executor`'s queue (a pool: the runtime borrows connections for its
+    /// claims, heartbeats and outcome batches).
+    public convenience init(
+        executable: String, configuration: WorkerConfiguration, executor: any PostgresExecutor, notifier: Notifier,
+        handlers: [any JobHandler], logger: Logger, mayClaim: @escaping @Sendable () -> Bool = { true }
+    ) {
+        self.init(
+            executable: executable, configuration: configuration, driver: PostgresQueueDriver(executor: executor), notifier: notifier,
+            handlers: handlers, logger: logger, mayClaim: mayClaim)
+    }
+
     public init(
         executable: String, configuration: WorkerConfiguration, driver: any QueueDriver, notifier: Notifier,
         handlers: [any JobHandler], logger: Logger, mayClaim: @escaping @Sendable () -> Bool = { true }

@@ -30,7 +30,7 @@ extension OperationRegistry {
             CreditsGetOperation(balances: CreditBalances(pool: pool)),
             RetryRendersOperation(
                 retries: RenderRetries(pool: pool, deadline: settings.deadline), store: store,
-                control: JobControl(driver: PostgresQueueDriver(executor: pool), logger: logger)),
+                control: JobControl(executor: pool, logger: logger)),
             PresignUploadOperation(urls: urls, tokens: tokens, maxBytes: maxUploadBytes, logger: logger),
             ImageURLOperation(urls: urls, store: store, logger: logger),
         ]
