@@ -300,17 +300,7 @@ struct RenderAttempt: Sendable {
 
     /// The photos read again, for a second submission.
     private func readPhotos() async throws -> RenderPhotos {
-        let keys = try InputKeys(render)
-        let cutout = garmentSource == .cutout
-        // Both reads go out together: with a bucket each is a round trip.
-        async let person = read(keys.body)
-        async let garmentBytes = read(cutout ? keys.cutout : keys.garment)
-        let garment = cutout ? TryOnImage(bytes: try await garmentBytes, mimeType: "image/png") : TryOnImage(bytes: try await garmentBytes)
-        return RenderPhotos(person: TryOnImage(bytes: try await person), garment: garment, source: garmentSource)
-    }
-
-    private func read(_ key: StorageKey) async throws -> Data {
-        try await handler.outage.deferringOutages(.read) { try await handler.storage.read(key, maxBytes: ImageLimits().maxBytes) }
+        try await RenderPhotos.read(for: render, source: garmentSource, from: handler.storage, outage: handler.outage)
     }
 }
 

@@ -58,19 +58,19 @@ struct RenderInputCheck: Sendable {
                 keys, wanting: cutoutMade == false ? [.body, .garment] : [.body, .garment, .cutout], with: read, alreadyFound: found)
         }
         let cutout = cutoutMade != false ? found.cutout : nil
-        let garment = cutout.map { TryOnImage(bytes: $0, mimeType: "image/png") } ?? found.garment.map { TryOnImage(bytes: $0) }
+        let garment = cutout ?? found.garment
         guard let body = found.body, let garment else {
             let missing = [found.body == nil ? "body photo" : nil, garment == nil ? "garment" : nil].compactMap { $0 }
             return .notReady(.retryIn(
                 Self.lookAgainIn, code: .renderInputNotReady, reason: "no \(missing.joined(separator: " and ")) stored, and no job making it yet"))
         }
-        return .ready(RenderPhotos(person: TryOnImage(bytes: body), garment: garment, source: cutout == nil ? .photo : .cutout))
+        return .ready(RenderPhotos(body: body, garment: garment, source: cutout == nil ? .photo : .cutout))
     }
 
     /// One photo's bytes, nil when none is stored.
     private func read(_ key: StorageKey) async throws -> Data? {
         do {
-            return try await outage.deferringOutages(.read) { try await storage.read(key, maxBytes: ImageLimits().maxBytes) }
+            return try await RenderPhotos.read(key, from: storage, outage: outage)
         } catch StorageError.notFound {
             return nil
         }
@@ -94,11 +94,33 @@ struct RenderInputCheck: Sendable {
     }
 }
 
-/// What a render sends the provider, read by its input check.
+/// What a render sends the provider, read by its input check (and again by a second submission).
 struct RenderPhotos: Sendable {
     let person: TryOnImage
     let garment: TryOnImage
     let source: RenderAttempt.GarmentSource
+
+    /// The garment is sent as stored: its cut-out a PNG, its normalised photo a JPEG.
+    init(body: Data, garment: Data, source: RenderAttempt.GarmentSource) {
+        person = TryOnImage(bytes: body)
+        self.garment = source == .cutout ? TryOnImage(bytes: garment, mimeType: "image/png") : TryOnImage(bytes: garment)
+        self.source = source
+    }
+
+    /// `render`'s photos of `source` read again (both reads go out together: with a bucket each
+    /// is a round trip); a photo gone since the check fails the read.
+    static func read(for render: RenderRecord, source: RenderAttempt.GarmentSource, from storage: any ImageStorage, outage: StorageOutage) async throws -> Self {
+        let keys = try InputKeys(render)
+        async let body = read(keys.body, from: storage, outage: outage)
+        async let garment = read(source == .cutout ? keys.cutout : keys.garment, from: storage, outage: outage)
+        return Self(body: try await body, garment: try await garment, source: source)
+    }
+
+    /// One photo's bytes, at most an upload's size; a store refusing reads for an outage defers
+    /// the render's job, its attempt unspent.
+    static func read(_ key: StorageKey, from storage: any ImageStorage, outage: StorageOutage) async throws -> Data {
+        try await outage.deferringOutages(.read) { try await storage.read(key, maxBytes: ImageLimits().maxBytes) }
+    }
 }
 
 /// The storage keys of a render's photos.
