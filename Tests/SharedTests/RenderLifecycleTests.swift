@@ -469,6 +469,20 @@ struct RenderFixture {
         #expect(try await f.credits("u1") == (2, 0, 0))
     }
 
+    /// 429s with no pause asked (`Retry-After: 0`): the render spends its time asking again, not
+    /// waiting, and the deadline finds it mid-request; it still ends rate limited, since the
+    /// provider's last answer was a 429.
+    @Test func aRateLimitFoundMidRequestByTheDeadlineEndsTheRenderRateLimited() async throws {
+        let f = try await fixture(deadline: .seconds(15)) { $0.rateLimitedSubmits = 1_000_000; $0.retryAfterSeconds = 0 }
+        defer { Task { await f.fal?.stop() } }
+        let render = try await f.request("r1")
+        #expect(try await f.run(render).deadCode == "PROVIDER_RATE_LIMITED")
+        let failed = try await f.reload(render)
+        #expect(failed.status == .failed && failed.errorCode == "RENDER_TIMEOUT" && failed.failureCode == "PROVIDER_RATE_LIMITED", "\(failed)")
+        #expect(submits(f) >= 2)
+        #expect(try await f.credits("u1") == (2, 0, 0))
+    }
+
     @Test func aProviderSlowerThanTheDeadlineTimesOutAndIsCancelled() async throws {
         // Long enough for the submit to happen first on a loaded machine.
         let f = try await fixture(deadline: .seconds(5)) { $0.neverFinish = true }

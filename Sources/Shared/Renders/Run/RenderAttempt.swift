@@ -148,7 +148,7 @@ struct RenderAttempt: Sendable {
     /// Why the deadline passed: the provider's 429s kept the render from being submitted, or
     /// the render took too long.
     func deadlineFailure() -> RenderFailure {
-        progress.waitingOutRateLimit
+        progress.rateLimitedLast
             ? RenderFailure(.providerRateLimited, "\(provider.name): rate limited (HTTP 429) until the render's deadline")
             : RenderFailure(.timeout, "\(provider.name): no result within the render's deadline")
     }
@@ -175,6 +175,7 @@ struct RenderAttempt: Sendable {
                     }
                 }
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
+                progress.rateLimitedLast = false
                 progress.submission = submission
                 // From the submit on, its callback's announcement is kept (`waitForResult` forgets it).
                 handler.events.expect(submission.jobID)
@@ -190,17 +191,21 @@ struct RenderAttempt: Sendable {
                 return .success(submission)
             } catch let error as ProviderError where error.rateLimitedFor != nil {
                 // The provider's capacity, not a fault: not the render's one retry. The fleet eases
-                // off; this render waits and asks again, until its deadline ends the wait.
+                // off; this render waits and asks again, until its deadline ends the wait. Until an
+                // answer other than a 429, the deadline passing is the rate limit's doing, whether
+                // it finds the render waiting or asking again.
+                progress.rateLimitedLast = true
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "rate_limited", seconds: (ContinuousClock.now - started).seconds)
                 let rate = try? await handler.store.capacity.throttle(provider: provider.name)
                 let pause = (error.rateLimitedFor ?? nil) ?? .seconds(1)
                 logger.warning("provider rate limited; waiting to submit again", metadata: [
                     "retry_after_ms": "\(Int(pause.seconds * 1000))", "fleet_rate_per_window": "\(rate.flatMap { $0 }.map(String.init) ?? "none")",
                 ])
-                progress.waitingOutRateLimit = true
                 try await Task.sleep(for: pause)
-                progress.waitingOutRateLimit = false
             } catch let error as ProviderError where error.isTransient && !retried {
+                // The deadline's cancellation of a request in flight reads as a transient error:
+                // not the provider's answer.
+                if !Task.isCancelled { progress.rateLimitedLast = false }
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "transient", seconds: (ContinuousClock.now - started).seconds)
                 logger.warning("provider submit failed; retrying once", metadata: ["error": "\(error)"])
                 retried = true
@@ -305,8 +310,9 @@ struct RenderAttempt: Sendable {
 }
 
 /// Where the attempt stands: the photos its first submission sends, and, read when its deadline
-/// passes, the submission made so far (to cancel it) and whether it was waiting out the provider's 429 to submit again (then the
-/// deadline passing is the provider's rate limit, `PROVIDER_RATE_LIMITED`, not a slow render).
+/// passes, the submission made so far (to cancel it) and whether the provider's last answer to a
+/// submit was a 429 (then the deadline passing is the provider's rate limit,
+/// `PROVIDER_RATE_LIMITED`, not a slow render).
 final class AttemptProgress: Sendable {
     private let submitted = Mutex<ProviderSubmission?>(nil)
     private let rateLimited = Mutex(false)
@@ -323,7 +329,7 @@ final class AttemptProgress: Sendable {
         set { submitted.withLock { $0 = newValue } }
     }
 
-    var waitingOutRateLimit: Bool {
+    var rateLimitedLast: Bool {
         get { rateLimited.withLock { $0 } }
         set { rateLimited.withLock { $0 = newValue } }
     }
