@@ -39,7 +39,7 @@ extension WorkerRunCommand {
         CommandConfiguration(commandName: "run", abstract: "Claim and run jobs until SIGTERM or SIGINT, then drain.")
     }
 
-    public static var defaultPoolSize: Int { 8 }
+    public static var defaultPoolSize: Int { FleetSettings.defaultPoolSize }
 
     public static func heldConnections(settings: FleetSettings) -> Int { 0 }
 

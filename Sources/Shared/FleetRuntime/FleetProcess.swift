@@ -12,7 +12,7 @@ public enum FleetProcess {
     /// Reads the settings and installs logging, metrics and (when `OTEL_EXPORTER_OTLP_ENDPOINT`
     /// is set) tracing. A bad setting throws, naming its variable.
     public static func bootstrap(
-        defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil, defaultPoolSize: Int = 8
+        defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil, defaultPoolSize: Int = FleetSettings.defaultPoolSize
     ) throws -> FleetSettings {
         let environment = ProcessInfo.processInfo.environment
         let settings = try FleetSettings.load(

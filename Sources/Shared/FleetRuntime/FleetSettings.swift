@@ -28,6 +28,8 @@ public struct FleetSettings: Sendable {
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
     public var poolSize: Int
+    /// `FLEET_DB_POOL_SIZE` for an executable that names no default of its own.
+    public static let defaultPoolSize = 8
     public var worker: WorkerConfiguration
     /// `FLEET_HTTP_ADDRESS`: probes, metrics (and the dispatcher's webhooks); nil when off.
     public var httpAddress: ListenAddress?
@@ -69,7 +71,7 @@ public struct FleetSettings: Sendable {
     /// `defaultHTTPAddress` and `defaultPoolSize` are the executable's own defaults (the dispatcher listens on 127.0.0.1:9090 unless told otherwise; workers, many to a
     /// host, only when told where).
     public static func load(
-        from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil, defaultPoolSize: Int = 8
+        from environment: [String: String], defaultConcurrency: [JobKind: Int] = [:], defaultHTTPAddress: ListenAddress? = nil, defaultPoolSize: Int = FleetSettings.defaultPoolSize
     ) throws -> FleetSettings {
         let reader = EnvironmentReader(environment: environment)
         let databaseURL = environment["DATABASE_URL"] ?? ""
