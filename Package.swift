@@ -10,7 +10,8 @@ import PackageDescription
 //   FleetQueue                         (FleetPostgres)
 //   Imaging                            (FleetQueue for its jobs' kinds, FleetHTTPClient, FleetStorage)
 //   Providers                          (FleetHTTPClient, Imaging for the local composite: no queue, no render store)
-//   Renders                            (FleetQueue, Imaging, Providers, FleetPostgres, FleetHTTPClient, FleetStorage)
+//   RenderLedger                       (FleetQueue, Imaging: the credit ledger's statements, an account's erasure)
+//   Renders                            (FleetQueue, Imaging, Providers, RenderLedger, FleetPostgres, FleetHTTPClient, FleetStorage)
 //   FleetCallbacks                     (FleetQueue for its jobs' kinds, FleetHTTPClient)
 //   DispatcherProtocol                 (FleetSupport only: no domain)
 //   FleetAccess                        (FleetPostgres, DispatcherProtocol for the roles)
@@ -127,11 +128,19 @@ let package = Package(
         .target(
             name: "Renders",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Providers", "LiveSettings", "CSodium",
-                log, metrics, serviceLifecycle, tracing,
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Providers", "LiveSettings", "RenderLedger",
+                "CSodium", log, metrics, serviceLifecycle, tracing,
             ],
             path: "Sources/Shared/Renders",
-            exclude: ["Migrations"]
+            exclude: ["Migrations", "Ledger"]
+        ),
+        // Every statement that moves a credit (`CreditLedger`), and an account's erasure, which the
+        // image worker's `account.purge` runs: below Renders, so that the image worker links no render
+        // code, provider or libsodium.
+        .target(
+            name: "RenderLedger",
+            dependencies: ["FleetPostgres", "FleetQueue", "FleetStorage", "Imaging"],
+            path: "Sources/Shared/Renders/Ledger"
         ),
         // The renders' and credits' tables: their migrations alone, so that a process migrating
         // the schema links no render code.
@@ -212,7 +221,7 @@ let package = Package(
         .executableTarget(
             name: "ImageWorker",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Renders",
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "RenderLedger",
                 "FleetRuntime", "FleetCommands", argumentParser, log,
             ]
         ),
@@ -250,7 +259,7 @@ let package = Package(
             dependencies: [
                 "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "Providers",
                 "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
-                "FleetSchema", "RenderSchema", "CallbackSchema", "FleetTracing", "CVips", "CVipsShims",
+                "FleetSchema", "RenderSchema", "CallbackSchema", "RenderLedger", "FleetTracing", "CVips", "CVipsShims",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,

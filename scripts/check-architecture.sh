@@ -24,12 +24,14 @@ def links(target, seen=None):
             seen.add(d)
             links(d, seen)
     return seen
-# The runtime knows no domain; the drill worker links none of the render code, the providers or
-# libsodium (each executable hands the runtime the schema, which is SQL only).
+# The runtime knows no domain; the drill worker and the image worker link none of the render code,
+# the providers or libsodium (each executable hands the runtime the schema, which is SQL only; the
+# image worker's purge erases an account through RenderLedger, below Renders).
 rules = {
     "FleetRuntime": {"Renders", "Providers", "Imaging", "FleetCallbacks", "FleetAccess", "LiveSettings", "CSodium", "CVips"},
     "FleetSchema": {"Renders", "Providers", "Imaging", "FleetCallbacks", "FleetAccess", "CSodium", "CVips"},
     "FleetDrill": {"Renders", "Providers", "Imaging", "FleetCallbacks", "FleetAccess", "CSodium", "CVips"},
+    "ImageWorker": {"Renders", "Providers", "FleetCallbacks", "FleetAccess", "CSodium"},
 }
 # The providers import neither the queue nor the render store (the local composite reaches libvips
 # through Imaging).

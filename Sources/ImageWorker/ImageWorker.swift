@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetCommands
 import FleetHTTPClient
 import FleetObjectStore
 import FleetPostgres
@@ -9,8 +10,7 @@ import FleetSupport
 import Foundation
 import Imaging
 import Logging
-import Renders
-import FleetCommands
+import RenderLedger
 
 @main
 struct ImageWorker: AsyncParsableCommand {

@@ -7,6 +7,7 @@ import FleetSupport
 import Foundation
 @testable import Imaging
 @testable import Providers
+import RenderLedger
 @testable import Renders
 import Testing
 

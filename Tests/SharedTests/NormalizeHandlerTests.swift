@@ -5,6 +5,7 @@ import FleetSupport
 import Foundation
 @testable import Imaging
 import Logging
+import RenderLedger
 import Renders
 import Testing
 

@@ -6,6 +6,7 @@ import Foundation
 import Imaging
 import Logging
 @testable import Providers
+import RenderLedger
 @testable import Renders
 import Testing
 

@@ -4,6 +4,7 @@ import FleetQueue
 import FleetStorage
 import Foundation
 import Imaging
+import RenderLedger
 
 /// Onboarding tokens: a random secret handed to the app at first launch, stored only as its
 /// BLAKE2b hash (libsodium), good for one free render until it expires or is linked. A render

@@ -6,6 +6,7 @@ import Foundation
 import Imaging
 import Metrics
 import Providers
+import RenderLedger
 
 /// Who asks for a render: an account, or an app at first launch with its onboarding token.
 public enum Requester: Sendable, Equatable {

@@ -1,6 +1,7 @@
 import FleetPostgres
 import FleetSupport
 import Foundation
+import RenderLedger
 
 /// A user's credits as the app shows them ("credits left") and whether they render free now.
 public struct CreditBalance: Sendable, Equatable {

@@ -9,17 +9,17 @@ import FleetPostgres
 /// releases again: those keys carry its retry count from the first retry on (`entryKey`); it is
 /// consumed (and refunded) at most once, as only a failed render is retried. The sites that run
 /// them are listed in docs/architecture.md ("Credit settlement").
-enum CreditLedger {
+package enum CreditLedger {
     /// The SQL of an `entry`'s ledger key for the render whose id and retry count are the
     /// expressions `render` and `retries`: `reserve:r1`, then `reserve:r1:1` after its first retry.
-    static func entryKey(_ entry: String, render: String, retries: String) -> String {
+    package static func entryKey(_ entry: String, render: String, retries: String) -> String {
         "'\(entry):' || \(render) || CASE WHEN \(retries) = 0 THEN '' ELSE ':' || \(retries) END"
     }
 
     /// `$1` render, `$2` user, `$3` the user's balance read under the credits row's lock, `$4` the
     /// render's retry count: reserves one credit when the balance less the open reservations
     /// allows one (`render_id` returned).
-    static let reserveCredit = """
+    package static let reserveCredit = """
         WITH reserved AS (
             INSERT INTO credit_reservations (render_id, user_id)
             SELECT $1, $2 WHERE $3 - (SELECT count(*) FROM credit_reservations WHERE user_id = $2) >= 1
@@ -33,7 +33,7 @@ enum CreditLedger {
 
     /// `$1` key, `$2` user, `$3` amount: grants once per key (a linked onboarding token's free
     /// credits); no row when the key was granted before.
-    static let grantCreditsOnce = """
+    package static let grantCreditsOnce = """
         WITH entry AS (
             INSERT INTO credit_ledger (key, user_id, entry, amount) VALUES ($1, $2, 'grant', $3)
             ON CONFLICT (key) DO NOTHING RETURNING amount
@@ -45,7 +45,7 @@ enum CreditLedger {
 
     /// `$1` render, `$2` result path: processing → complete before its deadline, consuming the
     /// reserved credit (paid for). `id` when it completed.
-    static let completeRender = """
+    package static let completeRender = """
         WITH done AS (
             UPDATE renders SET status = 'complete', result_path = $2, updated_at = now()
             WHERE id = $1 AND status IN ('pending', 'processing') AND deadline_at > now()
@@ -66,7 +66,7 @@ enum CreditLedger {
     /// `$1` renders (text[]), `$2` error code, `$3` false to fail only those past their deadline,
     /// `$4` failure code (`RenderFailureCode`), `$5` its message: the open ones → failed, releasing
     /// their reservations (nothing paid). A row per render ended.
-    static let failRenders = """
+    package static let failRenders = """
         WITH done AS (
             UPDATE renders SET status = 'failed', error_code = $2, failure_code = $4, error_message = $5, updated_at = now()
             WHERE id = ANY($1::text[]) AND status IN ('pending', 'processing') AND ($3 OR deadline_at <= now())
@@ -85,7 +85,7 @@ enum CreditLedger {
     /// `$1` onboarding tokens (text[]), `$2` users (text[]): deletes their renders (an expired
     /// token's, a purged account's), releasing any reservation they held. A row per render
     /// deleted, with its storage owner.
-    static let deleteRenders = """
+    package static let deleteRenders = """
         WITH gone AS (
             DELETE FROM renders WHERE ephemeral_token_id = ANY($1::text[]) OR user_id = ANY($2::text[]) RETURNING id, owner_id, retries
         ), released AS (
@@ -102,7 +102,7 @@ enum CreditLedger {
     /// `$1` render, `$2` user, `$3` vote (`up`/`down`), `$4` category: records the feedback on a
     /// complete render; a thumbs-down gives back its consumed credit once. `found` (0 or 1),
     /// `refunded` (0 or 1), and the render's `status` when it was not complete.
-    static let recordFeedback = """
+    package static let recordFeedback = """
         WITH target AS (
             UPDATE renders SET feedback = $3, feedback_category = $4, updated_at = now()
             WHERE id = $1 AND user_id = $2 AND status = 'complete'
@@ -124,7 +124,7 @@ enum CreditLedger {
     /// Whether `user` (a placeholder such as `$2`) subscribes now, with Apple's billing grace in
     /// seconds at `grace`: trial or paid and not expired; cancelled until the period ends; paid
     /// within the grace. The one rule of what renders free: charging and the balance read use it.
-    static func subscribesNow(user: String, grace: String) -> String {
+    package static func subscribesNow(user: String, grace: String) -> String {
         """
         EXISTS (SELECT 1 FROM subscriptions WHERE user_id = \(user) AND (
             (status IN ('trial', 'subscribed', 'cancelled') AND expires_at > now())
@@ -135,7 +135,7 @@ enum CreditLedger {
     /// `$1` user, `$2` billing grace in seconds: the balance the app shows. Granted and consumed
     /// (0 without a credits row), the open reservations, the latest subscription's status and end
     /// (the one ending last), and whether it counts as subscribed now (`subscribesNow`).
-    static let balance = """
+    package static let balance = """
         SELECT coalesce(c.total_granted, 0) AS granted, coalesce(c.total_consumed, 0) AS consumed,
                (SELECT count(*) FROM credit_reservations WHERE user_id = $1) AS reserved,
                s.status AS subscription_status, extract(epoch FROM s.expires_at) AS subscription_expires_at,
@@ -153,7 +153,7 @@ enum CreditLedger {
     /// inside the transaction that creates (or retries) the render: the reservation is a new
     /// statement after the lock, so its count of open reservations sees every reservation
     /// committed before the lock was granted.
-    static func reserve(user: String, render: String, retries: Int = 0, on connection: PostgresConnection) async throws -> Bool {
+    package static func reserve(user: String, render: String, retries: Int = 0, on connection: PostgresConnection) async throws -> Bool {
         let balance = try await connection.query(
             "SELECT total_granted - total_consumed AS balance FROM credits WHERE user_id = $1 FOR UPDATE", [user]
         ).rows.first.map { try $0.int("balance") } ?? 0
@@ -161,7 +161,7 @@ enum CreditLedger {
     }
 
     /// Grants `amount` credits to `user` once for `key`; false when that key was granted before.
-    static func grantOnce(key: String, user: String, amount: Int, on connection: PostgresConnection) async throws -> Bool {
+    package static func grantOnce(key: String, user: String, amount: Int, on connection: PostgresConnection) async throws -> Bool {
         try await !connection.query(grantCreditsOnce, [key, user, amount]).rows.isEmpty
     }
 }

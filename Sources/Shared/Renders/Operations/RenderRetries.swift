@@ -2,6 +2,7 @@ import FleetPostgres
 import FleetQueue
 import FleetStorage
 import Foundation
+import RenderLedger
 
 /// Why an operator's retry of a render was refused; nothing changed.
 public enum RenderRetryError: Error, Equatable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 import FleetPostgres
 import Foundation
 import Providers
+import RenderLedger
 
 /// The renders' rows, a method per statement. Each state change is a compare-and-set on the
 /// render's status, and every credit settlement rides in the same statement as the status change
