@@ -81,6 +81,13 @@ import Testing
                 try await client.enqueueGraph([.init(name: "a", kind: "drill.noop", options: JobOptions(idempotencyKey: "k"))])
             }
             #expect(keyed?.code == .badArgument && keyed?.message.contains("args.jobs[0].options.idempotencyKey") == true)
+            // The queue's own checks of a node are answered at the node's path.
+            let badPriority = await refusal {
+                try await client.enqueueGraph([.init(name: "a", kind: "drill.noop"), .init(name: "b", kind: "drill.noop", options: JobOptions(priority: 12))])
+            }
+            #expect(badPriority?.message == "args.jobs[1].options.priority 12 is outside 0...9")
+            let badAfter = await refusal { try await client.enqueueGraph([.init(name: "a", kind: "drill.noop", after: [.id(-4)])]) }
+            #expect(badAfter?.message == "args.jobs[0].after names -4, which is no job id")
             #expect(try await jobCount(dispatcher.queue) == before)
             await client.close()
         }

@@ -128,8 +128,6 @@ extension DispatcherError {
             self.init(Self.code(of: error), error.message)
         case is RenderAdmission.Stopped:
             self.init(.unavailable, "the dispatcher is shutting down; retry later")
-        case QueueError.invalidJob(let field, let reason):
-            self.init(.badArgument, "\(Self.argument(for: field)) \(reason)")
         case QueueError.unknownKind(let kind):
             self.init(.unknownKind, "\(QueueError.unknownKind(kind)); known kinds: \(FleetKinds.all.list)")
         case let error as QueueError:
@@ -158,20 +156,6 @@ extension DispatcherError {
         case .tokenAlreadyUsed, .tokenTechnicalFailuresExhausted: .tokenAlreadyUsed
         case .renderIdConflict: .renderIdConflict
         case .busy, .paused: .renderBusy
-        }
-    }
-
-    /// Where the client wrote the job field the queue refused.
-    private static func argument(for field: NewJob.Field) -> String {
-        switch field {
-        case .payload: "args.payload"
-        case .queue: "args.options.queue"
-        case .priority: "args.options.priority"
-        case .delay: "args.options.delaySeconds"
-        case .maxAttempts: "args.options.maxAttempts"
-        case .idempotencyKey: "args.options.idempotencyKey"
-        case .limitKeys: "args.options.limitKeys"
-        case .after: "args.options.after"
         }
     }
 }

@@ -35,7 +35,7 @@ public struct EnqueueGraphOperation: DispatcherOperation {
             }
             var options = job.options ?? JobOptions()
             options.after = ids
-            let newJob = try enqueue.job(kind: job.kind, payload: job.payload ?? [:], options: options, field: field)
+            let newJob = try enqueue.job(kind: job.kind, payload: job.payload ?? [:], options: options, field: field, afterField: "\(field).after")
             nodes.append(JobGraph.Node(name: job.name, job: newJob, runsAfter: names))
         }
         if let key = request.idempotencyKey, key.utf8.contains(0) { throw DispatcherError(.badArgument, "args.idempotencyKey must not contain NUL") }

@@ -18,14 +18,14 @@ public struct EnqueueOperation: DispatcherOperation {
     }
 
     /// The job `enqueue` would insert, checked; `field`: where the client wrote it, for errors.
-    func job(kind name: String, payload: [String: JSONValue], options: JobOptions?, field: String) throws -> NewJob {
+    func job(kind name: String, payload: [String: JSONValue], options: JobOptions?, field: String, afterField: String? = nil) throws -> NewJob {
         let kind = JobKind(rawValue: name)
         // Its events are signed by the fleet: only the database makes them, from a real ending.
         if kind == .callbackDeliver {
             throw DispatcherError(.badArgument, "callback.deliver jobs are made by the fleet when a job or render with a callbackUrl ends; give options.callbackUrl instead")
         }
         if kind == .httpRequest { try checkHTTPRequest(payload, field: field) }
-        return try submitter.job(kind: kind, payload: payload, options: options, field: field)
+        return try submitter.job(kind: kind, payload: payload, options: options, field: field, afterField: afterField)
     }
 
     /// An `http.request` that could never be sent (a URL outside the allow-list, an unknown

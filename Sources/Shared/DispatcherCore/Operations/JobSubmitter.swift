@@ -18,9 +18,10 @@ struct JobSubmitter: Sendable {
         return EnqueuedJobResult(jobId: enqueued.id, kind: kind.rawValue, isNew: enqueued.isNew)
     }
 
-    /// The job the options make, checked; `field`: where the client wrote it (`args`, or a
-    /// graph's `args.jobs[3]`), for errors.
-    func job(kind: JobKind, payload: some Encodable, options: JobOptions?, field: String) throws -> NewJob {
+    /// The job the options make, checked by the queue's rules (`NewJob.validate`); `field`: where
+    /// the client wrote it (`args`, or a graph's `args.jobs[3]`), and `afterField` where its `after`
+    /// ids are (a graph node's own `after`), for errors.
+    func job(kind: JobKind, payload: some Encodable, options: JobOptions?, field: String, afterField: String? = nil) throws -> NewJob {
         let options = options ?? JobOptions()
         let delay = options.delaySeconds ?? 0
         guard (0...Self.maxDelaySeconds).contains(delay) else {
@@ -29,9 +30,6 @@ struct JobSubmitter: Sendable {
         // Text parameters travel to libpq as C strings: a NUL would cut them short, silently.
         for (name, text) in [("kind", kind.rawValue), ("options.queue", options.queue), ("options.idempotencyKey", options.idempotencyKey)] {
             if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "\(field).\(name) must not contain NUL") }
-        }
-        if let after = options.after, after.count > NewJob.maxDependencies {
-            throw DispatcherError(.badArgument, "\(field).options.after names \(after.count) jobs; at most \(NewJob.maxDependencies)")
         }
         let defaults = NewJob(kind: kind)
         var job = try NewJob(
@@ -45,6 +43,17 @@ struct JobSubmitter: Sendable {
                 throw DispatcherError(.badArgument, "\(field).options.callbackUrl: \(error)")
             }
             job.callbackURL = url
+        }
+        do {
+            try job.validate()
+        } catch QueueError.invalidJob(let checked, let reason) {
+            let path = switch checked {
+            case .payload: "\(field).payload"
+            case .delay: "\(field).options.delaySeconds"
+            case .after: afterField ?? "\(field).options.after"
+            default: "\(field).options.\(checked.rawValue)"
+            }
+            throw DispatcherError(.badArgument, "\(path) \(reason)")
         }
         return job
     }

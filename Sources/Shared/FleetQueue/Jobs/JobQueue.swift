@@ -144,25 +144,6 @@ public struct JobQueue: Sendable {
 
     func validate(_ job: NewJob) throws {
         if let knownKinds, !knownKinds.contains(job.kind) { throw QueueError.unknownKind(job.kind.rawValue) }
-        guard (0...9).contains(job.priority) else { throw QueueError.invalidJob(field: .priority, reason: "\(job.priority) is outside 0...9") }
-        guard job.maxAttempts >= 1 else { throw QueueError.invalidJob(field: .maxAttempts, reason: "must be at least 1") }
-        guard job.delay >= .zero else { throw QueueError.invalidJob(field: .delay, reason: "must not be negative") }
-        guard !job.queue.isEmpty, job.queue.utf8.count <= 64 else { throw QueueError.invalidJob(field: .queue, reason: "must be 1 to 64 bytes") }
-        if let key = job.idempotencyKey, key.isEmpty || key.utf8.count > 255 {
-            throw QueueError.invalidJob(field: .idempotencyKey, reason: "must be 1 to 255 bytes")
-        }
-        if !job.limitKeys.isEmpty { try ConcurrencyLimit.validate(jobKeys: job.limitKeys) }
-        guard job.after.count <= NewJob.maxDependencies else {
-            throw QueueError.invalidJob(field: .after, reason: "names \(job.after.count) jobs; at most \(NewJob.maxDependencies)")
-        }
-        if let id = job.after.first(where: { $0 <= 0 }) { throw QueueError.invalidJob(field: .after, reason: "names \(id), which is no job id") }
-        // An object starts with "{"; the server checks the rest of the syntax.
-        guard job.payload.utf8.first(where: { !isJSONWhitespace($0) }) == UInt8(ascii: "{") else {
-            throw QueueError.invalidJob(field: .payload, reason: "must be a JSON object")
-        }
+        try job.validate()
     }
-}
-
-private func isJSONWhitespace(_ byte: UInt8) -> Bool {
-    byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
 }

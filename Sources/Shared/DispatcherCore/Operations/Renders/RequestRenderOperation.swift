@@ -48,10 +48,9 @@ public struct RequestRenderOperation: DispatcherOperation {
             bodyUploadID: try request.bodyUploadId.map { try storageID($0, field: "bodyUploadId") },
             garmentUploadID: try request.garmentUploadId.map { try storageID($0, field: "garmentUploadId") })
         if let after = request.after {
-            guard after.count <= NewJob.maxDependencies else {
-                throw DispatcherError(.badArgument, "args.after names \(after.count) jobs; at most \(NewJob.maxDependencies)")
+            do { try NewJob.validate(after: after) } catch QueueError.invalidJob(_, let reason) {
+                throw DispatcherError(.badArgument, "args.after \(reason)")
             }
-            if let id = after.first(where: { $0 <= 0 }) { throw DispatcherError(.badArgument, "args.after names \(id), which is no job id") }
             renderRequest.after = after
         }
         if let url = request.callbackUrl {
