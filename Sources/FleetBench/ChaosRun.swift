@@ -196,7 +196,7 @@ struct ChaosRun: AsyncParsableCommand {
             let render = try await requests.request(RenderRequest(
                 renderID: StorageID("chaos-\(index)"), requester: .user("chaos"), ownerID: user,
                 garmentID: StorageID("g1"), bodyPhotoID: StorageID("b1"), category: .tops))
-            renderIDs.append(render.id)
+            renderIDs.append(render.id.value)
             if let job = render.jobID { ids.append(job) }
         }
         admitting.cancel()

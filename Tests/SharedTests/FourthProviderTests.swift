@@ -68,7 +68,7 @@ struct TicketWebhookSource: WebhookSource {
         try await f.q.waitUntil("submitted") { try await f.reload(render).providerJobID != nil }
         let ticket = try #require(try await f.reload(render).providerJobID)
         // Its running state is kept on the row as it made it, and read back as such.
-        let stored = try await f.q.pool.query("SELECT provider_submission::text AS s FROM renders WHERE id = $1", [render.id]).rows[0]
+        let stored = try await f.q.pool.query("SELECT provider_submission::text AS s FROM renders WHERE id = $1", [render.id.value]).rows[0]
         let submission = try JSONDecoder().decode(ProviderSubmission.self, from: Data(try stored.string("s").utf8))
         #expect(submission == ProviderSubmission(provider: TicketTryOnProvider.name, jobID: ticket, state: .running(.object(["ticket": .string(ticket)]))))
 

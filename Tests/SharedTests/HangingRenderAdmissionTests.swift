@@ -99,7 +99,7 @@ import Testing
                 return seconds
             }
         }
-        func render(_ id: String) async throws -> RenderRecord { try #require(try await f.store.render(id: id)) }
+        func render(_ id: String) async throws -> RenderRecord { try #require(try await f.store.render(id: try StorageID(id))) }
         func allEnded(_ ids: [String]) async throws -> Bool {
             for id in ids where !(try await render(id)).status.isTerminal { return false }
             return true
@@ -181,7 +181,7 @@ import Testing
             let outcome: String
             if let seconds = entry.refusedAfter {
                 outcome = "RENDER_BUSY (retry after \(seconds) s)"
-                #expect(try await f.store.render(id: entry.id) == nil, "a refused render left a row: \(entry.id)")
+                #expect(try await f.store.render(id: try StorageID(entry.id)) == nil, "a refused render left a row: \(entry.id)")
             } else {
                 let row = try await render(entry.id)
                 outcome = row.status == .complete ? "complete" : "\(row.errorCode ?? "?") \(row.failureCode ?? "")"

@@ -190,7 +190,7 @@ struct RenderFixture {
             try await f.run(render)
             #expect(try await f.reload(render).status == .complete)
             #expect(try await f.credits(user) == (0, 0, 0))
-            #expect(try await f.ledger(render.id).isEmpty)
+            #expect(try await f.ledger(render.id.value).isEmpty)
         }
         // Cancelled until the period ends; expired without credits is told so.
         try await f.subscribe("u3", status: "cancelled", expiresIn: 3600)
@@ -279,7 +279,7 @@ struct RenderFixture {
     /// A worker started `render`, submitted it to fal, kept the submission on the row and died.
     func orphan(_ f: RenderFixture, _ render: RenderRecord) async throws -> ProviderSubmission {
         // Started in SQL: a short deadline may already have passed on a loaded machine.
-        try await f.q.pool.query("UPDATE renders SET status = 'processing' WHERE id = $1", [render.id])
+        try await f.q.pool.query("UPDATE renders SET status = 'processing' WHERE id = $1", [render.id.value])
         let person = TryOnImage(bytes: RenderFixture.bodyPhoto)
         let submission = try await f.handler.providers.provider(named: FashnProvider.name)
             .submit(TryOnRequest(person: person, garment: person, category: .tops))

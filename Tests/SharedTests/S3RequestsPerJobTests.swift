@@ -85,7 +85,7 @@ import Testing
         for id in ids { _ = try await f.request(id) }
         try await f.q.waitUntil(timeout: .seconds(120), "the renders complete") {
             for id in ids {
-                let render = try #require(try await f.store.render(id: id))
+                let render = try #require(try await f.store.render(id: try StorageID(id)))
                 if render.status == .failed { throw TestFailure("render \(id) failed: \(render)\n\(worker.log)") }
                 if render.status != .complete { return false }
             }

@@ -89,7 +89,7 @@ extension JobState {
 extension RenderView {
     init(_ record: RenderRecord, resultUrl: String? = nil) {
         self.init(
-            id: record.id, userId: record.userID, garmentId: record.garmentID, bodyPhotoId: record.bodyPhotoID,
+            id: record.id.value, userId: record.userID, garmentId: record.garmentID.value, bodyPhotoId: record.bodyPhotoID.value,
             category: record.category.rawValue, provider: record.provider, status: Status(record.status), jobId: record.jobID,
             resultPath: record.resultPath, errorCode: record.errorCode, failureCode: record.failureCode, errorMessage: record.errorMessage,
             charged: record.charged, garmentCutout: record.garmentCutout,

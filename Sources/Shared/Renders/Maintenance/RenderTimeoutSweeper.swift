@@ -1,4 +1,5 @@
 import FleetQueue
+import FleetStorage
 import FleetSupport
 import Imaging
 import Logging
@@ -25,13 +26,13 @@ public struct RenderTimeoutSweeper: Sendable {
 
     /// Returns the ids of the renders it ended: timed out, then abandoned (`failAbandoned`).
     @discardableResult
-    public func runOnce(limit: Int = 1000) async throws -> [String] {
+    public func runOnce(limit: Int = 1000) async throws -> [StorageID] {
         let queue = JobQueue(executor: store.pool, knownKinds: nil)
         let timedOut = try await failExpired(limit: limit, queue: queue)
         return timedOut + (try await failAbandoned(limit: limit, queue: queue))
     }
 
-    private func failExpired(limit: Int, queue: JobQueue) async throws -> [String] {
+    private func failExpired(limit: Int, queue: JobQueue) async throws -> [StorageID] {
         let ended = try await store.failExpired(limit: limit)
         for render in ended { RenderMetrics.sweptFailed(render, .timeout) }
         if !ended.isEmpty {
@@ -54,12 +55,12 @@ public struct RenderTimeoutSweeper: Sendable {
     /// cancelled the job with `DEPENDENCY_FAILED` (`IMAGE_INVALID` when the upload is not a usable
     /// image, else `INPUT_FAILED`), or an operator cancelled it (`CANCELLED`). Nothing would run
     /// them again.
-    private func failAbandoned(limit: Int, queue: JobQueue) async throws -> [String] {
+    private func failAbandoned(limit: Int, queue: JobQueue) async throws -> [StorageID] {
         let unstarted = try await store.unstartedRenderJobs(limit: limit)
         guard !unstarted.isEmpty else { return [] }
         let states = try await queue.states(of: Array(unstarted.values))
-        var failed: [String] = []
-        for (render, job) in unstarted.sorted(by: { $0.key < $1.key }) where states[job] == .cancelled || states[job] == .dead {
+        var failed: [StorageID] = []
+        for (render, job) in unstarted.sorted(by: { $0.key.value < $1.key.value }) where states[job] == .cancelled || states[job] == .dead {
             let failure = try await AbandonedRender.failure(ofJob: job, queue: queue)
             guard let ended = try await store.failRender(id: render, failure: failure) else { continue }
             failed.append(render)

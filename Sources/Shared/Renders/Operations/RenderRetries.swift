@@ -120,11 +120,11 @@ public struct RenderRetries: Sendable {
     /// deleted: it uses the garment's cut-out if one is stored, its photo otherwise.
     private func runAgain(_ render: RenderRecord, retries: Int, on connection: PostgresConnection) async throws -> RenderRecord {
         let run = try NewJob(
-            RenderRunPayload(renderID: try StorageID(render.id)), priority: 1, maxAttempts: RenderRequests.runAttempts,
+            RenderRunPayload(renderID: render.id), priority: 1, maxAttempts: RenderRequests.runAttempts,
             idempotencyKey: "render:\(render.id):retry:\(retries)",
             limitKeys: RenderCapacity.limitKeys(provider: render.provider, requester: render.userID ?? render.ephemeralTokenID ?? ""))
         let job = try await JobQueue.enqueue([run], in: connection)[0]
         return try RenderStore.record(try await connection.query(
-            "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [render.id, job.id]).rows[0])
+            "UPDATE renders SET job_id = $2 WHERE id = $1 RETURNING \(RenderStore.columns)", [render.id.value, job.id]).rows[0])
     }
 }

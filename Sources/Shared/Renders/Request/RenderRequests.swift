@@ -175,7 +175,7 @@ public struct RenderRequests: Sendable {
     /// The render already asked with the request's id, if any; `renderIdConflict` when it is
     /// another requester's.
     private func earlierRender(_ request: RenderRequest) async throws -> RenderRecord? {
-        guard let existing = try await RenderStore(pool: pool).render(id: request.renderID.value) else { return nil }
+        guard let existing = try await RenderStore(pool: pool).render(id: request.renderID) else { return nil }
         guard try await isRequested(existing, by: request.requester) else { throw RenderRequestError.renderIdConflict }
         return existing
     }

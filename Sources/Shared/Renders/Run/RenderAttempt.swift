@@ -9,6 +9,17 @@ import Providers
 import Synchronization
 import Tracing
 
+/// What every attempt a render worker runs works with: its handler's parts, handed to each
+/// attempt as a value.
+struct RenderWork: Sendable {
+    let store: RenderStore
+    let storage: any ImageStorage
+    let fetcher: ProviderImageFetcher
+    let events: RenderEvents
+    let options: RenderOptions
+    let outage: StorageOutage
+}
+
 /// One run of one render; `run()` throws only infrastructure errors.
 struct RenderAttempt: Sendable {
     enum Outcome: Sendable {
@@ -30,14 +41,14 @@ struct RenderAttempt: Sendable {
     let earlier: ProviderSubmission?
     let garmentSource: GarmentSource
     let provider: any TryOnProvider
-    let handler: RenderHandler
+    let work: RenderWork
     let spans: RenderSpans
     let logger: Logger
     private let progress = AttemptProgress()
 
     /// `photos`: what the input check read (nil when it found the render past its deadline).
     init(
-        render: RenderRecord, earlier: ProviderSubmission?, photos: RenderPhotos?, provider: any TryOnProvider, handler: RenderHandler,
+        render: RenderRecord, earlier: ProviderSubmission?, photos: RenderPhotos?, provider: any TryOnProvider, work: RenderWork,
         spans: RenderSpans, logger: Logger
     ) {
         self.render = render
@@ -45,7 +56,7 @@ struct RenderAttempt: Sendable {
         self.garmentSource = photos?.source ?? .photo
         progress.keepCheckedPhotos(photos)
         self.provider = provider
-        self.handler = handler
+        self.work = work
         self.spans = spans
         self.logger = logger
         // Cancelled at the provider like a fresh one should this attempt's deadline pass, even
@@ -120,8 +131,8 @@ struct RenderAttempt: Sendable {
     private func waitForResult(of submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant, lookNow: Bool) async throws -> Waited {
         // A callback whose announcement carries it is taken from there, not read from the table
         // (expected since the submit; a resumed submission's from now on).
-        handler.events.expect(submission.jobID)
-        defer { handler.events.forget(submission.jobID) }
+        work.events.expect(submission.jobID)
+        defer { work.events.forget(submission.jobID) }
         var lookNow = lookNow
         var unreadableBefore = false
         while true {
@@ -178,14 +189,14 @@ struct RenderAttempt: Sendable {
                 progress.rateLimitedLast = false
                 progress.submission = submission
                 // From the submit on, its callback's announcement is kept (`waitForResult` forgets it).
-                handler.events.expect(submission.jobID)
+                work.events.expect(submission.jobID)
                 // A job still running at the provider is kept on the row: a worker taking over
                 // after a crash asks for it instead of paying for a second one.
                 do {
-                    try await handler.store.recordSubmission(
+                    try await work.store.recordSubmission(
                         id: render.id, cutout: sendsCutout, submission: submission.state.isSettled ? nil : submission)
                 } catch {
-                    handler.events.forget(submission.jobID)
+                    work.events.forget(submission.jobID)
                     throw error
                 }
                 return .success(submission)
@@ -196,7 +207,7 @@ struct RenderAttempt: Sendable {
                 // it finds the render waiting or asking again.
                 progress.rateLimitedLast = true
                 RenderMetrics.providerCall(provider: provider.name, call: "submit", outcome: "rate_limited", seconds: (ContinuousClock.now - started).seconds)
-                let rate = try? await handler.store.capacity.throttle(provider: provider.name)
+                let rate = try? await work.store.capacity.throttle(provider: provider.name)
                 let pause = (error.rateLimitedFor ?? nil) ?? .seconds(1)
                 logger.warning("provider rate limited; waiting to submit again", metadata: [
                     "retry_after_ms": "\(Int(pause.seconds * 1000))", "fleet_rate_per_window": "\(rate.flatMap { $0 }.map(String.init) ?? "none")",
@@ -221,9 +232,9 @@ struct RenderAttempt: Sendable {
     /// table is not read in vain while the provider works); after it, each poll interval too.
     private func waitForCallback(_ submission: ProviderSubmission, since submittedAt: ContinuousClock.Instant) async {
         if submission.state.isSettled { return }
-        let graceLeft = handler.options.callbackGrace - (ContinuousClock.now - submittedAt)
-        let timeout = graceLeft > .zero ? graceLeft : handler.options.pollInterval
-        await handler.events.wait(for: submission.jobID, timeout: timeout)
+        let graceLeft = work.options.callbackGrace - (ContinuousClock.now - submittedAt)
+        let timeout = graceLeft > .zero ? graceLeft : work.options.pollInterval
+        await work.events.wait(for: submission.jobID, timeout: timeout)
     }
 
     /// What a look at the outcome found.
@@ -240,7 +251,7 @@ struct RenderAttempt: Sendable {
             if let source = provider.webhookSource, let payload = try await callback(of: submission, from: source) {
                 return .read(try provider.result(ofCallback: payload))
             }
-            guard ContinuousClock.now - submittedAt >= handler.options.callbackGrace else { return .read(.pending) }
+            guard ContinuousClock.now - submittedAt >= work.options.callbackGrace else { return .read(.pending) }
             let started = ContinuousClock.now
             let result = try await provider.result(of: submission)
             RenderMetrics.providerCall(provider: provider.name, call: "poll", outcome: "ok", seconds: (ContinuousClock.now - started).seconds)
@@ -258,15 +269,15 @@ struct RenderAttempt: Sendable {
 
     /// The callback stored for `submission`: as its announcement carried it, else from the table.
     private func callback(of submission: ProviderSubmission, from source: String) async throws -> Data? {
-        if let carried = handler.events.callback(submission.jobID) { return carried }
-        return try await handler.store.providerEvent(provider: source, requestID: submission.jobID)
+        if let carried = work.events.callback(submission.jobID) { return carried }
+        return try await work.store.providerEvent(provider: source, requestID: submission.jobID)
     }
 
     /// Downloads the image, checks it decodes, stores it as JPEG under `renders/`.
     private func store(_ image: ProviderImage) async throws -> Outcome {
         let bytes: Data
         do {
-            bytes = try await spans.run("download") { _ in try await handler.fetcher.fetch(image, provider: provider.name).bytes }
+            bytes = try await spans.run("download") { _ in try await work.fetcher.fetch(image, provider: provider.name).bytes }
         } catch {
             return .failed(RenderFailure(.providerDown, "result download failed: \(error)"))
         }
@@ -278,11 +289,11 @@ struct RenderAttempt: Sendable {
                 span.attributes[TraceAttribute.outcome] = "undecodable"
                 return .failed(RenderFailure(.providerDown, "\(provider.name): the provider's image does not decode: \(error)"))
             }
-            let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
+            let key = StorageKey.render(user: render.ownerID, render: render.id)
             do {
                 // A render's result is never replaced once stored: its bytes stay those a client may
                 // have fetched (a retry after a crash between the write and the row keeps the first).
-                try await handler.outage.deferringOutages(.write) { try await handler.storage.create(jpeg, at: key) }
+                try await work.outage.deferringOutages(.write) { try await work.storage.create(jpeg, at: key) }
             } catch StorageError.alreadyExists {
                 span.attributes[TraceAttribute.outcome] = "stored before"
                 return .stored(path: key.relativePath)
@@ -299,13 +310,13 @@ struct RenderAttempt: Sendable {
         let remaining = max(1, render.deadlineAt.timeIntervalSinceNow)
         let request = TryOnRequest(
             person: photos.person, garment: photos.garment, category: render.category,
-            options: TryOnOptions(webhookURL: handler.options.webhookURL, timeout: .seconds(remaining)))
+            options: TryOnOptions(webhookURL: work.options.webhookURL, timeout: .seconds(remaining)))
         return (request, garmentSource == .cutout)
     }
 
     /// The photos read again, for a second submission.
     private func readPhotos() async throws -> RenderPhotos {
-        try await RenderPhotos.read(for: render, source: garmentSource, from: handler.storage, outage: handler.outage)
+        try await RenderPhotos.read(for: render, source: garmentSource, from: work.storage, outage: work.outage)
     }
 }
 

@@ -69,7 +69,7 @@ public struct RenderHandler: JobHandler {
         // (`PROVIDER_MISCONFIGURED`) rather than after its photos were waited for.
         let render: RenderRecord
         let earlier: ProviderSubmission?
-        let start = try await store.start(id: payload.renderID.value) { render, connection in
+        let start = try await store.start(id: payload.renderID) { render, connection in
             guard (try? providers.provider(named: render.provider)) != nil, render.deadlineAt > Date() else { return }
             if let wait = try await RenderInputCheck.makersPending(for: render, on: connection) { throw wait }
         }
@@ -79,7 +79,7 @@ public struct RenderHandler: JobHandler {
         case .gone:
             // Deleted with its expired onboarding token before a worker got to it: nothing to do.
             logger.warning("render no longer exists")
-            return summary(payload.renderID.value, "gone")
+            return summary(payload.renderID, "gone")
         case .ended(let ended):
             return try endedElsewhere(ended)
         case .pastDeadline(let expired, let earlier):
@@ -113,9 +113,11 @@ public struct RenderHandler: JobHandler {
         case .notReady: break
         }
         let remaining = render.deadlineAt.timeIntervalSinceNow
-        let spans = RenderSpans(renderID: render.id, provider: render.provider, enabled: tracing)
+        let spans = RenderSpans(renderID: render.id.value, provider: render.provider, enabled: tracing)
         let attempt = RenderAttempt(
-            render: render, earlier: earlier, photos: photos, provider: provider, handler: self, spans: spans, logger: logger)
+            render: render, earlier: earlier, photos: photos, provider: provider,
+            work: RenderWork(store: store, storage: storage, fetcher: fetcher, events: events, options: options, outage: outage),
+            spans: spans, logger: logger)
         let outcome: RenderAttempt.Outcome
         let attemptStarted = ContinuousClock.now
         do {
@@ -139,7 +141,7 @@ public struct RenderHandler: JobHandler {
             if !ended {
                 // The deadline passed (or a sweep ended it) between the download and now: the
                 // late result does not revive it.
-                try? await storage.delete(.render(user: try StorageID(render.ownerID), render: try StorageID(render.id)))
+                try? await storage.delete(.render(user: render.ownerID, render: render.id))
                 return try await endedElsewhere(render.id)
             }
             logger.info("render complete", metadata: ["path": "\(path)"])
@@ -159,7 +161,7 @@ public struct RenderHandler: JobHandler {
 
     /// The job of a render someone else ended (a sweep, an earlier attempt): completed with a
     /// complete render, dead with a failed one's failure, like the job that ended it.
-    private func endedElsewhere(_ id: String) async throws -> JSONValue {
+    private func endedElsewhere(_ id: StorageID) async throws -> JSONValue {
         guard let render = try await store.render(id: id) else { return summary(id, "gone") }
         return try endedElsewhere(render)
     }
@@ -223,8 +225,8 @@ public struct RenderHandler: JobHandler {
         return failed(failure)
     }
 
-    private func summary(_ id: String, _ outcome: String) -> JSONValue {
-        .object(["renderId": .string(id), "outcome": .string(outcome)])
+    private func summary(_ id: StorageID, _ outcome: String) -> JSONValue {
+        .object(["renderId": .string(id.value), "outcome": .string(outcome)])
     }
 
     /// Runs `body`, throwing `DeadlinePassed` once `limit` has elapsed.

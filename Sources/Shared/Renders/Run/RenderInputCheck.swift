@@ -46,7 +46,7 @@ struct RenderInputCheck: Sendable {
     /// its cut-out is either seen with its cut-out job pending by the second look, or that job
     /// completed, having written the cut-out first, which the files' second look then sees.
     func verdict(for render: RenderRecord, cutoutMade: Bool?, makersLookedFor: Bool) async throws -> Verdict {
-        let keys = try InputKeys(render)
+        let keys = InputKeys(render)
         let makers = try Self.makers(of: render)
         if !makersLookedFor, let wait = Self.waiting(for: try await queue.pendingJobs(matching: makers)) { return .notReady(wait) }
         // The garment's photo is read only when it is what the render would send: with a cut-out
@@ -84,7 +84,7 @@ struct RenderInputCheck: Sendable {
 
     private static func makers(of render: RenderRecord) throws -> [JobMatch] {
         try RenderInputs.makers(
-            owner: try StorageID(render.ownerID), bodyPhotoID: try StorageID(render.bodyPhotoID), garmentID: try StorageID(render.garmentID))
+            owner: render.ownerID, bodyPhotoID: render.bodyPhotoID, garmentID: render.garmentID)
     }
 
     private static func waiting(for pending: [JobDependency]) -> JobDeferral? {
@@ -110,7 +110,7 @@ struct RenderPhotos: Sendable {
     /// `render`'s photos of `source` read again (both reads go out together: with a bucket each
     /// is a round trip); a photo gone since the check fails the read.
     static func read(for render: RenderRecord, source: RenderAttempt.GarmentSource, from storage: any ImageStorage, outage: StorageOutage) async throws -> Self {
-        let keys = try InputKeys(render)
+        let keys = InputKeys(render)
         async let body = read(keys.body, from: storage, outage: outage)
         async let garment = read(source == .cutout ? keys.cutout : keys.garment, from: storage, outage: outage)
         return Self(body: try await body, garment: try await garment, source: source)
@@ -129,11 +129,10 @@ struct InputKeys: Sendable {
     let garment: StorageKey
     let cutout: StorageKey
 
-    init(_ render: RenderRecord) throws {
-        let owner = try StorageID(render.ownerID), garment = try StorageID(render.garmentID)
-        body = .bodyPhoto(user: owner, photo: try StorageID(render.bodyPhotoID))
-        self.garment = .garment(user: owner, garment: garment)
-        cutout = .garmentCutout(user: owner, garment: garment)
+    init(_ render: RenderRecord) {
+        body = .bodyPhoto(user: render.ownerID, photo: render.bodyPhotoID)
+        garment = .garment(user: render.ownerID, garment: render.garmentID)
+        cutout = .garmentCutout(user: render.ownerID, garment: render.garmentID)
     }
 }
 

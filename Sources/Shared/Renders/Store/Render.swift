@@ -1,3 +1,4 @@
+import FleetStorage
 import Foundation
 import Providers
 
@@ -7,14 +8,15 @@ public enum RenderStatus: String, Codable, Sendable {
     public var isTerminal: Bool { self == .complete || self == .failed }
 }
 
-/// One row of `renders`, as the status operations and the worker read it.
+/// One row of `renders`, as the status operations and the worker read it. The ids that name its
+/// files are checked once, as the row is read (`StorageID`), and travel typed from there.
 public struct RenderRecord: Sendable, Codable, Equatable {
-    public let id: String
+    public let id: StorageID
     public let userID: String?
     public let ephemeralTokenID: String?
-    public let ownerID: String
-    public let garmentID: String
-    public let bodyPhotoID: String
+    public let ownerID: StorageID
+    public let garmentID: StorageID
+    public let bodyPhotoID: StorageID
     public let category: GarmentCategory
     public let provider: String
     public let status: RenderStatus

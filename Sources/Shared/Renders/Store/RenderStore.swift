@@ -1,4 +1,5 @@
 import FleetPostgres
+import FleetStorage
 import Foundation
 import Providers
 import RenderLedger
@@ -21,8 +22,8 @@ public struct RenderStore: Sendable {
         feedback, retries, extract(epoch FROM created_at) AS created_at, extract(epoch FROM updated_at) AS updated_at
         """
 
-    public func render(id: String) async throws -> RenderRecord? {
-        try await pool.query("SELECT \(Self.columns) FROM renders WHERE id = $1", [id]).rows.first.map(Self.record)
+    public func render(id: StorageID) async throws -> RenderRecord? {
+        try await pool.query("SELECT \(Self.columns) FROM renders WHERE id = $1", [id.value]).rows.first.map(Self.record)
     }
 
     /// A user's renders, newest first.
@@ -52,7 +53,7 @@ public struct RenderStore: Sendable {
     /// was): the worker looks there for the jobs still making its photos, so that reading the
     /// render, looking and starting cost one transaction.
     public func start(
-        id: String, beforeCommit: (RenderRecord, PostgresConnection) async throws -> Void = { _, _ in }
+        id: StorageID, beforeCommit: (RenderRecord, PostgresConnection) async throws -> Void = { _, _ in }
     ) async throws -> Start {
         try await pool.withConnection { connection in
             try await connection.transaction { connection in
@@ -65,7 +66,7 @@ public struct RenderStore: Sendable {
                     SELECT true AS started, * FROM started
                     UNION ALL
                     SELECT false, \(Self.columns), provider_submission::text FROM renders WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM started)
-                    """, [id]).rows
+                    """, [id.value]).rows
                 guard let row = rows.first else { return .gone }
                 let render = try Self.record(row)
                 let earlier = try row["submission"].map { try JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) }
@@ -79,22 +80,22 @@ public struct RenderStore: Sendable {
     /// processing → pending again: a render started before its photos were found stored waits
     /// for them as one no worker started (`RenderTimeoutSweeper` fails such renders whose job
     /// ended without running them).
-    public func unstart(id: String) async throws {
+    public func unstart(id: StorageID) async throws {
         try await pool.query(
-            "UPDATE renders SET status = 'pending', started_at = NULL, updated_at = now() WHERE id = $1 AND status = 'processing' AND provider_submission IS NULL", [id])
+            "UPDATE renders SET status = 'pending', started_at = NULL, updated_at = now() WHERE id = $1 AND status = 'processing' AND provider_submission IS NULL", [id.value])
     }
 
     /// Records what the render sent its provider, in one write after the submit: which garment
     /// image (`garment_cutout`, so the render's status says what it was made from) and, for a job
     /// still running there (`submission`), what the provider returned, so a worker that takes over
     /// after a crash asks for the same job instead of submitting (and paying) again.
-    public func recordSubmission(id: String, cutout: Bool, submission: ProviderSubmission?) async throws {
+    public func recordSubmission(id: StorageID, cutout: Bool, submission: ProviderSubmission?) async throws {
         let json = try submission.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try await pool.query("""
             UPDATE renders SET garment_cutout = $2, provider_job_id = coalesce($3, provider_job_id),
                 provider_submission = coalesce($4::jsonb, provider_submission), updated_at = now()
             WHERE id = $1 AND status = 'processing'
-            """, [id, cutout, submission?.jobID, json])
+            """, [id.value, cutout, submission?.jobID, json])
     }
 
     /// What ends a render's job in the transaction that ends the render (`JobContext.end`).
@@ -104,22 +105,22 @@ public struct RenderStore: Sendable {
     /// statement (`CreditLedger.completeRender`), and ending its job with it (`endingJob`, see
     /// `settle`). False when the render had already ended or its deadline passed: then the result
     /// is not used (a late result never revives a render) and the job is not ended here.
-    public func complete(id: String, resultPath: String, endingJob: JobEnd? = nil) async throws -> Bool {
-        try await settle(id: id, CreditLedger.completeRender, [id, resultPath], endingJob: endingJob) != nil
+    public func complete(id: StorageID, resultPath: String, endingJob: JobEnd? = nil) async throws -> Bool {
+        try await settle(id: id, CreditLedger.completeRender, [id.value, resultPath], endingJob: endingJob) != nil
     }
 
     /// → failed with `failure` (its code, its message, and the business code it implies),
     /// releasing the reserved credit (`CreditLedger.failRenders`), and ending its job with it
     /// (`endingJob`, see `settle`). False when it had already ended.
-    public func fail(id: String, failure: RenderFailure, endingJob: JobEnd? = nil) async throws -> Bool {
+    public func fail(id: StorageID, failure: RenderFailure, endingJob: JobEnd? = nil) async throws -> Bool {
         try await failRender(id: id, failure: failure, endingJob: endingJob) != nil
     }
 
     /// As `fail`, answering what ended (its provider and whether it was charged, for the
     /// metrics), or nil.
-    public func failRender(id: String, failure: RenderFailure, endingJob: JobEnd? = nil) async throws -> Ended? {
+    public func failRender(id: StorageID, failure: RenderFailure, endingJob: JobEnd? = nil) async throws -> Ended? {
         let arguments: [(any PostgresEncodable)?] = [
-            PostgresArray([id]), failure.code.errorCode.rawValue, true, failure.code.rawValue, failure.message,
+            PostgresArray([id.value]), failure.code.errorCode.rawValue, true, failure.code.rawValue, failure.message,
         ]
         guard let row = try await settle(id: id, CreditLedger.failRenders, arguments, endingJob: endingJob) else { return nil }
         return Ended(id: id, provider: try row.string("provider"), charged: try row.bool("charged"), submission: nil)
@@ -134,7 +135,7 @@ public struct RenderStore: Sendable {
     /// holds PostgreSQL's notify lock either way; without a job to end, it is sent after the commit
     /// (`announceFinished`).
     private func settle(
-        id: String, _ statement: String, _ arguments: [(any PostgresEncodable)?], endingJob: JobEnd?
+        id: StorageID, _ statement: String, _ arguments: [(any PostgresEncodable)?], endingJob: JobEnd?
     ) async throws -> PostgresRow? {
         guard let endingJob else {
             let row = try await pool.query(statement, arguments).rows.first
@@ -144,7 +145,7 @@ public struct RenderStore: Sendable {
         return try await pool.withConnection { connection in
             try await connection.transaction { connection in
                 guard let row = try await connection.query(statement, arguments).rows.first else { return nil }
-                try await connection.announce(id, on: RenderChannel.finished)
+                try await connection.announce(id.value, on: RenderChannel.finished)
                 try await endingJob(connection)
                 return row
             }
@@ -152,7 +153,7 @@ public struct RenderStore: Sendable {
     }
 
     public struct Ended: Sendable, Equatable {
-        public let id: String
+        public let id: StorageID
         public let provider: String
         public let charged: Bool
         /// The provider job a worker submitted for it, if one did: still running there.
@@ -183,7 +184,7 @@ public struct RenderStore: Sendable {
         ]
         let ended = try await pool.query(CreditLedger.failRenders, arguments).rows.map {
             let id = try $0.string("id")
-            return Ended(id: id, provider: try $0.string("provider"), charged: try $0.bool("charged"),
+            return Ended(id: try StorageID(id), provider: try $0.string("provider"), charged: try $0.bool("charged"),
                          // Unreadable (written by another version): the render is ended all the same,
                          // its provider job left to run out rather than the batch's bookkeeping lost.
                          submission: $0["submission"].flatMap { try? JSONDecoder().decode(ProviderSubmission.self, from: Data($0.utf8)) },
@@ -195,12 +196,12 @@ public struct RenderStore: Sendable {
 
     /// Up to `limit` renders no worker has started (`pending`), soonest deadline first, with their
     /// `render.run` job: render id → job id.
-    public func unstartedRenderJobs(limit: Int) async throws -> [String: Int64] {
-        var jobs: [String: Int64] = [:]
+    public func unstartedRenderJobs(limit: Int) async throws -> [StorageID: Int64] {
+        var jobs: [StorageID: Int64] = [:]
         for row in try await pool.query("""
             SELECT id, job_id FROM renders WHERE status = 'pending' AND job_id IS NOT NULL ORDER BY deadline_at LIMIT $1
             """, [limit]).rows {
-            jobs[try row.string("id")] = try row.int64("job_id")
+            jobs[try StorageID(row.string("id"))] = try row.int64("job_id")
         }
         return jobs
     }
@@ -209,8 +210,8 @@ public struct RenderStore: Sendable {
     /// nothing else, without a flush of its own: inside, the notification would make that commit
     /// hold PostgreSQL's notify lock through its flush, serialising such settlements. Lost (the
     /// process died between the two), it costs a waiter one recheck interval.
-    private func announceFinished(_ ids: [String]) async {
-        try? await pool.notify(RenderChannel.finished, ids)
+    private func announceFinished(_ ids: [StorageID]) async {
+        try? await pool.notify(RenderChannel.finished, ids.map(\.value))
     }
 
     public enum FeedbackOutcome: Sendable, Equatable {
@@ -222,8 +223,8 @@ public struct RenderStore: Sendable {
 
     /// Thumbs up or down on a complete render of `userID`. A thumbs-down refunds the consumed
     /// credit, once, however often it is sent.
-    public func feedback(renderID: String, userID: String, vote: String, category: String?) async throws -> FeedbackOutcome {
-        let rows = try await pool.query(CreditLedger.recordFeedback, [renderID, userID, vote, category]).rows
+    public func feedback(renderID: StorageID, userID: String, vote: String, category: String?) async throws -> FeedbackOutcome {
+        let rows = try await pool.query(CreditLedger.recordFeedback, [renderID.value, userID, vote, category]).rows
         guard let row = rows.first else { return .notFound }
         if try row.int("found") == 1 { return .recorded(refunded: try row.int("refunded") == 1) }
         return row["status"] == nil ? .notFound : .notComplete
@@ -252,9 +253,9 @@ public struct RenderStore: Sendable {
 
     static func record(_ row: PostgresRow) throws -> RenderRecord {
         RenderRecord(
-            id: try row.string("id"), userID: row["user_id"], ephemeralTokenID: row["ephemeral_token_id"],
-            ownerID: try row.string("owner_id"), garmentID: try row.string("garment_id"),
-            bodyPhotoID: try row.string("body_photo_id"),
+            id: try StorageID(row.string("id")), userID: row["user_id"], ephemeralTokenID: row["ephemeral_token_id"],
+            ownerID: try StorageID(row.string("owner_id")), garmentID: try StorageID(row.string("garment_id")),
+            bodyPhotoID: try StorageID(row.string("body_photo_id")),
             category: GarmentCategory(rawValue: try row.string("category")) ?? .tops,
             provider: try row.string("provider"), status: RenderStatus(rawValue: try row.string("status")) ?? .failed,
             jobID: row["job_id"].flatMap(Int64.init), providerJobID: row["provider_job_id"],

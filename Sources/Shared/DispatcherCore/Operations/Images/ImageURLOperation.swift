@@ -32,10 +32,10 @@ public struct ImageURLOperation: DispatcherOperation {
     /// A render's result lives in the tree it was made in (an onboarding token's stays there
     /// after linking), which its row names; someone else's render is `NOT_FOUND`.
     private func renderResult(_ id: StorageID, of user: StorageID) async throws -> StorageKey {
-        guard let render = try await store.render(id: id.value), render.userID == user.value || render.ownerID == user.value else {
+        guard let render = try await store.render(id: id), render.userID == user.value || render.ownerID == user else {
             throw DispatcherError(.notFound, "no render \(id) of \(user)")
         }
         guard render.status == .complete else { throw DispatcherError(.renderNotComplete, "render \(id) is \(render.status.rawValue), not complete") }
-        return .render(user: try StorageID(render.ownerID), render: id)
+        return .render(user: render.ownerID, render: id)
     }
 }

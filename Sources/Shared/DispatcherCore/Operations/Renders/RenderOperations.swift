@@ -41,10 +41,10 @@ extension RenderStore {
     /// The render as the protocol shows it, or `NOT_FOUND`; once complete, with a presigned GET
     /// of its result from `resultURLs` (none when nil, or when the store is files).
     func view(of id: String, resultURLs: (any ImageURLs)?) async throws -> RenderView {
-        guard let render = try await render(id: id) else { throw DispatcherError(.notFound, "no render \(id)") }
+        guard let render = try await render(id: try storageID(id, field: "renderId")) else { throw DispatcherError(.notFound, "no render \(id)") }
         guard let resultURLs, render.status == .complete else { return RenderView(render) }
         do {
-            let key = StorageKey.render(user: try StorageID(render.ownerID), render: try StorageID(render.id))
+            let key = StorageKey.render(user: render.ownerID, render: render.id)
             return RenderView(render, resultUrl: try resultURLs.get(key, seconds: PresignedURLLifetime.defaultSeconds, at: Date()).url)
         } catch is ImageURLsUnavailable {
             return RenderView(render)

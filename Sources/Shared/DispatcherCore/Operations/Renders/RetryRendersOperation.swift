@@ -18,7 +18,7 @@ public struct RetryRendersOperation: DispatcherOperation {
                 throw DispatcherError(.badArgument, "args.renderId names one render: leave out errorCode, failureCode, provider, since and limit")
             }
             if dryRun {
-                guard let render = try await store.render(id: renderId) else { throw DispatcherError(mapping: RenderRetryError.notFound(renderId)) }
+                guard let render = try await store.render(id: try storageID(renderId, field: "renderId")) else { throw DispatcherError(mapping: RenderRetryError.notFound(renderId)) }
                 guard render.status == .failed else { throw DispatcherError(mapping: RenderRetryError.notFailed(renderId, render.status)) }
             } else {
                 _ = try await retries.retry(id: renderId)
