@@ -88,9 +88,9 @@ struct LargeTableSuite: AsyncParsableCommand {
         let queue = bench.queue
         // The drill jobs' endings and deletes folded, as the dispatcher's `counts.fold` task does
         // every few seconds.
-        _ = try await queue.driver.jobFoldCounts()
+        _ = try await JobCountFolder(executor: pool).runOnce()
         report.add("\(table).stats_p99", try await p99 { _ = try await queue.stats(window: .seconds(3_600)) }, unit: "ms")
-        let control = JobControl(driver: queue.driver)
+        let control = queue.control()
         for (name, filter) in OpsSuite.filters {
             let latencies = try await OpsSuite.listLatencies(control, filter, samples: readSamples)
             report.add("\(table).list_p99.\(name)", percentile(latencies.sorted(), 0.99), unit: "ms")

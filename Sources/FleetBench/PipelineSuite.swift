@@ -111,8 +111,8 @@ struct PipelineSuite: AsyncParsableCommand {
     /// the WAL the drain wrote per job: what the database wrote for each, released or not.
     private func drain(_ bench: FleetQueueBench, _ database: BenchDatabase, chained: Bool) async throws -> (rate: Double, walPerJob: Double) {
         try await bench.reset()
-        let driver = bench.queue.driver
-        _ = try await driver.queuePause(.kind(.drillNoop), by: "fleet-bench")
+        let control = bench.queue.control()
+        _ = try await control.pause(.kind(.drillNoop), actor: "fleet-bench")
         let processes = try await bench.startWorkers(workers)
         defer { processes.forEach { $0.signal(SIGKILL) } }
         if chained {
@@ -132,7 +132,7 @@ struct PipelineSuite: AsyncParsableCommand {
         try await database.pool.query("VACUUM ANALYZE jobs")
         let walBefore = try await database.pool.query("SELECT pg_current_wal_lsn()::text AS lsn").rows[0].string("lsn")
         let started = ContinuousClock.now
-        _ = try await driver.queueResume(.kind(.drillNoop))
+        _ = try await control.resume(.kind(.drillNoop), actor: "fleet-bench")
         try await waitForCompleted(database, drainJobs, timeout: .seconds(300))
         let elapsed = ContinuousClock.now - started
         let wal = try await database.pool.query(

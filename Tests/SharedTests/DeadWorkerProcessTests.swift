@@ -62,7 +62,7 @@ extension WorkerProcess {
 struct RunningReaper {
     private let task: Task<Void, Never>
 
-    init(_ driver: any QueueDriver, interval: Duration = .milliseconds(500)) {
+    init(_ driver: PostgresQueueDriver, interval: Duration = .milliseconds(500)) {
         let reaper = WorkerReaper(driver: driver, interval: interval, logger: testLogger)
         task = Task { await repeatEvery(interval) { await reaper.runOnce() } }
     }

@@ -2,7 +2,7 @@
 import FakeProviders
 import FleetHTTPClient
 import FleetPostgres
-import FleetQueue
+@testable import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

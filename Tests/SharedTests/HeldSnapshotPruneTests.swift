@@ -25,7 +25,7 @@ import Testing
 
     /// One pruner run on a connection of its own, in a transaction that counts the entries its
     /// scans read from `jobs_finished_idx` (`pg_stat_get_xact_tuples_returned`).
-    func run(_ pruner: (any QueueDriver) -> Pruner, _ q: TestQueue) async throws -> (deleted: Int, entries: Int) {
+    func run(_ pruner: (PostgresQueueDriver) -> Pruner, _ q: TestQueue) async throws -> (deleted: Int, entries: Int) {
         let connection = try await PostgresConnection.connect(q.url)
         let read = "SELECT pg_stat_get_xact_tuples_returned('jobs_finished_idx'::regclass) AS idx_tup_read"
         try await connection.query("BEGIN")
@@ -47,7 +47,7 @@ import Testing
         let holder = try await HeldSnapshotClaimTests().holdSnapshot(q)
         let clock = HeldSnapshotClaimTests.TestClock()
         let state = PruneFrontier(restartEvery: .seconds(60), clock: { clock.seconds.withLock { $0 } })
-        let pruner = { (driver: any QueueDriver) in
+        let pruner = { (driver: PostgresQueueDriver) in
             Pruner(driver: driver, retention: retention, frontier: state, logger: testLogger)
         }
         try await insertFinished(q, count: 5_000, hoursAgo: 3)

@@ -35,7 +35,7 @@ import Testing
 
     /// The pruner of every finished job, its frontier shared by its runs (no restart in the test).
     let pruneFrontier = PruneFrontier(restartEvery: .seconds(3600))
-    func pruner(_ driver: any QueueDriver) -> Pruner {
+    func pruner(_ driver: PostgresQueueDriver) -> Pruner {
         Pruner(driver: driver, retention: Retention(completed: .zero, cancelled: .zero, dead: .zero), frontier: pruneFrontier, logger: testLogger)
     }
 

@@ -1,7 +1,7 @@
 @testable import DispatcherProtocol
 import FakeProviders
 import FleetHTTPClient
-import FleetQueue
+@testable import FleetQueue
 import FleetStorage
 import FleetSupport
 import Foundation

@@ -41,10 +41,10 @@ struct ConsoleFleet: Sendable {
 
     init(pool: PostgresPool, readPool replica: PostgresPool? = nil, schedule: ScheduleSettings, liveWorkerWithin: Duration, logger: Logger) {
         let queue = JobQueue(executor: pool, knownKinds: FleetKinds.all)
-        let control = JobControl(driver: queue.driver, logger: logger, retryGuard: RenderJobRetryGuard())
+        let control = queue.control(logger: logger, retryGuard: RenderJobRetryGuard())
         let readPool = replica ?? pool
         let readQueue = replica.map { JobQueue(executor: $0, knownKinds: FleetKinds.all) } ?? queue
-        let readControl = replica.map { _ in JobControl(driver: readQueue.driver, logger: logger) } ?? control
+        let readControl = replica.map { _ in readQueue.control(logger: logger) } ?? control
         self.pool = pool
         self.queue = queue
         self.control = control

@@ -114,8 +114,8 @@ struct ConsolePages: Sendable {
 
     private func jobLive(_ session: Session, _ job: JobStatus) async throws -> String {
         // What it runs after and what runs after it, with their states (`docs/queue.md`, "Dependencies").
-        async let dependencies = job.after.isEmpty ? [] : fleet.queue.driver.jobDependencies(of: job.id)
-        async let dependents = fleet.queue.driver.jobDependents(of: job.id, limit: Self.dependentsShown + 1)
+        async let dependencies = job.after.isEmpty ? [] : fleet.queue.dependencies(of: job.id)
+        async let dependents = fleet.queue.dependents(of: job.id, limit: Self.dependentsShown + 1)
         let linked = { (jobs: [JobDependency]) in
             jobs.prefix(Self.dependentsShown).map { ["id": $0.id, "kind": $0.kind.rawValue, "state": $0.state.rawValue] as [String: Any] }
         }

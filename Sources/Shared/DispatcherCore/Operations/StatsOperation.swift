@@ -19,7 +19,7 @@ public struct StatsOperation: DispatcherOperation {
         guard (1...7 * 86_400).contains(window) else { throw DispatcherError(.badArgument, "windowSeconds must be between 1 and 604800") }
         async let kinds = queue.stats(window: .seconds(window))
         async let workers = queue.liveWorkers(heartbeatWithin: liveWithin)
-        let control = JobControl(driver: queue.driver)
+        let control = queue.control()
         async let pauses = control.pauses()
         async let limits = LimitView.all(control)
         let paused = try await pauses

@@ -14,13 +14,13 @@ public struct JobControl: Sendable {
     /// Jobs a bulk retry's answer names per reason it left jobs alone, at most.
     public static let sampleSize = 10
 
-    let driver: any QueueDriver
+    let driver: PostgresQueueDriver
     /// Each audited action is also logged, with the actor's token name (never the token).
     let logger: Logger?
     /// Decides which jobs of its kinds a retry may put back (the renders' module, for `render.run`).
     let retryGuard: (any JobRetryGuard)?
 
-    public init(driver: any QueueDriver, logger: Logger? = nil, retryGuard: (any JobRetryGuard)? = nil) {
+    init(driver: PostgresQueueDriver, logger: Logger? = nil, retryGuard: (any JobRetryGuard)? = nil) {
         self.driver = driver
         self.logger = logger
         self.retryGuard = retryGuard

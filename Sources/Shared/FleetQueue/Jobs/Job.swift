@@ -199,7 +199,7 @@ public struct JobOutcome: Sendable, Hashable {
         /// not counted, `error` kept among its errors.
         case deferred(error: String, code: JobErrorCode?, retryIn: Duration)
         /// Could not run yet (`JobDeferral.runAfter`): waits for `jobs`, the attempt not counted.
-        /// Written at once by its own transaction (`QueueDriver.jobRunAfter`), never batched.
+        /// Written at once by its own transaction (`PostgresQueueDriver.jobRunAfter`), never batched.
         case runAfter(jobs: [Int64])
     }
 

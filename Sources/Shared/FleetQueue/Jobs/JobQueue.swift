@@ -1,14 +1,15 @@
 import FleetPostgres
 import Foundation
+import Logging
 
 /// The queue as its callers see it: enqueue, look up, cancel. Workers use `WorkerRuntime`.
 public struct JobQueue: Sendable {
-    public let driver: any QueueDriver
+    let driver: PostgresQueueDriver
     /// Kinds accepted by `enqueue`; nil accepts any, for callers that enqueue only kinds they
     /// name in code (a worker's follow-up jobs).
     public let knownKinds: KnownKinds?
 
-    public init(driver: any QueueDriver, knownKinds: KnownKinds?) {
+    init(driver: PostgresQueueDriver, knownKinds: KnownKinds?) {
         self.driver = driver
         self.knownKinds = knownKinds
     }
@@ -17,6 +18,11 @@ public struct JobQueue: Sendable {
     /// statements join.
     public init(executor: any PostgresExecutor, knownKinds: KnownKinds?) {
         self.init(driver: PostgresQueueDriver(executor: executor), knownKinds: knownKinds)
+    }
+
+    /// The operators' side of the same queue, on the same executor (`JobControl`).
+    public func control(logger: Logger? = nil, retryGuard: (any JobRetryGuard)? = nil) -> JobControl {
+        JobControl(driver: driver, logger: logger, retryGuard: retryGuard)
     }
 
     /// Enqueues one job.
@@ -108,6 +114,9 @@ public struct JobQueue: Sendable {
 
     /// The jobs `id` runs after, with their results: what a dependent's handler reads.
     public func dependencies(of id: Int64) async throws -> [JobDependency] { try await driver.jobDependencies(of: id) }
+
+    /// Up to `limit` jobs that run after `id` and wait for it, ascending (no results).
+    public func dependents(of id: Int64, limit: Int) async throws -> [JobDependency] { try await driver.jobDependents(of: id, limit: limit) }
 
     private func insert(_ jobs: [NewJob], with insertMany: ([NewJob]) async throws -> [EnqueuedJob]) async throws -> [EnqueuedJob] {
         for job in jobs { try validate(job) }

@@ -84,7 +84,8 @@ extension PostgresQueueDriver {
             """, [before, limit] + parameters)
     }
 
-    public func jobList(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {
+    /// Jobs matching `filter`, newest first, with ids below `before` (keyset pages), at most `limit`.
+    func jobList(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> [JobSummary] {
         let (sql, parameters) = Self.listStatement(filter, before: before, limit: limit)
         let rows = try await executor.query(sql, parameters, planning: .eachCall).rows
         let decoder = PostgresJSON.makeDecoder()
@@ -100,14 +101,17 @@ extension PostgresQueueDriver {
         }
     }
 
-    public func jobCount(_ filter: JobFilter, limit: Int) async throws -> Int {
+    /// How many jobs match `filter`, counting no further than `limit`.
+    func jobCount(_ filter: JobFilter, limit: Int) async throws -> Int {
         let (condition, parameters) = filter.condition(firstParameter: 2)
         return try await executor.query(
             "SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE \(condition) LIMIT $1) AS matching",
             [limit] + parameters, planning: .eachCall).rows[0].int("n")
     }
 
-    public func jobRetry(id: Int64, runAt: Date?, guard retryGuard: (any JobRetryGuard)?) async throws -> JobRetryResult {
+    /// A `dead` or `cancelled` job back to `available` at `runAt` (now when nil), errors kept,
+    /// one more attempt allowed, unless `guard` (when the job is of its kinds) refuses it.
+    func jobRetry(id: Int64, runAt: Date?, guard retryGuard: (any JobRetryGuard)?) async throws -> JobRetryResult {
         guard let retryGuard else { return try await Self.retryOne(id: id, runAt: runAt, on: executor) }
         return try await executor.transactionRetryingConflicts { (connection: PostgresConnection) async throws -> JobRetryResult in
             guard let row = try await connection.query(
@@ -139,9 +143,12 @@ extension PostgresQueueDriver {
         return previous == .dead || previous == .cancelled ? .retried : .notRetryable(previous)
     }
 
+    /// Retries up to `limit` of the `dead` and `cancelled` jobs matching `filter`, oldest first,
+    /// skipping rows others hold locked; returns how many. One short transaction per call.
+    ///
     /// Oldest first, `ORDER BY -id DESC` so the finished jobs' indexes (keyed on `-id`, see
     /// `listStatement`) hand the rows over in order.
-    public func jobRetryBatch(_ filter: JobFilter, limit: Int) async throws -> Int {
+    func jobRetryBatch(_ filter: JobFilter, limit: Int) async throws -> Int {
         let (condition, parameters) = filter.restricted(to: [.dead, .cancelled]).condition(firstParameter: 3)
         return try await executor.query("""
             WITH picked AS (
@@ -158,9 +165,13 @@ extension PostgresQueueDriver {
             """, [Double?.none, limit] + parameters, planning: .eachCall).rows[0].int("n")
     }
 
+    /// Looks at up to `limit` of the `dead` and `cancelled` jobs matching `filter` with ids above
+    /// `after`, oldest first, skipping rows others hold locked, and retries those `guard` does not
+    /// refuse (a dry run only asks). One short transaction per call.
+    ///
     /// Oldest first from `after`, as `jobRetryBatch`; the candidates locked, shown to the guard and
     /// retried in one transaction.
-    public func jobRetryBatch(
+    func jobRetryBatch(
         _ filter: JobFilter, after: Int64?, limit: Int, guard retryGuard: any JobRetryGuard, dryRun: Bool
     ) async throws -> GuardedRetryBatch {
         let (condition, parameters) = filter.restricted(to: [.dead, .cancelled]).condition(firstParameter: 3)
@@ -212,7 +223,8 @@ extension PostgresQueueDriver {
         return try await Self.retry(ids: chain, attempts: attempts, on: executor)
     }
 
-    public func jobDiscard(id: Int64) async throws -> JobDiscardResult {
+    /// Deletes one finished job.
+    func jobDiscard(id: Int64) async throws -> JobDiscardResult {
         let rows = try await executor.query("""
             WITH target AS (SELECT id, state FROM jobs WHERE id = $1 FOR UPDATE),
             deleted AS (
@@ -226,8 +238,10 @@ extension PostgresQueueDriver {
         return try row.int("deleted") == 1 ? .discarded : .notFinished(try Self.state(row))
     }
 
+    /// Deletes up to `limit` of the finished jobs matching `filter`; returns how many.
+    ///
     /// Oldest first, as `jobRetryBatch`.
-    public func jobDiscardBatch(_ filter: JobFilter, limit: Int) async throws -> Int {
+    func jobDiscardBatch(_ filter: JobFilter, limit: Int) async throws -> Int {
         let (condition, parameters) = filter.restricted(to: [.completed, .dead, .cancelled]).condition(firstParameter: 2)
         return try await executor.query("""
             DELETE FROM jobs WHERE id IN (
@@ -236,7 +250,8 @@ extension PostgresQueueDriver {
             """, [limit] + parameters, planning: .eachCall).affectedRows
     }
 
-    public func queuePause(_ target: PauseTarget, by actor: String) async throws -> Bool {
+    /// Pauses `target` (no claim takes its jobs); false if it already was.
+    func queuePause(_ target: PauseTarget, by actor: String) async throws -> Bool {
         let paused = try await executor.query("""
             INSERT INTO queue_pauses (scope, name, paused_by) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
             """, [target.scope.rawValue, target.name, actor]).affectedRows == 1
@@ -245,7 +260,8 @@ extension PostgresQueueDriver {
         return paused
     }
 
-    public func queueResume(_ target: PauseTarget) async throws -> Bool {
+    /// Lifts the pause and wakes the workers; false if it was not paused.
+    func queueResume(_ target: PauseTarget) async throws -> Bool {
         // Waking every kind's workers is cheap and covers a paused queue, whose kinds are unknown here.
         let resumed = try await executor.query("""
             WITH resumed AS (DELETE FROM queue_pauses WHERE scope = $1 AND name = $2 RETURNING scope, name),
@@ -261,7 +277,7 @@ extension PostgresQueueDriver {
         return resumed
     }
 
-    public func queuePauses() async throws -> [QueuePause] {
+    func queuePauses() async throws -> [QueuePause] {
         try await executor.query("""
             SELECT scope, name, paused_by, extract(epoch FROM paused_at) AS paused_at FROM queue_pauses ORDER BY scope, name
             """).rows.map { row in
@@ -273,13 +289,15 @@ extension PostgresQueueDriver {
         }
     }
 
-    public func auditRecord(actor: String, action: String, target: String, affected: Int) async throws {
+    /// Appends an operator action to the audit trail.
+    func auditRecord(actor: String, action: String, target: String, affected: Int) async throws {
         try await executor.query(
             "INSERT INTO operator_audit (actor, action, target, affected) VALUES ($1, $2, $3::jsonb, $4)",
             [actor, action, target, affected])
     }
 
-    public func auditList(before: Int64?, limit: Int) async throws -> [AuditEntry] {
+    /// The trail, newest first, with ids below `before`.
+    func auditList(before: Int64?, limit: Int) async throws -> [AuditEntry] {
         try await executor.query("""
             SELECT id, extract(epoch FROM at) AS at, actor, action, target::text AS target, affected FROM operator_audit
             WHERE $1::bigint IS NULL OR id < $1::bigint ORDER BY id DESC LIMIT $2
@@ -298,11 +316,13 @@ extension PostgresQueueDriver {
 
     // MARK: The console's reads
 
+    /// Dead jobs grouped by kind and latest error code, largest first (at most 200 groups).
+    ///
     /// The groups and their counts from `dead_job_counts` with the changes not folded yet (exact,
     /// a few dozen rows whatever the number of dead jobs); each group's oldest and newest job (its
     /// sample) from the two ends of its range of `jobs_dead_groups_idx` (kind, code, finished_at,
     /// id): two index probes per group.
-    public func jobDeadGroups() async throws -> [DeadJobGroup] {
+    func jobDeadGroups() async throws -> [DeadJobGroup] {
         try await executor.query("""
             WITH groups AS (
                 SELECT kind, code, sum(n)::bigint AS n FROM (
@@ -340,10 +360,13 @@ extension PostgresQueueDriver {
         }
     }
 
+    /// Folds the count changes recorded since the last fold into the finished jobs' counts
+    /// (`docs/queue.md`, "A large table"); returns how many it folded.
+    ///
     /// Moves the count changes the triggers on `jobs` recorded into `job_counts` and
     /// `dead_job_counts`, in one statement: a change is counted once (a fold running at the same
     /// time waits for this one's rows, then finds them gone). Returns how many changes it moved.
-    public func jobFoldCounts() async throws -> Int {
+    func jobFoldCounts() async throws -> Int {
         try await executor.query("""
             WITH taken AS (
                 DELETE FROM job_count_changes RETURNING minute, kind, state, code, delta
@@ -362,8 +385,10 @@ extension PostgresQueueDriver {
             """).rows[0].int("n")
     }
 
+    /// Deletes the finished jobs' counts that reached zero; returns how many.
+    ///
     /// Deletes the counts that reached zero (their jobs pruned, retried or discarded).
-    public func jobCountsDropEmpty() async throws -> Int {
+    func jobCountsDropEmpty() async throws -> Int {
         try await executor.query("""
             WITH minutes AS (DELETE FROM job_counts WHERE n = 0 RETURNING 1),
             groups AS (DELETE FROM dead_job_counts WHERE n = 0 RETURNING 1)
@@ -388,13 +413,15 @@ extension PostgresQueueDriver {
         )
         """
 
+    /// Each kind's queue now and what finished in the last 60 minutes (`QueueOverview`).
+    ///
     /// One statement whose cost follows the queue, not the table: due, scheduled and lag come
     /// from the claim's partial index (kind and run_at, no heap once vacuumed), retrying from the
     /// retried jobs' own (`jobs_retrying_idx`), waiting from theirs (`jobs_waiting_idx`), running
     /// from the lease index: exact. What finished in the last 60 minutes (the current one so far),
     /// per kind and per minute for the chart, from the counts per minute (`job_counts` and the
     /// changes not folded yet): exact, some 60 rows per kind and state.
-    public func queueOverview() async throws -> QueueOverview {
+    func queueOverview() async throws -> QueueOverview {
         let row = try await executor.query("""
             WITH finished AS (
                 SELECT kind, state, (extract(epoch FROM date_trunc('minute', now()) - minute) / 60)::int AS minutes_ago, n FROM (

@@ -82,7 +82,8 @@ extension PostgresQueueDriver {
         }
     }
 
-    public func jobInsertGraph(_ graph: JobGraph, announce: Bool) async throws -> [EnqueuedJob] {
+    /// Inserts a graph's jobs, each after the jobs it names, in one transaction; in node order.
+    func jobInsertGraph(_ graph: JobGraph, announce: Bool) async throws -> [EnqueuedJob] {
         try await withSpan("enqueue graph", ofKind: .producer) { span in
             span.attributes[TraceAttribute.jobCount] = graph.nodes.count
             let traceParent = TracePropagation.traceParent()
@@ -129,7 +130,10 @@ extension PostgresQueueDriver {
         RETURNING kind
         """
 
-    public func jobRunAfter(id: Int64, attempt: Int, owner: String, jobs: [Int64]) async throws -> Bool {
+    /// Puts the running attempt `attempt` of job `id`, which `owner` holds, back to wait for
+    /// `jobs` too (those not ended yet), the attempt not counted (`JobDeferral.runAfter`); false
+    /// when `owner` no longer holds it.
+    func jobRunAfter(id: Int64, attempt: Int, owner: String, jobs: [Int64]) async throws -> Bool {
         let wanted = Set(jobs).subtracting([id]).sorted()
         return try await executor.transactionRetryingConflicts { connection in
             // Locked as an enqueue after them locks them: none can end unseen before the commit.
@@ -155,14 +159,16 @@ extension PostgresQueueDriver {
         }
     }
 
-    public func jobDependencies(of id: Int64) async throws -> [JobDependency] {
+    /// The jobs `id` runs after, ascending, with their results.
+    func jobDependencies(of id: Int64) async throws -> [JobDependency] {
         try await executor.query("""
             SELECT d.id, d.kind, d.state, d.result::text AS result
             FROM jobs j JOIN jobs d ON d.id = ANY (j.depends_on) WHERE j.id = $1 ORDER BY d.id
             """, [id]).rows.map(JobDependency.init(row:))
     }
 
-    public func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency] {
+    /// Up to `limit` jobs that run after `id` and wait for it (while it has not ended), ascending (no results).
+    func jobDependents(of id: Int64, limit: Int) async throws -> [JobDependency] {
         try await executor.query("""
             SELECT j.id, j.kind, j.state, NULL::text AS result
             FROM job_dependencies e JOIN jobs j ON j.id = e.job_id WHERE e.depends_on = $1 ORDER BY j.id LIMIT $2
@@ -187,16 +193,21 @@ extension PostgresQueueDriver {
         GROUP BY found.id, found.kind, found.state ORDER BY found.id LIMIT $3
         """
 
-    public func jobPendingMatching(_ matches: [JobMatch], limit: Int) async throws -> [JobDependency] {
+    /// Up to `limit` jobs not ended yet (`waiting`, `available`, `running`) matching any of
+    /// `matches`, ascending (no results).
+    func jobPendingMatching(_ matches: [JobMatch], limit: Int) async throws -> [JobDependency] {
         guard !matches.isEmpty else { return [] }
         return try await executor.query(Self.pendingMatchingSQL, [
             PostgresArray(matches.map(\.kind.rawValue)), PostgresArray(matches.map(\.payloadContains)), limit,
         ]).rows.map(JobDependency.init(row:))
     }
 
+    /// Per kind of `kinds`: the mean run time (start of the last attempt to completion) of its
+    /// newest `samples` jobs completed within `window`; a kind with none is absent.
+    ///
     /// Through `jobs_finished_idx` (finished_at, kind, state), newest first, reading the heap
     /// only for the rows of the kind.
-    public func jobRecentRunTimes(kinds: [JobKind], window: Duration, samples: Int) async throws -> [JobKind: Duration] {
+    func jobRecentRunTimes(kinds: [JobKind], window: Duration, samples: Int) async throws -> [JobKind: Duration] {
         let rows = try await executor.query("""
             SELECT k.kind, avg(extract(epoch FROM recent.finished_at - recent.started_at))::float8 AS seconds
             FROM unnest($1::text[]) AS k(kind)
@@ -215,7 +226,9 @@ extension PostgresQueueDriver {
         return runTimes
     }
 
-    public func jobDependencyTotals() async throws -> DependencyTotals {
+    /// Dependents released and dependents ended `DEPENDENCY_FAILED`, fleet-wide, since the schema
+    /// was created (counters that may run ahead by what rolled-back transactions did).
+    func jobDependencyTotals() async throws -> DependencyTotals {
         let row = try await executor.query("""
             SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_dependency_releases) AS released,
                    (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_dependency_failures) AS failed

@@ -109,7 +109,8 @@ extension PostgresQueueDriver {
         """
     }
 
-    public func limitSet(_ limit: ConcurrencyLimit, by actor: String, keepingExisting: Bool) async throws {
+    /// Creates or replaces the rule for `limit.key`; with `keepingExisting`, only creates it.
+    func limitSet(_ limit: ConcurrencyLimit, by actor: String, keepingExisting: Bool) async throws {
         let limit = try limit.validated()
         let onConflict = keepingExisting ? "DO NOTHING" : """
             DO UPDATE SET max_running = EXCLUDED.max_running, rate = EXCLUDED.rate,
@@ -126,7 +127,9 @@ extension PostgresQueueDriver {
 
     static let limitColumns = "key, max_running, rate, rate_window_seconds, throttled_rate, throttled_from, extract(epoch FROM now() - throttled_at) AS throttled_age"
 
-    public func limitThrottle(key: String) async throws -> ConcurrencyLimit? {
+    /// The limited service answered "too many" (429): halves the key's rate in force for a while
+    /// (`ConcurrencyLimit.Throttle`); the rule as it now is, nil when no rule names the key.
+    func limitThrottle(key: String) async throws -> ConcurrencyLimit? {
         guard let row = try await executor.query("""
             SELECT \(Self.limitColumns), (SELECT count(*) FROM limit_starts s WHERE s.key = q.key
                 AND s.started_at > now() - make_interval(secs => q.rate_window_seconds)) AS starts
@@ -148,18 +151,20 @@ extension PostgresQueueDriver {
         return try updated.map(ConcurrencyLimit.init(row:)) ?? rule
     }
 
-    public func limitRemove(key: String) async throws -> Bool {
+    /// Removes a rule; false if there was none.
+    func limitRemove(key: String) async throws -> Bool {
         let removed = try await executor.query("DELETE FROM queue_limits WHERE key = $1 RETURNING key", [key]).rows.count == 1
         if removed { try await executor.announce(.limits, on: QueueChannel.control) }
         return removed
     }
 
-    public func limitList() async throws -> [ConcurrencyLimit] {
+    func limitList() async throws -> [ConcurrencyLimit] {
         try await executor.query("SELECT \(Self.limitColumns) FROM queue_limits ORDER BY key")
             .rows.map(ConcurrencyLimit.init(row:))
     }
 
-    public func limitUsage() async throws -> [LimitUsage] {
+    /// Per rule: running jobs and starts within its window, per key it limits (prefix rules: keys in use).
+    func limitUsage() async throws -> [LimitUsage] {
         let rules = try await limitList()
         guard !rules.isEmpty else { return [] }
         var waiting: [String: Int] = [:]
@@ -192,7 +197,8 @@ extension PostgresQueueDriver {
         "key = \(keyExpression) OR (right(key, 1) = '*' AND starts_with(\(keyExpression), left(key, -1)))"
     }
 
-    public func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad {
+    /// One key's rule and use, its waiting jobs counted among the due jobs of `kind` (admission control).
+    func limitLoad(key: String, kind: JobKind) async throws -> LimitLoad {
         // One statement (admission control asks on every render request): the key's own rule,
         // else the longest prefix rule over it, and the key's use, counted only under a rule.
         // `kind`'s jobs ahead are those due and those waiting for the jobs they run after (a

@@ -3,15 +3,20 @@ import FleetSupport
 import Foundation
 import Tracing
 
-/// `QueueDriver` over libpq. Each method is one statement (two for a running job's cancel), run
-/// by its executor: a pool, or a connection whose open transaction the statements join (a render
-/// request creates its job atomically with its own rows).
-public struct PostgresQueueDriver: QueueDriver {
-    public let executor: any PostgresExecutor
+/// The queue's statements, behind its public types (`JobQueue`, `JobControl`, `WorkerRuntime`, the
+/// maintenance services), which build it on their executor; nothing outside FleetQueue sees it.
+/// One method per operation, named entity then verb, split by role across files (jobs and their
+/// claim here; `+Workers`, `+Maintenance`, `+Dependencies`, `+Control`, `+Limits`). Each method is
+/// one statement (two for a running job's cancel), run by its executor: a pool, or a connection
+/// whose open transaction the statements join (a render request creates its job atomically with
+/// its own rows). Every state change of a running job is a compare-and-set on "still running,
+/// still this owner, still this attempt", so a worker that lost its lease cannot overwrite anything.
+struct PostgresQueueDriver: Sendable {
+    let executor: any PostgresExecutor
     /// Whether the last claim of limited kinds found a limit rule (a new driver assumes so).
     private let limitRulesSeen = LimitRulesSeen()
 
-    public init(executor: any PostgresExecutor) { self.executor = executor }
+    init(executor: any PostgresExecutor) { self.executor = executor }
 
     // The guard "lease_owner = me" compares with a column of the unnested input, not with a
     // constant or a one-row CTE: the planner estimates those from statistics, and statistics
@@ -75,10 +80,13 @@ public struct PostgresQueueDriver: QueueDriver {
         RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS cancel_requested
         """
 
+    /// Inserts jobs in one statement; an idempotency key already present returns the first job.
+    /// `announce`: wake the workers of their kinds (`QueueChannel.jobs`) within the statement.
+    ///
     /// Without `announce`, no `fleet_jobs` notification: a caller whose transaction holds durable
     /// writes sends it after its commit (`PostgresPool.notify` says why). Runs in an `enqueue`
     /// span whose traceparent the jobs keep (`trace_parent`), for their workers to continue.
-    public func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob] {
+    func jobInsertMany(_ jobs: [NewJob], announce: Bool) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
         return try await withSpan("enqueue", ofKind: .producer) { span in
             let traceParent = TracePropagation.traceParent()
@@ -207,7 +215,12 @@ public struct PostgresQueueDriver: QueueDriver {
         return results
     }
 
-    public func jobClaim(_ request: ClaimRequest, start: ([ClaimedJob]) -> Void) async throws -> ClaimResult {
+    /// Leases up to `slots[kind]` due jobs of each kind, priority then run-at order; the kinds in
+    /// `request.limitedKinds` within the fleet-wide limits (`ConcurrencyLimit`): whether a rule
+    /// exists is the driver's to know. `start` gets the jobs as each statement returns them (the
+    /// kinds without limits first, before any transaction under the rules' lock, so that none of
+    /// them waits for it); the result holds all of them too, and the kinds a limit held back.
+    func jobClaim(_ request: ClaimRequest, start: ([ClaimedJob]) -> Void) async throws -> ClaimResult {
         let wanted = request.slots.filter { $0.value > 0 }
         let limited = wanted.filter { request.limitedKinds.contains($0.key) }
         guard !wanted.isEmpty else { return ClaimResult(jobs: []) }
@@ -352,7 +365,8 @@ public struct PostgresQueueDriver: QueueDriver {
         """
     }
 
-    public func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64> {
+    /// Records outcomes of attempts `owner` still holds; returns the ids it applied.
+    func jobFinishMany(owner: String, outcomes: [JobOutcome]) async throws -> Set<Int64> {
         guard !outcomes.isEmpty else { return [] }
         var states: [String] = [], results: [String?] = [], errors: [String?] = [], codes: [String?] = []
         var retryIn: [Double] = [], refunds: [Bool] = []
@@ -383,7 +397,8 @@ public struct PostgresQueueDriver: QueueDriver {
         return Set(try rows.map { try $0.int64("id") })
     }
 
-    public func jobExtendLeases(owner: String, ids: [Int64], lease: Duration) async throws -> LeaseRenewal {
+    /// Renews the leases `owner` still holds among `ids` and heartbeats the worker row.
+    func jobExtendLeases(owner: String, ids: [Int64], lease: Duration) async throws -> LeaseRenewal {
         let rows = try await executor.withRetry { connection in
             try await connection.query(Self.extendLeasesSQL, [owner, lease.seconds, PostgresArray(ids)]).rows
         }
@@ -396,7 +411,8 @@ public struct PostgresQueueDriver: QueueDriver {
         return renewal
     }
 
-    /// Marks the job as waited for. A write, so that it is race-free with the job's end: an ending
+    /// Marks the job as waited for: its end then notifies `fleet_jobs_finished` (jobs nobody waits
+    /// for end without a notification, but those holding a limited slot). A write, so that it is race-free with the job's end: an ending
     /// statement that started before this commits updates the row this wrote (PostgreSQL
     /// re-reads it), so it sees the mark and notifies; one that committed first left a terminal
     /// state for the waiter's next read. A job already ended is not written: there is nothing
@@ -407,7 +423,7 @@ public struct PostgresQueueDriver: QueueDriver {
     /// (`SKIP LOCKED`): when the job is available its kind's workers are told again after the
     /// commit, or a worker that found nothing else would wait for its poll (a `wait` sent right
     /// after its `enqueue` did, under load).
-    public func jobWatchFinish(id: Int64) async throws {
+    func jobWatchFinish(id: Int64) async throws {
         let marked = try await executor.query("""
             UPDATE jobs SET finish_watched = true
             WHERE id = $1 AND NOT finish_watched AND state IN ('waiting', 'available', 'running')
@@ -418,7 +434,8 @@ public struct PostgresQueueDriver: QueueDriver {
         }
     }
 
-    public func jobCancel(id: Int64) async throws -> CancelResult {
+    /// Cancels a queued job, or asks the worker running it to stop.
+    func jobCancel(id: Int64) async throws -> CancelResult {
         try await executor.withConnection { connection in
             let rows = try await connection.query("""
                 WITH target AS (SELECT id, state AS previous FROM jobs WHERE id = $1 FOR UPDATE),
@@ -448,7 +465,8 @@ public struct PostgresQueueDriver: QueueDriver {
         }
     }
 
-    public func jobStates(ids: [Int64]) async throws -> [Int64: JobState] {
+    /// The states of those of `ids` that exist.
+    func jobStates(ids: [Int64]) async throws -> [Int64: JobState] {
         var states: [Int64: JobState] = [:]
         for row in try await executor.query("SELECT id, state::text AS state FROM jobs WHERE id = ANY ($1::bigint[])", [PostgresArray(ids)]).rows {
             guard let state = JobState(rawValue: try row.string("state")) else { throw QueueError.internalMismatch("unknown job state") }
@@ -457,7 +475,7 @@ public struct PostgresQueueDriver: QueueDriver {
         return states
     }
 
-    public func jobGet(id: Int64) async throws -> JobRecord? {
+    func jobGet(id: Int64) async throws -> JobRecord? {
         guard let row = try await executor.query("""
             SELECT id, kind, queue, state, priority, attempt, max_attempts, payload, result, errors, idempotency_key,
                 lease_owner, cancel_requested_at IS NOT NULL AS cancel_requested,
@@ -494,155 +512,14 @@ public struct PostgresQueueDriver: QueueDriver {
         }
     }
 
-    public func jobRescueExpired(limit: Int) async throws -> [RescuedJob] {
-        let rows = try await executor.withRetry { connection in
-            try await connection.query(Self.rescueExpiredSQL, [limit]).rows
-        }
-        return try rows.map(RescuedJob.init(row:))
-    }
-
-    /// Rescues up to `$1` running jobs whose lease expired, oldest expiry first.
-    static let rescueExpiredSQL = """
-        WITH taken AS (
-            SELECT id, lease_owner FROM jobs WHERE state = 'running' AND lease_expires_at < now()
-            ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
-        ),
-        \(putBack(stillHeld: "jobs.lease_expires_at < now()", code: .leaseExpired,
-                  message: "'lease expired: worker ' || coalesce(jobs.lease_owner, '?') || ' stopped renewing it'"))
-        SELECT id, kind, state FROM rescued WHERE \(putBackSent)
-        """
-
-    /// The CTEs `rescued`, `notified` and `announced` that put running jobs back: those of the
-    /// statement's CTE `taken` (columns `id`, `lease_owner`, rows locked FOR UPDATE SKIP LOCKED)
-    /// whose row, read again once locked, is still running and satisfies `stillHeld`. The attempt
-    /// counts: the job goes back to `available` at once, or ends `dead` when it was its last
-    /// (`cancelled` when a cancel was asked), with an entry of `code` and `message` (an SQL
-    /// expression over the row as it was) in its errors. Jobs that ended send `fleet_jobs_finished`;
-    /// the kinds with a job to run again send `fleet_jobs`, so a worker takes it at once rather
-    /// than at its next poll. `rescued` returns `id`, `kind`, the new `state` and the `owner` it
-    /// was taken from. The caller's final SELECT filters on `putBackSent`, which runs the notifies.
-    /// Shared by the lease rescue and the reaper of dead workers.
-    static func putBack(stillHeld: String, code: JobErrorCode, message: String) -> String {
-        """
-        rescued AS (
-        UPDATE jobs SET
-            state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
-                         WHEN jobs.attempt >= jobs.max_attempts THEN 'dead'::job_state
-                         ELSE 'available'::job_state END,
-            finished_at = CASE WHEN jobs.cancel_requested_at IS NULL AND jobs.attempt < jobs.max_attempts
-                               THEN NULL ELSE now() END,
-            run_at = now(),
-            errors = jobs.errors || jsonb_build_array(jsonb_build_object(
-                'attempt', jobs.attempt, 'at', now(), 'code', '\(code)', 'worker', jobs.lease_owner, 'error', \(message))),
-            last_error_code = '\(code)',
-            lease_owner = NULL,
-            lease_expires_at = NULL
-        FROM taken
-        WHERE jobs.id = taken.id AND jobs.state = 'running' AND \(stillHeld)
-        RETURNING jobs.id, jobs.kind, jobs.state, jobs.finish_watched, jobs.limit_keys, taken.lease_owner AS owner
-        ),
-        notified AS (\(notifyFinished(from: "rescued"))),
-        announced AS (
-            SELECT count(\(QueueChannel.jobs.notifySQL(payload: "kind"))) AS sent
-            FROM (SELECT DISTINCT kind FROM rescued WHERE state = 'available') AS again
-        )
-        """
-    }
-
-    /// Filters the final SELECT of a statement using `putBack`: runs its notifications once.
-    static let putBackSent = "(SELECT sent FROM notified) >= 0 AND (SELECT sent FROM announced) >= 0"
-
-    public func workerReapLost() async throws -> [LostWorker] {
-        // Not retried: its caller looks again within a second, also when the database comes
-        // back, which a retry backing off up to 2 s would not.
-        let rows = try await executor.query(Self.reapLostSQL).rows
-        var jobs: [String: [RescuedJob]] = [:]
-        for row in rows {
-            let worker = try row.string("worker")
-            if row["id"] == nil { jobs[worker, default: []] += [] } else { jobs[worker, default: []].append(try RescuedJob(row: row)) }
-        }
-        return jobs.map { LostWorker(id: $0.key, jobs: $0.value.sorted { $0.id < $1.id }) }.sorted { $0.id < $1.id }
-    }
-
-    /// Takes back the running jobs of every worker whose LISTEN session is gone (`WorkerLock`):
-    /// its row records a lock taken on this very server run, and nobody holds that lock now. The
-    /// probe takes the lock for the transaction, so two reapers never take the same worker, and a
-    /// worker reconnecting meanwhile finds it taken (and tries again a few seconds later). The
-    /// worker's row is marked stopped, so it is not probed again, unless a job of it was skipped
-    /// (locked by someone else at that instant): then the next run takes it. One row per job
-    /// taken back, and one with NULL job columns per worker found dead with none.
-    static let reapLostSQL = """
-        WITH candidates AS MATERIALIZED (
-            SELECT id FROM workers WHERE stopped_at IS NULL AND lock_server_start = pg_postmaster_start_time()
-        ),
-        -- True: no session holds the worker's lock, its LISTEN connection is gone.
-        lost AS MATERIALIZED (
-            SELECT id FROM candidates WHERE pg_try_advisory_xact_lock(\(WorkerLock.namespace), hashtext(id))
-        ),
-        taken AS MATERIALIZED (
-            SELECT id, lease_owner FROM jobs WHERE state = 'running' AND lease_owner IN (SELECT id FROM lost)
-            FOR UPDATE OF jobs SKIP LOCKED
-        ),
-        \(putBack(stillHeld: "jobs.lease_owner = taken.lease_owner", code: .workerLost,
-                  message: "'worker lost: the session of worker ' || jobs.lease_owner || ' ended (the process died or lost its database connection)'")),
-        stopped AS (
-            UPDATE workers SET stopped_at = now() FROM lost
-            WHERE workers.id = lost.id AND NOT EXISTS (
-                SELECT 1 FROM jobs WHERE jobs.state = 'running' AND jobs.lease_owner = lost.id AND jobs.id NOT IN (SELECT id FROM taken))
-            RETURNING workers.id
-        )
-        SELECT lost.id AS worker, rescued.id, rescued.kind, rescued.state
-        FROM lost LEFT JOIN rescued ON rescued.owner = lost.id
-        WHERE \(putBackSent) AND (SELECT count(*) FROM stopped) >= 0
-        """
-
-    /// The oldest finished jobs first, by `jobs_finished_idx` from the shortest retention down,
-    /// starting at `from` (`PruneFrontier`): the cost follows the rows deleted, not the table, nor
-    /// the entries of rows deleted earlier that a held snapshot keeps in the index.
-    public func jobDeleteFinished(_ retention: Retention, limit: Int, from: Int64?) async throws -> PrunedBatch {
-        let row = try await executor.query("""
-            WITH deleted AS (
-                DELETE FROM jobs WHERE id IN (
-                    SELECT id FROM jobs
-                    WHERE finished_at < now() - make_interval(secs => least($1::float8, $2::float8, $3::float8))
-                      AND finished_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 microsecond', '-infinity')
-                      AND ((state = 'completed' AND finished_at < now() - make_interval(secs => $1))
-                        OR (state = 'cancelled' AND finished_at < now() - make_interval(secs => $2))
-                        OR (state = 'dead' AND finished_at < now() - make_interval(secs => $3)))
-                    ORDER BY finished_at
-                    LIMIT $4
-                )
-                RETURNING finished_at
-            )
-            SELECT count(*) AS deleted,
-                (extract(epoch FROM max(finished_at) - timestamptz 'epoch') * 1000000)::bigint AS newest
-            FROM deleted
-            """, [retention.completed.seconds, retention.cancelled.seconds, retention.dead.seconds, limit, from]).rows[0]
-        return PrunedBatch(deleted: try row.int("deleted"), newest: row["newest"].flatMap { Int64($0) })
-    }
-
-    public func jobKillUnknownKinds(known: Set<JobKind>, grace: Duration) async throws -> [Int64] {
-        try await executor.query("""
-            WITH killed AS (
-            UPDATE jobs SET state = 'dead', finished_at = now(),
-                errors = errors || jsonb_build_array(jsonb_build_object(
-                    'attempt', attempt, 'at', now(), 'code', '\(JobErrorCode.unknownKind)',
-                    'error', 'unknown job kind ''' || kind || ''': no worker of this fleet handles it')),
-                last_error_code = '\(JobErrorCode.unknownKind)'
-            WHERE state = 'available' AND NOT (kind = ANY($1::text[])) AND created_at < now() - make_interval(secs => $2)
-            RETURNING id, state, finish_watched, limit_keys
-            ),
-            notified AS (\(Self.notifyFinished(from: "killed")))
-            SELECT id FROM killed WHERE (SELECT sent FROM notified) >= 0
-            """, [PostgresArray(known.map(\.rawValue).sorted()), grace.seconds]).rows.map { try $0.int64("id") }
-    }
-
+    /// Per kind: jobs due, scheduled, running, waiting for a retry, finished within `window`, and the oldest due job's age.
+    ///
     /// A cost that follows the queue and the window, not the table: the open jobs from the
     /// partial indexes (`openJobCounts`), the finished ones from the counts per minute
     /// (`job_counts` and the changes not folded yet) for the whole minutes of the window, and from
     /// `jobs_finished_idx` for the part of its first minute inside it: exact, whatever the window
     /// holds. A kind with neither open jobs nor jobs finished in the window has no line.
-    public func jobStats(window: Duration) async throws -> [KindStats] {
+    func jobStats(window: Duration) async throws -> [KindStats] {
         let rows = try await executor.query("""
             WITH \(Self.openJobCounts), counted AS (
                 SELECT kind, state, code, n FROM job_counts
@@ -681,59 +558,26 @@ public struct PostgresQueueDriver: QueueDriver {
                 oldestDueAge: row["oldest_due_age"] == nil ? nil : .milliseconds(Int64(try row.double("oldest_due_age") * 1000)))
         }
     }
-
-    public func workerRegister(_ worker: WorkerRecord) async throws {
-        _ = try await executor.withRetry { connection in
-            try await connection.query("""
-                INSERT INTO workers (id, host, pid, executable, kinds) VALUES ($1, $2, $3, $4, $5)
-                ON CONFLICT (id) DO UPDATE SET last_heartbeat_at = now(), stopped_at = NULL
-                """, [worker.id, worker.host, worker.pid, worker.executable, PostgresArray(worker.kinds.map(\.rawValue))])
-        }
-    }
-
-    public func workerStop(id: String) async throws {
-        _ = try await executor.withRetry { connection in
-            try await connection.query("UPDATE workers SET stopped_at = now() WHERE id = $1", [id])
-        }
-    }
-
-    public func workerDeleteStale(olderThan age: Duration) async throws -> Int {
-        try await executor.query(
-            "DELETE FROM workers WHERE last_heartbeat_at < now() - make_interval(secs => $1)", [age.seconds]).affectedRows
-    }
-
-    public func workerListLive(heartbeatWithin: Duration) async throws -> [LiveWorker] {
-        let rows = try await executor.query("""
-            SELECT w.id, w.host, w.pid, w.executable, array_to_json(w.kinds)::text AS kinds,
-                extract(epoch FROM w.started_at) AS started_at, extract(epoch FROM w.last_heartbeat_at) AS last_heartbeat_at,
-                coalesce(held.running, 0) AS running
-            FROM workers w
-            LEFT JOIN (SELECT lease_owner, count(*) AS running FROM jobs WHERE state = 'running' GROUP BY lease_owner) AS held
-                ON held.lease_owner = w.id
-            WHERE w.stopped_at IS NULL AND w.last_heartbeat_at > now() - make_interval(secs => $1)
-            ORDER BY w.id
-            """, [heartbeatWithin.seconds]).rows
-        return try rows.map { row in
-            let kinds = try JSONDecoder().decode([String].self, from: Data(try row.string("kinds").utf8))
-            return LiveWorker(
-                record: WorkerRecord(id: try row.string("id"), host: try row.string("host"), pid: Int32(try row.int("pid")),
-                                     executable: try row.string("executable"), kinds: kinds.map(JobKind.init(rawValue:))),
-                startedAt: try row.date("started_at"), lastHeartbeatAt: try row.date("last_heartbeat_at"),
-                running: try row.int("running"))
-        }
-    }
-}
-
-extension RescuedJob {
-    init(row: PostgresRow) throws {
-        self.init(id: try row.int64("id"), kind: JobKind(rawValue: try row.string("kind")),
-                  state: JobState(rawValue: try row.string("state")) ?? .available)
-    }
 }
 
 extension ClaimedJob {
     /// The order a claim hands its jobs out in: by priority, then by id (enqueue order).
     fileprivate static func inClaimOrder(_ a: ClaimedJob, _ b: ClaimedJob) -> Bool {
         (a.priority, a.id) < (b.priority, b.id)
+    }
+}
+
+extension PostgresQueueDriver {
+    func jobInsertMany(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
+        try await jobInsertMany(jobs, announce: true)
+    }
+
+    /// Claims and returns the jobs (`jobClaim(_:start:)`, for a caller that starts them all at once).
+    func jobClaim(_ request: ClaimRequest) async throws -> ClaimResult {
+        try await jobClaim(request) { _ in }
+    }
+
+    func limitSet(_ limit: ConcurrencyLimit, by actor: String) async throws {
+        try await limitSet(limit, by: actor, keepingExisting: false)
     }
 }

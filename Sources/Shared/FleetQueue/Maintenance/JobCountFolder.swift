@@ -4,9 +4,9 @@ import FleetPostgres
 /// (`docs/queue.md`, "A large table"), so a read of `stats`, the console's overview or its
 /// dead-job groups sums a few rows plus the few seconds of changes since the last fold.
 public struct JobCountFolder: Sendable {
-    let driver: any QueueDriver
+    let driver: PostgresQueueDriver
 
-    public init(driver: any QueueDriver) {
+    init(driver: PostgresQueueDriver) {
         self.driver = driver
     }
 

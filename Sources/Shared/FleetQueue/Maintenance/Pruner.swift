@@ -6,12 +6,12 @@ import Synchronization
 /// Deletes finished jobs past their retention, and workers silent for a day, in batches
 /// so no single statement holds locks for long; then the finished jobs' counts that reached zero.
 public struct Pruner: Sendable {
-    let driver: any QueueDriver
+    let driver: PostgresQueueDriver
     let retention: Retention
     let frontier: PruneFrontier
     let logger: Logger
 
-    public init(driver: any QueueDriver, retention: Retention = Retention(), frontier: PruneFrontier = PruneFrontier(), logger: Logger) {
+    init(driver: PostgresQueueDriver, retention: Retention = Retention(), frontier: PruneFrontier = PruneFrontier(), logger: Logger) {
         self.driver = driver
         self.retention = retention
         self.frontier = frontier

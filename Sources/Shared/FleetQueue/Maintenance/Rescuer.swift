@@ -8,11 +8,11 @@ import Metrics
 /// The attempt counts, so a job that kills every worker that runs it ends `dead`. Safe to
 /// run from every process at once: rows are taken with SKIP LOCKED and re-checked.
 public struct Rescuer: Sendable {
-    let driver: any QueueDriver
+    let driver: PostgresQueueDriver
     let logger: Logger
     let batch: Int
 
-    public init(driver: any QueueDriver, logger: Logger, batch: Int = 1_000) {
+    init(driver: PostgresQueueDriver, logger: Logger, batch: Int = 1_000) {
         self.driver = driver
         self.logger = logger
         self.batch = batch

@@ -5,12 +5,12 @@ import Logging
 /// (written straight into the table, or by a newer release). The grace period leaves a
 /// rolling deploy time to bring up the workers of a new kind.
 public struct UnknownKindSweeper: Sendable {
-    let driver: any QueueDriver
+    let driver: PostgresQueueDriver
     let knownKinds: Set<JobKind>
     let grace: Duration
     let logger: Logger
 
-    public init(driver: any QueueDriver, knownKinds: KnownKinds, grace: Duration = .seconds(600), logger: Logger) {
+    init(driver: PostgresQueueDriver, knownKinds: KnownKinds, grace: Duration = .seconds(600), logger: Logger) {
         self.driver = driver
         self.knownKinds = knownKinds.kinds
         self.grace = grace

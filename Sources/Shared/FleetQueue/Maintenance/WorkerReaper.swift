@@ -11,11 +11,11 @@ import ServiceLifecycle
 /// a service, not a schedule slot: any number of dispatchers may run it at once (each worker is
 /// taken by one, under its lock), and a per-second cron slot would cost a slot row a second.
 public struct WorkerReaper: Service {
-    let driver: any QueueDriver
+    let driver: PostgresQueueDriver
     let interval: Duration
     let logger: Logger
 
-    public init(driver: any QueueDriver, interval: Duration = .seconds(1), logger: Logger) {
+    init(driver: PostgresQueueDriver, interval: Duration = .seconds(1), logger: Logger) {
         self.driver = driver
         self.interval = interval
         self.logger = logger

@@ -5,7 +5,7 @@ import Logging
 /// goes out at once. A failed write is kept and retried: outcomes are not lost to a
 /// database restart.
 actor OutcomeRecorder {
-    private let driver: any QueueDriver
+    private let driver: PostgresQueueDriver
     private let owner: String
     private let logger: Logger
     private let maxBatch: Int
@@ -14,7 +14,7 @@ actor OutcomeRecorder {
     private var flushing = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
-    init(driver: any QueueDriver, owner: String, logger: Logger, maxBatch: Int = 5_000) {
+    init(driver: PostgresQueueDriver, owner: String, logger: Logger, maxBatch: Int = 5_000) {
         self.driver = driver
         self.owner = owner
         self.logger = logger

@@ -14,7 +14,7 @@ import Tracing
 public final class WorkerRuntime: Service, Sendable {
     public let id: String
     private let configuration: WorkerConfiguration
-    private let driver: any QueueDriver
+    private let driver: PostgresQueueDriver
     private let handlers: [JobKind: any JobHandler]
     private let notifier: Notifier
     /// The kinds whose handlers use limits (`JobHandler.usesLimits`).
@@ -80,8 +80,8 @@ public final class WorkerRuntime: Service, Sendable {
             handlers: handlers, logger: logger, mayClaim: mayClaim)
     }
 
-    public init(
-        executable: String, configuration: WorkerConfiguration, driver: any QueueDriver, notifier: Notifier,
+    init(
+        executable: String, configuration: WorkerConfiguration, driver: PostgresQueueDriver, notifier: Notifier,
         handlers: [any JobHandler], logger: Logger, mayClaim: @escaping @Sendable () -> Bool = { true }
     ) {
         self.mayClaim = mayClaim

@@ -17,8 +17,8 @@ extension OperationRegistry {
     public static func jobControlOperations(
         queue: JobQueue, reads: JobQueue? = nil, admissionChanged: @escaping @Sendable () -> Void = {}, logger: Logger
     ) -> [any DispatcherOperation] {
-        let control = JobControl(driver: queue.driver, logger: logger, retryGuard: RenderJobRetryGuard())
-        let readControl = reads.map { JobControl(driver: $0.driver, logger: logger) } ?? control
+        let control = queue.control(logger: logger, retryGuard: RenderJobRetryGuard())
+        let readControl = reads.map { $0.control(logger: logger) } ?? control
         return [
             JobGetOperation(queue: queue),
             JobsListOperation(control: readControl),
