@@ -7,11 +7,13 @@ import Testing
 /// The lease rescue on one worker of the fleet (`MaintenanceLeader`): the one whose LISTEN session
 /// holds the leader's lock.
 @Suite(.serialized) struct MaintenanceLeaderTests {
-    /// The LISTEN sessions holding the leader's lock, by backend pid.
+    /// The sessions holding the leader's lock on `q`'s database (an advisory lock is a database's
+    /// own: each database's queue has its leader), by backend pid.
     private func leaderSessions(_ q: TestQueue) async throws -> [Int] {
         try await q.pool.query("""
             SELECT pid FROM pg_locks
-            WHERE locktype = 'advisory' AND granted AND classid = ($1::integer)::oid AND objid = ($2::integer)::oid AND objsubid = 2
+            WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND classid = ($1::integer)::oid AND objid = ($2::integer)::oid AND objsubid = 2
             """, [Int(MaintenanceLeader.lockKey.0), Int(MaintenanceLeader.lockKey.1)]).rows.map { try $0.int("pid") }
     }
 

@@ -368,6 +368,8 @@ import Testing
             case 0, 1:
                 guard case .claim(let slots) = state.claimBegins() else { break }
                 for _ in 0..<Int(random.next() % 3) {
+                    // Now and then the shutdown begins while the claim is in flight.
+                    if random.next() % 40 == 0 { state.stop() }
                     var jobs: [ClaimedJob] = []
                     for (kind, count) in slots.sorted(by: { $0.key < $1.key }) {
                         for _ in 0..<Int(random.next() % UInt64(count + 2)) {
@@ -398,7 +400,7 @@ import Testing
                     _ = state.interrupt(job.id, as: random.next() % 2 == 0 ? .cancelRequested : .leaseLost)
                 }
             default:
-                if random.next() % 20 == 0 { state.stop() }
+                if random.next() % 40 == 0 { state.stop() }
             }
             expectSlotsAccounted(state)
         }
