@@ -358,7 +358,7 @@ import Testing
     /// Any order of claims, answers, ends, interrupts and re-claims keeps every slot accounted
     /// for and none below zero.
     @Test(arguments: 0..<20) func slotsAreNeverCountedTwiceNorBelowZero(seed: UInt64) {
-        var random = SplitMix64(seed: seed)
+        var random = SeededGenerator(seed: seed)
         var state = fresh([.drillNoop: 3, .drillScript: 2], limited: [.drillScript], batch: 2)
         var runs: [ClaimedJob] = []
         var attempts: [Int64: Int] = [:]
@@ -412,17 +412,3 @@ import Testing
     }
 }
 
-/// A seeded generator: the same events for the same seed.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D4_9CB8_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
