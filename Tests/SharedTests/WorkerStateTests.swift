@@ -64,7 +64,7 @@ import Testing
         _ = state.claimed([job(2), job(3)])
         state.claimEnded(heldBack: [])
         let asked2 = state.claimBegins()
-        #expect(asked2 == State.Claim.none)
+        #expect(asked2 == .noFreeSlot)
         // Nothing reserved: ending a job frees its slot for the next claim.
         let ending = state.ending(job(3))
         #expect(ending == .record(.normal))

@@ -35,15 +35,18 @@ final class MaintenanceLeader: Sendable {
         notifier.runOnEachSession(statement)
     }
 
-    /// Whether this process runs the rescue now.
-    var leads: Bool {
-        let leads = notifier.isPollOnly || notifier.sessionHolds(statement)
-        guard led.withLock({ led in defer { led = leads }; return led != leads }) else { return leads }
-        if leads {
+    /// Whether this process runs the rescue now; logs when that changed.
+    func leads() -> Bool {
+        let leading = notifier.isPollOnly || notifier.sessionHolds(statement)
+        let changed = led.withLock { led in
+            defer { led = leading }
+            return led != leading
+        }
+        if changed && leading {
             logger.info("leading the lease rescue")
-        } else {
+        } else if changed {
             logger.info("no longer leading the lease rescue: its LISTEN session ended")
         }
-        return leads
+        return leading
     }
 }

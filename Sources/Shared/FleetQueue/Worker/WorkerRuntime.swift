@@ -123,7 +123,7 @@ public final class WorkerRuntime: Service, Sendable {
         let leader = MaintenanceLeader(notifier: notifier, period: period, logger: logger)
         let rescuer = Rescuer(driver: driver, logger: logger)
         await repeatEvery(period) {
-            guard leader.leads else { return }
+            guard leader.leads() else { return }
             let rescued = await rescuer.runOnce()
             logger.trace("lease rescue ran", metadata: ["rescued": "\(rescued)"])
             if rescued > 0 { wake(backlog: true) }
@@ -147,7 +147,7 @@ public final class WorkerRuntime: Service, Sendable {
             let slots: [JobKind: Int]
             switch state.withLock({ $0.claimBegins() }) {
             case .claim(let reserved): slots = reserved
-            case .none: continue
+            case .noFreeSlot: continue
             case .stop: return
             }
             // Jobs to give back unrun: the shutdown began while the claim was in flight.

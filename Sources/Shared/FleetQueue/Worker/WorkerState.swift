@@ -31,7 +31,7 @@ struct WorkerState<Handle> {
         /// Claim up to these many jobs per kind; report with `claimed`, then `claimEnded`.
         case claim([JobKind: Int])
         /// Every slot is taken.
-        case none
+        case noFreeSlot
         /// The worker is stopping: claim no more.
         case stop
     }
@@ -118,7 +118,7 @@ struct WorkerState<Handle> {
         guard !isStopping else { return .stop }
         precondition(inFlight == nil, "a claim began while another was in flight")
         let slots = free.filter { $0.value > 0 }.mapValues { min($0, maxClaimBatch) }
-        guard !slots.isEmpty else { return .none }
+        guard !slots.isEmpty else { return .noFreeSlot }
         for (kind, count) in slots { free[kind, default: 0] -= count }
         inFlight = InFlight(requested: slots, reserved: slots)
         return .claim(slots)
