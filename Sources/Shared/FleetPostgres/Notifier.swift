@@ -300,8 +300,8 @@ public final class Notifier: Service, Sendable {
         }
     }
 
-    /// Runs the session statements that have not succeeded on this session, each at most once
-    /// every its `retry`; false when the link failed.
+    /// Runs the session statements that have not succeeded on this session, each no sooner than
+    /// its `retry` after its last try; false when the link failed.
     private func runSessionStatements(on connection: ListenConnection, lastTries: inout [String: ContinuousClock.Instant]) -> Bool {
         let pending = state.withLock { state in state.sessionStatements.filter { !state.succeededOnSession.contains($0.name) } }
         for statement in pending {
