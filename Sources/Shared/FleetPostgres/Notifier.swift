@@ -25,19 +25,26 @@ public struct NotifierSubscription: Sendable {
 /// connects and before its LISTENs: for what must live exactly as long as that session (a worker
 /// takes a session-level advisory lock there, which the server releases the moment the session
 /// ends). The notifier knows nothing of what it does. It succeeded when it returned a row; when
-/// it returned none or failed with the link still up, it is logged and run again every few
-/// seconds on the same session.
+/// it returned none or failed with the link still up, it is run again every `retry` on the same
+/// session.
 public struct SessionStatement: Sendable, Equatable {
-    /// Names it in the log.
+    /// Names it in the log; one name, one statement.
     public let name: String
     public let sql: String
     /// In PostgreSQL's text format.
     public let parameters: [String?]
+    /// How long after a try that did not succeed it is tried again.
+    public let retry: Duration
+    /// No row is an ordinary answer (another session holds what it takes), not logged; false:
+    /// it is logged as a warning.
+    public let contended: Bool
 
-    public init(name: String, sql: String, parameters: [String?]) {
+    public init(name: String, sql: String, parameters: [String?], retry: Duration = .seconds(5), contended: Bool = false) {
         self.name = name
         self.sql = sql
         self.parameters = parameters
+        self.retry = retry
+        self.contended = contended
     }
 }
 
@@ -78,7 +85,10 @@ public final class Notifier: Service, Sendable {
         var stopped = false
         /// Callers of `listeningChannels()` waiting for the thread's answer.
         var probes: [CheckedContinuation<[String], any Error>] = []
-        var sessionStatement: SessionStatement?
+        /// Run on every session, in the order they were set.
+        var sessionStatements: [SessionStatement] = []
+        /// The names of those that succeeded on the current session.
+        var succeededOnSession: Set<String> = []
     }
 
     /// The subscribers' events buffered while they are busy; past it the oldest are dropped
@@ -104,14 +114,28 @@ public final class Notifier: Service, Sendable {
         Notifier(pollingEvery: interval, logger: logger)
     }
 
-    /// Runs `statement` on every session from the next connect on (set it before `run` to cover
-    /// the first one); nil runs none. A poll-only notifier never runs it.
-    public func runOnEachSession(_ statement: SessionStatement?) {
-        state.withLock { $0.sessionStatement = statement }
+    /// Runs `statement` on every session, the current one included, until it succeeds there
+    /// (set it before `run` to run it before the first session's LISTENs); it replaces one of the
+    /// same name. A poll-only notifier never runs it.
+    public func runOnEachSession(_ statement: SessionStatement) {
+        state.withLock { state in
+            state.sessionStatements.removeAll { $0.name == statement.name }
+            state.sessionStatements.append(statement)
+        }
+        wakeUp.poke()
     }
 
-    /// How often a session statement that did not succeed is run again on the same session.
-    static let sessionStatementRetry = Duration.seconds(5)
+    /// Whether `statement` succeeded on the current session: what it took is held for as long as
+    /// that session lives. False between sessions, and always for a poll-only notifier.
+    public func sessionHolds(_ statement: SessionStatement) -> Bool {
+        state.withLock { $0.succeededOnSession.contains(statement.name) }
+    }
+
+    /// Without a connection: no session, no session statement.
+    public var isPollOnly: Bool {
+        if case .polling = source { return true }
+        return false
+    }
 
     /// Subscribes to `topics`; the first event is `.mightHaveMissed` once they are all listened to.
     public func subscribe(to topics: [any NotificationChannel]) -> NotifierSubscription {
@@ -211,7 +235,10 @@ public final class Notifier: Service, Sendable {
             backoff = .milliseconds(50)
             state.withLock { $0.listens.connected() }
             serve(connection)
-            state.withLock { $0.listens.connectionLost() }
+            state.withLock { state in
+                state.listens.connectionLost()
+                state.succeededOnSession = []
+            }
             if !isStopped { logger.warning("LISTEN connection lost; reconnecting") }
         }
         for subscriber in state.withLock({ $0.listens.unsubscribeAll() }) { subscriber.finish() }
@@ -245,18 +272,10 @@ public final class Notifier: Service, Sendable {
     /// until the link fails or the notifier stops.
     private func serve(_ connection: ListenConnection) {
         var lastHeard = ContinuousClock.now
-        // Before the LISTENs: a subscriber told `.mightHaveMissed` finds it done.
-        var pendingStatement = state.withLock { $0.sessionStatement }
-        var lastTry = ContinuousClock.now - Self.sessionStatementRetry
+        var lastTries: [String: ContinuousClock.Instant] = [:]
         while !isStopped {
-            if let statement = pendingStatement, ContinuousClock.now - lastTry >= Self.sessionStatementRetry {
-                lastTry = .now
-                switch run(statement, on: connection) {
-                case .succeeded: pendingStatement = nil
-                case .notYet: break
-                case .linkFailed: return
-                }
-            }
+            // Before the LISTENs: a subscriber told `.mightHaveMissed` finds them done.
+            guard runSessionStatements(on: connection, lastTries: &lastTries) else { return }
             guard reconcile(connection) else { return }
             guard answerProbes(connection) else { return }
             // Statements run above may have read notifications into libpq's queue.
@@ -281,18 +300,38 @@ public final class Notifier: Service, Sendable {
         }
     }
 
+    /// Runs the session statements that have not succeeded on this session, each no sooner than
+    /// its `retry` after its last try; false when the link failed.
+    private func runSessionStatements(on connection: ListenConnection, lastTries: inout [String: ContinuousClock.Instant]) -> Bool {
+        let pending = state.withLock { state in state.sessionStatements.filter { !state.succeededOnSession.contains($0.name) } }
+        for statement in pending {
+            if let last = lastTries[statement.name], ContinuousClock.now - last < statement.retry { continue }
+            lastTries[statement.name] = .now
+            switch run(statement, on: connection) {
+            case .succeeded: state.withLock { _ = $0.succeededOnSession.insert(statement.name) }
+            case .notYet: break
+            case .linkFailed: return false
+            }
+        }
+        return true
+    }
+
     private enum StatementOutcome { case succeeded, notYet, linkFailed }
 
     private func run(_ statement: SessionStatement, on connection: ListenConnection) -> StatementOutcome {
         if let rows = connection.rows(statement.sql, statement.parameters) {
             if rows > 0 { return .succeeded }
-            logger.warning("session statement returned no row; trying again in a few seconds", metadata: ["statement": "\(statement.name)"])
+            if !statement.contended {
+                logger.warning("session statement returned no row; trying again", metadata: [
+                    "statement": "\(statement.name)", "retry": "\(statement.retry)",
+                ])
+            }
             return .notYet
         }
         let error = connection.lastError
         guard connection.isHealthy() else { return .linkFailed }
-        logger.warning("session statement failed; trying again in a few seconds", metadata: [
-            "statement": "\(statement.name)", "error": "\(error)",
+        logger.warning("session statement failed; trying again", metadata: [
+            "statement": "\(statement.name)", "error": "\(error)", "retry": "\(statement.retry)",
         ])
         return .notYet
     }

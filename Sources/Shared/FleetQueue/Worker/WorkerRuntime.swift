@@ -8,7 +8,9 @@ import Tracing
 
 /// Runs registered handlers on jobs claimed from the queue: claims sized to free slots,
 /// leases renewed by heartbeat, outcomes written in batches, wake-ups by LISTEN/NOTIFY (a
-/// subscription to the process's `Notifier`) with a jittered poll as the guarantee, and expired leases rescued. On graceful shutdown it
+/// subscription to the process's `Notifier`) with a jittered poll as the guarantee, and expired
+/// leases rescued (by the fleet's elected worker, `MaintenanceLeader`). Its bookkeeping is a
+/// value (`WorkerState`) whose methods say what to do; the runtime does it. On graceful shutdown it
 /// stops claiming, lets running jobs finish within the grace period, then hands the rest
 /// back to the queue at once.
 public final class WorkerRuntime: Service, Sendable {
@@ -26,6 +28,8 @@ public final class WorkerRuntime: Service, Sendable {
     /// The tracer when tracing is bootstrapped: each sampled job's queue wait and run are spans
     /// (`JobSpans`); nil: none are made.
     private let tracer: (any Tracer)? = TracePropagation.isTracing ? InstrumentationSystem.tracer : nil
+    /// The bookkeeping (`WorkerState`): every change to it is one of its methods, under this lock;
+    /// the runtime performs what they return outside it.
     private let state: Mutex<State>
     /// Where this worker's claims start in the claim index, per kind.
     private let frontiers: ClaimFrontiers
@@ -35,39 +39,7 @@ public final class WorkerRuntime: Service, Sendable {
     /// `StorageReadiness`); the poll asks again.
     private let mayClaim: @Sendable () -> Bool
 
-    private struct State {
-        var free: [JobKind: Int]
-        /// By job id: the attempt this worker holds.
-        var running: [Int64: RunningJob] = [:]
-        /// Earlier attempts of jobs this worker claimed again while they still ran here: taken back
-        /// while it lived (its LISTEN session dropped and the reaper took its jobs, `WorkerLock`;
-        /// or a lease it could not renew in time). Interrupted as lost; they record nothing but
-        /// still hold their slot until their task ends.
-        var superseded: [AttemptKey: RunningJob] = [:]
-        /// More due jobs are likely waiting: a freed slot should trigger a claim.
-        var backlog = true
-        /// A fleet-wide limit left due jobs waiting: a slot freed anywhere should trigger a claim.
-        var heldBack = false
-        var stopping = false
-    }
-
-    private struct AttemptKey: Hashable {
-        let id: Int64
-        let attempt: Int
-    }
-
-    private struct RunningJob {
-        let job: ClaimedJob
-        let task: Task<Void, Never>
-        var disposition = Disposition.normal
-        /// Its outcome is being recorded; nothing else may record one.
-        var finishing = false
-    }
-
-    /// Why a running job was interrupted, which decides what its end records.
-    private enum Disposition {
-        case normal, cancelRequested, leaseLost, shutdown
-    }
+    private typealias State = WorkerState<Task<Void, Never>>
 
     /// A worker claiming on `executor`'s queue (a pool: the runtime borrows connections for its
     /// claims, heartbeats and outcome batches).
@@ -100,8 +72,8 @@ public final class WorkerRuntime: Service, Sendable {
         self.notifier = notifier
         self.recorder = OutcomeRecorder(driver: driver, owner: id, logger: logger)
         self.metrics = WorkerMetrics(kinds: Array(self.handlers.keys))
-        let free = Dictionary(uniqueKeysWithValues: self.handlers.keys.map { ($0, max(1, configuration.concurrency[$0] ?? 1)) })
-        self.state = Mutex(State(free: free))
+        let concurrency = Dictionary(uniqueKeysWithValues: self.handlers.keys.map { ($0, configuration.concurrency[$0] ?? 1) })
+        self.state = Mutex(State(concurrency: concurrency, limitedKinds: limitedKinds, maxClaimBatch: configuration.maxClaimBatch))
         (wakeups, wakeContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -116,7 +88,7 @@ public final class WorkerRuntime: Service, Sendable {
         try await driver.workerRegister(record)
         logger.info("worker started", metadata: [
             "kinds": "\(kinds.map(\.rawValue))",
-            "concurrency": "\(state.withLock { $0.free.map { "\($0.key)=\($0.value)" }.sorted() })",
+            "concurrency": "\(state.withLock { $0.capacity.map { "\($0.key)=\($0.value)" }.sorted() })",
         ])
         // A limited kind's slots free up when jobs finish anywhere in the fleet.
         let limited = !limitedKinds.isEmpty
@@ -134,12 +106,7 @@ public final class WorkerRuntime: Service, Sendable {
                     }
                 }
             }
-            group.addTask {
-                let rescuer = Rescuer(driver: self.driver, logger: self.logger)
-                await repeatEvery(max(self.configuration.lease / 2, .seconds(1))) {
-                    if await rescuer.runOnce() > 0 { self.wake(backlog: true) }
-                }
-            }
+            group.addTask { await self.rescueWhileLeading() }
             // Returns when SIGTERM/SIGINT arrive (or the task is cancelled).
             try? await gracefulShutdown()
             await drain()
@@ -150,43 +117,59 @@ public final class WorkerRuntime: Service, Sendable {
         logger.info("worker stopped")
     }
 
+    /// Every half lease, the lease rescue, on the fleet's one leader (`MaintenanceLeader`).
+    private func rescueWhileLeading() async {
+        let period = max(configuration.lease / 2, .seconds(1))
+        let leader = MaintenanceLeader(notifier: notifier, period: period, logger: logger)
+        let rescuer = Rescuer(driver: driver, logger: logger)
+        await repeatEvery(period) {
+            guard leader.leads() else { return }
+            let rescued = await rescuer.runOnce()
+            logger.trace("lease rescue ran", metadata: ["rescued": "\(rescued)"])
+            if rescued > 0 { wake(backlog: true) }
+        }
+    }
+
     // MARK: Claiming
 
     private func wake(backlog: Bool = false) {
-        if backlog { state.withLock { $0.backlog = true } }
+        if backlog { state.withLock { $0.workMayBeWaiting() } }
         wakeContinuation.yield()
     }
 
     private func produce() async {
         var failureDelay = Duration.milliseconds(100)
         for await _ in wakeups {
-            if state.withLock({ $0.stopping }) { return }
+            if state.withLock({ $0.isStopping }) { return }
             guard mayClaim() else { continue }
             // Back-pressure: let the outcome writer catch up before taking more work.
             while await recorder.pendingCount > 20_000 { try? await Task.sleep(for: .milliseconds(5)) }
-            let slots = state.withLock { state in
-                state.free.filter { $0.value > 0 }.mapValues { min($0, configuration.maxClaimBatch) }
+            let slots: [JobKind: Int]
+            switch state.withLock({ $0.claimBegins() }) {
+            case .claim(let reserved): slots = reserved
+            case .noFreeSlot: continue
+            case .stop: return
             }
-            guard !slots.isEmpty else { continue }
+            // Jobs to give back unrun: the shutdown began while the claim was in flight.
+            var handBack: [ClaimedJob] = []
             do {
                 // The driver hands over what each of its statements claims as it comes.
-                var firstOfWake = true
                 let claimed = try await driver.jobClaim(ClaimRequest(
                     owner: id, lease: configuration.lease, slots: slots, queues: configuration.queues, limitedKinds: limitedKinds,
                     frontiers: frontiers
                 )) { jobs in
-                    start(jobs, requested: slots, firstOfWake: firstOfWake)
-                    firstOfWake = false
+                    handBack += start(jobs)
                 }
-                if firstOfWake { start([], requested: slots, firstOfWake: true) }
+                await hand(back: handBack)
+                state.withLock { $0.claimEnded(heldBack: claimed.heldBack) }
                 logger.trace("claimed", metadata: [
                     "count": "\(claimed.jobs.count)", "requested": "\(slots.values.reduce(0, +))",
                     "held_back": "\(claimed.heldBack.map(\.rawValue))",
                 ])
-                // A limit left due jobs waiting: claim again when a slot may have freed.
-                if slots.keys.contains(where: limitedKinds.contains) { state.withLock { $0.heldBack = !claimed.heldBack.isEmpty } }
                 failureDelay = .milliseconds(100)
             } catch {
+                await hand(back: handBack)
+                state.withLock { $0.claimEnded(heldBack: nil) }
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: failureDelay)
                 failureDelay = min(failureDelay * 2, .seconds(5))
@@ -195,27 +178,28 @@ public final class WorkerRuntime: Service, Sendable {
         }
     }
 
-    /// Starts what one of a claim's statements returned. `firstOfWake`: the wake's first, which
-    /// decides `backlog` anew; a later one can only add to it.
-    private func start(_ jobs: [ClaimedJob], requested: [JobKind: Int], firstOfWake: Bool) {
+    /// Starts what one of a claim's statements returned; returns the jobs to hand back.
+    private func start(_ jobs: [ClaimedJob]) -> [ClaimedJob] {
         var claimed: [JobKind: Int] = [:]
         for job in jobs { claimed[job.kind, default: 0] += 1 }
         for (kind, count) in claimed { metrics.claimed(kind, count: count) }
-        state.withLock { state in
-            // A kind that filled every slot asked for probably has more waiting.
-            let filled = requested.contains { claimed[$0.key, default: 0] == $0.value }
-            state.backlog = filled || (!firstOfWake && state.backlog)
-            for job in jobs {
-                state.free[job.kind, default: 0] -= 1
-                if var earlier = state.running[job.id] {
-                    // Claimed again: the earlier attempt's lease is gone for sure.
-                    earlier.disposition = .leaseLost
-                    earlier.task.cancel()
-                    state.superseded[AttemptKey(id: job.id, attempt: earlier.job.attempt)] = earlier
-                }
-                state.running[job.id] = RunningJob(job: job, task: Task { await self.execute(job) })
+        var runs: [(ClaimedJob, Task<Void, Never>)] = []
+        var handBack: [ClaimedJob] = []
+        for action in state.withLock({ $0.claimed(jobs) }) {
+            switch action {
+            case .start(let job): runs.append((job, Task { await self.execute(job) }))
+            case .cancel(let task): task.cancel()
+            case .handBack(let job): handBack.append(job)
             }
         }
+        let stopAtOnce = state.withLock { state in runs.compactMap { state.started($0.0, $0.1) } }
+        for task in stopAtOnce { task.cancel() }
+        return handBack
+    }
+
+    /// Gives `jobs` back to the queue unrun, their attempt not counted.
+    private func hand(back jobs: [ClaimedJob]) async {
+        for job in jobs { await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: .returned)) }
     }
 
     // MARK: Running
@@ -252,22 +236,16 @@ public final class WorkerRuntime: Service, Sendable {
     private func finish(
         _ job: ClaimedJob, _ result: Result<JSONValue?, any Error>, endedByHandler: JobOutcome.Kind?, logger: Logger
     ) async -> JobOutcome.Kind? {
-        let key = AttemptKey(id: job.id, attempt: job.attempt)
-        let found: (disposition: Disposition, superseded: Bool)? = state.withLock { state in
-            if state.superseded.removeValue(forKey: key) != nil {
-                // Claimed again while it ran: its lease is gone, it records nothing and frees its slot.
-                state.free[job.kind, default: 0] += 1
-                return (.leaseLost, true)
-            }
-            guard let entry = state.running[job.id], entry.job.attempt == job.attempt, !entry.finishing else { return nil }
-            state.running[job.id]?.finishing = true
-            return (entry.disposition, false)
-        }
-        // nil: shutdown already handed the job back.
-        guard let found else { return .returned }
-        if found.superseded {
-            if state.withLock({ $0.backlog }) { wake() }
+        let disposition: JobDisposition
+        switch state.withLock({ $0.ending(job) }) {
+        case .record(let how):
+            disposition = how
+        case .lost(let claimAgain):
+            // Claimed again while it ran: its lease is gone, it records nothing.
+            if claimAgain { wake() }
             return outcome(of: job, .leaseLost, result, logger: logger)
+        case .handedBack:
+            return .returned
         }
         let recorded: JobOutcome.Kind?
         if let endedByHandler {
@@ -276,30 +254,19 @@ public final class WorkerRuntime: Service, Sendable {
             log(endedByHandler, of: job, logger: logger)
             recorded = endedByHandler
         } else {
-            recorded = outcome(of: job, found.disposition, result, logger: logger)
+            recorded = outcome(of: job, disposition, result, logger: logger)
             if case .runAfter(let jobs)? = recorded {
                 await runAfter(job, jobs, logger: logger)
             } else if let recorded {
                 await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: recorded))
             }
         }
-        let backlog = state.withLock { state in
-            // Claimed again while its outcome was recorded (then refused by the compare-and-set),
-            // it waits among the superseded.
-            if state.running[job.id]?.job.attempt == job.attempt {
-                state.running.removeValue(forKey: job.id)
-            } else {
-                state.superseded.removeValue(forKey: key)
-            }
-            state.free[job.kind, default: 0] += 1
-            return state.backlog
-        }
-        if backlog { wake() }
+        if state.withLock({ $0.ended(job) }) { wake() }
         return recorded
     }
 
     private func outcome(
-        of job: ClaimedJob, _ disposition: Disposition, _ result: Result<JSONValue?, any Error>, logger: Logger
+        of job: ClaimedJob, _ disposition: JobDisposition, _ result: Result<JSONValue?, any Error>, logger: Logger
     ) -> JobOutcome.Kind? {
         let outcome: JobOutcome.Kind
         switch (disposition, result) {
@@ -379,24 +346,19 @@ public final class WorkerRuntime: Service, Sendable {
     // MARK: Leases and cancellation
 
     private func heartbeat() async {
-        let running = state.withLock { Array($0.running.keys) }
+        let running = state.withLock { $0.runningIDs }
         let held = (running + (await recorder.pendingIDs)).sorted()
         do {
             let renewal = try await driver.jobExtendLeases(owner: id, ids: held, lease: configuration.lease)
-            let lost = Set(running).subtracting(renewal.kept)
-            for jobID in lost { interrupt(jobID, as: .leaseLost) }
-            for jobID in renewal.cancelRequested { interrupt(jobID, as: .cancelRequested) }
+            let interrupted = state.withLock { $0.leasesRenewed(asked: running, kept: renewal.kept, cancelRequested: renewal.cancelRequested) }
+            for task in interrupted { task.cancel() }
         } catch {
             logger.error("heartbeat failed", metadata: ["error": "\(error)"])
         }
     }
 
-    private func interrupt(_ jobID: Int64, as disposition: Disposition) {
-        state.withLock { state in
-            guard let entry = state.running[jobID], entry.disposition == .normal else { return }
-            state.running[jobID]?.disposition = disposition
-            entry.task.cancel()
-        }
+    private func interrupt(_ jobID: Int64, as disposition: JobDisposition) {
+        state.withLock { $0.interrupt(jobID, as: disposition) }?.cancel()
     }
 
     private func consumeNotifications(_ events: AsyncStream<NotifierEvent>) async {
@@ -439,29 +401,25 @@ public final class WorkerRuntime: Service, Sendable {
     }
 
     private func drain() async {
-        state.withLock { $0.stopping = true }
+        let inFlight = state.withLock { state in
+            state.stop()
+            return state.runningCount
+        }
         wakeContinuation.finish()
         let clock = ContinuousClock()
         let deadline = clock.now + configuration.shutdownGrace
-        let inFlight = state.withLock { $0.running.count }
         logger.info("draining", metadata: ["running": "\(inFlight)", "grace_s": "\(configuration.shutdownGrace.seconds)"])
-        await waitWhile(until: deadline) { $0.running.isEmpty == false }
+        await waitWhile(until: deadline) { !$0.isDrained }
         // Past the grace period: stop the rest and hand them back.
-        let late = state.withLock { state in state.running.keys.map { $0 } }
-        late.forEach { interrupt($0, as: .shutdown) }
+        let (late, interrupted) = state.withLock { ($0.runningCount, $0.graceEnded()) }
+        for task in interrupted { task.cancel() }
         let windDown = clock.now + .seconds(1)
-        await waitWhile(until: windDown) { $0.running.isEmpty == false }
+        await waitWhile(until: windDown) { !$0.isDrained }
         // Handlers that ignore cancellation are abandoned; their jobs go back all the same.
-        let stuck = state.withLock { state in
-            let stuck = state.running.values.filter { !$0.finishing }.map(\.job)
-            for job in stuck { state.running[job.id]?.finishing = true }
-            return stuck
-        }
-        for job in stuck { await recorder.record(JobOutcome(jobID: job.id, attempt: job.attempt, kind: .returned)) }
+        await hand(back: state.withLock { $0.abandonStuck() })
         // Outcomes being recorded right now land in the recorder within moments.
-        let stuckIDs = Set(stuck.map(\.id))
-        await waitWhile(until: windDown + .seconds(1)) { $0.running.keys.contains { !stuckIDs.contains($0) } }
+        await waitWhile(until: windDown + .seconds(1)) { !$0.onlyAbandonedLeft }
         await recorder.drain()
-        if !late.isEmpty { logger.warning("handed back unfinished jobs", metadata: ["count": "\(late.count)"]) }
+        if late > 0 { logger.warning("handed back unfinished jobs", metadata: ["count": "\(late)"]) }
     }
 }
