@@ -2,6 +2,7 @@ import FleetAccess
 @testable import DispatcherProtocol
 import FleetPostgres
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -205,16 +206,5 @@ import Testing
         #expect(EnqueueRequest(kind: "drill.noop", options: JobOptions(idempotencyKey: "k")).isSafeToRepeat)
         #expect(!CancelRequest(jobId: 1).isSafeToRepeat && !JobsRetryRequest(limit: 10).isSafeToRepeat)
         #expect(!AuthRequest(token: "t").isSafeToRepeat && !IssueTokenRequest().isSafeToRepeat)
-    }
-}
-
-/// Runs `body`, failing the test if it has not finished after `limit` (a hung request).
-func withDeadline(_ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> Void) async throws {
-    try await withThrowingTaskGroup(of: Bool.self) { group in
-        group.addTask { try await body(); return true }
-        group.addTask { try await Task.sleep(for: limit); return false }
-        let finished = try await group.next() ?? false
-        group.cancelAll()
-        if !finished { throw TestFailure("\(what) did not finish within \(limit)") }
     }
 }

@@ -1,6 +1,7 @@
 import DispatcherProtocol
 import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Renders
 import Testing

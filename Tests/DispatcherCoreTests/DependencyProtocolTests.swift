@@ -2,6 +2,7 @@ import DispatcherCore
 @testable import DispatcherProtocol
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -4,6 +4,7 @@ import FleetPostgres
 import FleetStorage
 import FleetSupport
 @testable import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 import Testing

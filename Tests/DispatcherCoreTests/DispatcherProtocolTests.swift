@@ -2,6 +2,7 @@ import DispatcherCore
 @testable import FleetQueue
 @testable import DispatcherProtocol
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import NIOCore
 import Testing

@@ -3,6 +3,7 @@
 import FleetPostgres
 import FleetSupport
 @testable import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Synchronization
 import Testing

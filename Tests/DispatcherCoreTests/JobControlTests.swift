@@ -4,6 +4,7 @@ import DispatcherProtocol
 import FleetPostgres
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Synchronization
 import Testing

@@ -1,6 +1,7 @@
 @testable import DispatcherCore
 @testable import DispatcherProtocol
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -4,6 +4,7 @@ import FleetAccess
 import FleetHTTPClient
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Imaging
 import Foundation
 @testable import Renders
@@ -30,12 +31,12 @@ import Testing
 
     /// The object at a storage key, read with the store's own keys (what a worker would read).
     func stored(_ key: StorageKey, in settings: S3StoreSettings, gateway: S3Gateway.Connection) async throws -> HTTPClientResponse {
-        try await http.execute(S3GatewaySigningTests().signed(.get, key: settings.objectKey(key.relativePath), gateway: gateway))
+        try await http.execute(gateway.signed(.get, key: settings.objectKey(key.relativePath)))
     }
 
     /// An object written with the store's own keys (as the image and render workers write).
     func store(_ bytes: Data, at key: StorageKey, in settings: S3StoreSettings, gateway: S3Gateway.Connection) async throws {
-        let put = try await http.execute(S3GatewaySigningTests().signed(.put, key: settings.objectKey(key.relativePath), body: bytes, gateway: gateway))
+        let put = try await http.execute(gateway.signed(.put, key: settings.objectKey(key.relativePath), body: bytes))
         #expect(put.status == 200)
     }
 

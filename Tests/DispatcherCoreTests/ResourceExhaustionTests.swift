@@ -1,5 +1,6 @@
 import DispatcherProtocol
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Glibc
 import Synchronization

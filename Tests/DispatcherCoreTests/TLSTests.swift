@@ -1,6 +1,7 @@
 @testable import DispatcherCore
 import DispatcherProtocol
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 @testable import DispatcherProtocol
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 @testable import FleetQueue
 @testable import DispatcherProtocol
+@testable import FleetTestSupport
 import Foundation
 @testable import Renders
 import Testing

@@ -1,5 +1,6 @@
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -4,6 +4,7 @@ import FleetPostgres
 import FleetStorage
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Renders
 import Testing

@@ -4,6 +4,7 @@ import FakeProviders
 @testable import FleetCallbacks
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import FakeProviders
 import FleetHTTPClient
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

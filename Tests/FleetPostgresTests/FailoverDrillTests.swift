@@ -1,4 +1,5 @@
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

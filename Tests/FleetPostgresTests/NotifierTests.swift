@@ -2,6 +2,7 @@
 import DrillKinds
 import FleetPostgres
 @testable import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Renders
 import Testing

@@ -5,6 +5,7 @@ import FleetHTTPClient
 @testable import FleetQueue
 import FleetPostgres
 import FleetSchema
+@testable import FleetTestSupport
 import Foundation
 @testable import Providers
 import Renders

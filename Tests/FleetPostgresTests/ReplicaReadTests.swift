@@ -1,6 +1,7 @@
 import DispatcherProtocol
 import FleetPostgres
 import FleetSchema
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import FleetPostgres
 @testable import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 @testable import FleetQueue
 import FleetPostgres
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

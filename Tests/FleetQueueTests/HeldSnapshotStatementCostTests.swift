@@ -1,6 +1,7 @@
 @testable import DispatcherCore
 @testable import FleetQueue
 import FleetPostgres
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -2,6 +2,7 @@ import DrillKinds
 @testable import FleetQueue
 import FleetPostgres
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

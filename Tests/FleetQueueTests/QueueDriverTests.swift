@@ -2,6 +2,7 @@
 import FleetPostgres
 @testable import FleetQueue
 @testable import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

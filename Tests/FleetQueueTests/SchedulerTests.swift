@@ -1,6 +1,7 @@
 @testable import FleetQueue
 @testable import DispatcherCore
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Synchronization
 import Testing

@@ -3,6 +3,7 @@ import DrillKinds
 import FleetPostgres
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Synchronization
 import Testing

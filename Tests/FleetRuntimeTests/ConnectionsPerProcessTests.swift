@@ -1,4 +1,5 @@
 import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Renders
 import Testing

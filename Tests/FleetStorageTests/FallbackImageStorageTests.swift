@@ -1,5 +1,6 @@
 import FleetObjectStore
 import FleetStorage
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import FleetHTTPClient
 import FleetObjectStore
 import FleetStorage
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

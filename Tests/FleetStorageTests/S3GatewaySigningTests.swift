@@ -1,5 +1,6 @@
 import FleetHTTPClient
 import FleetStorage
+@testable import FleetTestSupport
 import Foundation
 import Testing
 
@@ -19,34 +20,21 @@ import Testing
         Data((0..<count).map { _ in UInt8.random(in: 0...255) })
     }
 
-    /// A request to `key` signed in its `Authorization` header.
-    func signed(
-        _ method: HTTPClientRequest.Method, key: String, body: Data? = nil, gateway: S3Gateway.Connection,
-        credentials: S3Credentials? = nil
-    ) -> HTTPClientRequest {
-        let endpoint = gateway.endpoint
-        let signer = SigV4Signer(credentials: credentials ?? gateway.credentials, region: endpoint.region)
-        let path = endpoint.path(ofKey: key)
-        let request = SigV4Request(method: method.rawValue, path: path, headers: [("host", endpoint.hostHeader)])
-        let headers = signer.authorizationHeaders(for: request, payloadHash: SigV4Signer.payloadHash(body ?? Data()), at: Date())
-        return HTTPClientRequest(method: method, url: endpoint.url(path: path, canonicalQuery: ""), headers: headers, body: body)
-    }
-
     @Test func aSignedPutIsReadBackByteEqualAndUnsignedOrWronglySignedRequestsAreRefused() async throws {
         let gateway = try await S3Gateway.connection()
         let key = Self.freshKey("signed")
         let bytes = Self.randomBytes(300_000)
 
-        let put = try await http.execute(signed(.put, key: key, body: bytes, gateway: gateway))
+        let put = try await http.execute(gateway.signed(.put, key: key, body: bytes))
         #expect(put.status == 200, "\(String(decoding: put.body, as: UTF8.self))")
-        let get = try await http.execute(signed(.get, key: key, gateway: gateway))
+        let get = try await http.execute(gateway.signed(.get, key: key))
         #expect(get.status == 200)
         #expect(get.body == bytes)
 
         let unsigned = try await http.execute(HTTPClientRequest(url: gateway.endpoint.url(path: gateway.endpoint.path(ofKey: key), canonicalQuery: "")))
         #expect(unsigned.status == 403)
         let wrongSecret = S3Credentials(accessKeyID: gateway.credentials.accessKeyID, secretAccessKey: "not-the-secret")
-        let forged = try await http.execute(signed(.get, key: key, gateway: gateway, credentials: wrongSecret))
+        let forged = try await http.execute(gateway.signed(.get, key: key, credentials: wrongSecret))
         #expect(forged.status == 403)
         #expect(String(decoding: forged.body, as: UTF8.self).contains("SignatureDoesNotMatch"))
     }

@@ -4,6 +4,7 @@ import FleetHTTPClient
 import FleetObjectStore
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Providers
@@ -99,8 +100,8 @@ import Testing
         let scrape = try await metrics(at: port)
         var amounts: [StorageKind: StorageTally.Amount] = [:]
         for kind in StorageKind.allCases {
-            let objects = ProbeAndMetricsTests.value(scrape, "fleet_storage_\(what)_objects_total{kind=\"\(kind.rawValue)\"}")
-            let bytes = ProbeAndMetricsTests.value(scrape, "fleet_storage_\(what)_bytes_total{kind=\"\(kind.rawValue)\"}")
+            let objects = metricValue(scrape, "fleet_storage_\(what)_objects_total{kind=\"\(kind.rawValue)\"}")
+            let bytes = metricValue(scrape, "fleet_storage_\(what)_bytes_total{kind=\"\(kind.rawValue)\"}")
             if objects != nil || bytes != nil { amounts[kind] = StorageTally.Amount(objects: Int(objects ?? -1), bytes: Int(bytes ?? -1)) }
         }
         return amounts

@@ -3,6 +3,7 @@ import FleetHTTPClient
 import FleetObjectStore
 @testable import FleetQueue
 import FleetStorage
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 import Logging

@@ -4,6 +4,7 @@ import FleetObjectStore
 import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Renders

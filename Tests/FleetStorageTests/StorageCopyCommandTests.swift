@@ -1,6 +1,7 @@
 import FleetObjectStore
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -4,6 +4,7 @@ import FleetHTTPClient
 import FleetObjectStore
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Providers
 @testable import Renders

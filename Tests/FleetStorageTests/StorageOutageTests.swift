@@ -3,6 +3,7 @@ import FleetPostgres
 import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Renders
@@ -59,7 +60,7 @@ import Testing
         func get(_ path: String) async throws -> HTTPClientResponse {
             try await http.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)", timeout: .seconds(30)))
         }
-        func outageGauge() async throws -> Double? { ProbeAndMetricsTests.value(try await get("/metrics").text, "fleet_storage_outage") }
+        func outageGauge() async throws -> Double? { metricValue(try await get("/metrics").text, "fleet_storage_outage") }
         let ids = try await q.queue.enqueue(try (0..<count).map { index in
             try NewJob(NormalizeImagePayload(userID: StorageID("u1"), uploadID: StorageID("up1"), target: .body, imageID: StorageID("b\(index)")))
         }).map(\.id)

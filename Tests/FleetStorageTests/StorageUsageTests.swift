@@ -3,6 +3,7 @@ import FleetObjectStore
 import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 import Testing

@@ -1,4 +1,6 @@
 import FakeProviders
+import FleetHTTPClient
+import FleetStorage
 import Foundation
 
 /// The Ceph RADOS gateway of `scripts/s3.sh` (a one-node cluster in memory), started once per
@@ -25,5 +27,16 @@ extension LocalS3Gateway {
     /// `proxy` (which counts them, or answers for a gateway that is down).
     func environment(prefix: String, through proxy: S3FaultProxy) -> [String: String] {
         environment(prefix: prefix).merging(["AWS_ENDPOINT_URL_S3": "http://127.0.0.1:\(proxy.server.port)"]) { $1 }
+    }
+
+    /// A request to `key` signed in its `Authorization` header (with the gateway's keys unless told).
+    func signed(
+        _ method: HTTPClientRequest.Method, key: String, body: Data? = nil, credentials: S3Credentials? = nil
+    ) -> HTTPClientRequest {
+        let signer = SigV4Signer(credentials: credentials ?? self.credentials, region: endpoint.region)
+        let path = endpoint.path(ofKey: key)
+        let request = SigV4Request(method: method.rawValue, path: path, headers: [("host", endpoint.hostHeader)])
+        let headers = signer.authorizationHeaders(for: request, payloadHash: SigV4Signer.payloadHash(body ?? Data()), at: Date())
+        return HTTPClientRequest(method: method, url: endpoint.url(path: path, canonicalQuery: ""), headers: headers, body: body)
     }
 }

@@ -10,7 +10,7 @@ import Logging
 
 /// The package's root folder, found from this file's path.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
 
 let testLogger: Logger = {
     var logger = Logger(label: "test")

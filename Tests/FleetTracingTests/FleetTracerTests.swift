@@ -1,6 +1,7 @@
 import FakeProviders
 import FleetHTTPClient
 import FleetSupport
+@testable import FleetTestSupport
 @testable import FleetTracing
 import Foundation
 import Logging

@@ -2,6 +2,7 @@ import DrillKinds
 import FakeProviders
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import FleetTracing
 import Foundation
 import Testing

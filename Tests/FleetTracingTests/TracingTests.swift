@@ -2,6 +2,7 @@
 import FakeProviders
 import FleetHTTPClient
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Providers
 @testable import Renders

@@ -2,26 +2,13 @@ import CVipsShims
 import FakeProviders
 import FleetHTTPClient
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 import Metrics
 import MetricsTestKit
 import Testing
 
-/// A red T-shirt on a plain, slightly noisy light-grey background, normalised like an upload.
-/// 600 × 800; the shirt covers 24.8 % of it.
-let plainBackgroundGarment: Data = {
-    let png = pngRGBA(width: 600, height: 800) { x, y in
-        let body = (200..<400).contains(x) && (200..<700).contains(y)
-        let sleeves = (120..<480).contains(x) && (200..<320).contains(y)
-        if body || sleeves { return [180, 30, 40, 255] }
-        let noise = UInt8((x * 7 + y * 13) % 5)
-        return [232 + noise, 230 + noise, 228 + noise, 255]
-    }
-    let path = temporaryPath("garment") + ".png"
-    try! png.write(to: URL(fileURLWithPath: path))
-    return try! ImageNormalizer().normalize(path: path).jpeg
-}()
 let garmentFraction = (200.0 * 500 + 2 * 80 * 120) / (600 * 800)
 
 /// Band values of one pixel of an encoded image.

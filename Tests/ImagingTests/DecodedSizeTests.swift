@@ -1,3 +1,4 @@
+@testable import FleetTestSupport
 import Foundation
 import Imaging
 import Testing

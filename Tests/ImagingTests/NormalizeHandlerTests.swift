@@ -2,6 +2,7 @@ import FleetPostgres
 @testable import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 import Logging

@@ -1,4 +1,5 @@
 import FleetPostgres
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 import Testing

@@ -5,6 +5,7 @@ import FleetPostgres
 import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Providers

@@ -1,6 +1,7 @@
 import FleetHTTPClient
 import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Providers
 @testable import Renders

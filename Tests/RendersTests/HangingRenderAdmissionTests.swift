@@ -4,6 +4,7 @@ import FleetPostgres
 @testable import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Imaging
 @testable import Providers

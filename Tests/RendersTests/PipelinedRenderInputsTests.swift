@@ -1,5 +1,6 @@
 @testable import DispatcherProtocol
 import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -4,6 +4,7 @@ import FleetHTTPClient
 import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Providers

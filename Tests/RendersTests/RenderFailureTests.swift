@@ -3,6 +3,7 @@ import FakeProviders
 import FleetHTTPClient
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Providers

@@ -1,5 +1,6 @@
 import FleetQueue
 import FleetStorage
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Providers

@@ -7,6 +7,7 @@ import FleetPostgres
 import FleetQueue
 import FleetStorage
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Renders

@@ -1,6 +1,7 @@
 import FakeProviders
 import FleetQueue
 import FleetStorage
+@testable import FleetTestSupport
 import Foundation
 @testable import Imaging
 @testable import Renders

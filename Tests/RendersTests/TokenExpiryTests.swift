@@ -2,6 +2,7 @@ import FleetHTTPClient
 @testable import FleetQueue
 import FleetStorage
 @testable import DispatcherCore
+@testable import FleetTestSupport
 import Foundation
 import Imaging
 import Logging

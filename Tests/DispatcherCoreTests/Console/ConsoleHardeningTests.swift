@@ -4,6 +4,7 @@ import DispatcherProtocol
 import FleetPostgres
 import FleetSchema
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -5,6 +5,7 @@ import FleetHTTP
 import FleetPostgres
 @testable import FleetQueue
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Logging
 import ServiceLifecycle

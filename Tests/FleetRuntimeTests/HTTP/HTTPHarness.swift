@@ -3,6 +3,7 @@ import FleetHTTP
 import FleetHTTPClient
 import FleetPostgres
 import FleetRuntime
+@testable import FleetTestSupport
 import Foundation
 import Logging
 @testable import Providers
@@ -60,15 +61,6 @@ struct DispatcherHTTPHarness {
 
     func post(_ path: String, body: Data, headers: [String: String]) async throws -> HTTPClientResponse {
         try await client.execute(.json(.post, url: base + path, body: body, headers: headers.map { ($0.key, $0.value) }, timeout: .seconds(15)))
-    }
-}
-
-extension HTTPClientResponse {
-    var text: String { String(decoding: body, as: UTF8.self) }
-
-    /// A JSON object answer's field.
-    func field(_ name: String) -> Any? {
-        (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?[name]
     }
 }
 

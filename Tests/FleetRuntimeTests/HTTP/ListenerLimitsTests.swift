@@ -1,5 +1,6 @@
 import FleetHTTP
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Glibc
 import Testing

@@ -3,6 +3,7 @@ import DrillKinds
 import FleetHTTP
 import FleetPostgres
 @testable import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Testing
 
@@ -73,27 +74,27 @@ import Testing
             try await q.waitUntil("gauges refreshed") {
                 let text = try await http.get("/metrics").text
                 // The refresh sets the kinds' gauges, then the limits', then the dependencies'.
-                return Self.value(text, #"fleet_queue_jobs{kind="image.normalize",state="scheduled"}"#) == 3
-                    && Self.value(text, "fleet_queue_dependency_failures") != nil
+                return metricValue(text, #"fleet_queue_jobs{kind="image.normalize",state="scheduled"}"#) == 3
+                    && metricValue(text, "fleet_queue_dependency_failures") != nil
             }
             let response = try await http.get("/metrics")
             #expect(response.status == 200)
             #expect(response.headers.first { $0.key.lowercased() == "content-type" }?.value.hasPrefix("text/plain") == true)
             let text = response.text
-            #expect(Self.value(text, #"fleet_jobs_claimed_total{kind="drill.noop"}"#).map { $0 >= 5 } == true, "\(text)")
-            #expect(Self.value(text, #"fleet_jobs_finished_total{kind="drill.noop",outcome="completed"}"#).map { $0 >= 5 } == true)
-            #expect(Self.value(text, #"fleet_jobs_finished_total{kind="drill.script",outcome="dead"}"#).map { $0 >= 1 } == true)
+            #expect(metricValue(text, #"fleet_jobs_claimed_total{kind="drill.noop"}"#).map { $0 >= 5 } == true, "\(text)")
+            #expect(metricValue(text, #"fleet_jobs_finished_total{kind="drill.noop",outcome="completed"}"#).map { $0 >= 5 } == true)
+            #expect(metricValue(text, #"fleet_jobs_finished_total{kind="drill.script",outcome="dead"}"#).map { $0 >= 1 } == true)
             // Timers are histograms in seconds, with buckets past the 30 s render deadline.
-            #expect(Self.value(text, #"fleet_job_duration_seconds_count{kind="drill.noop"}"#).map { $0 >= 5 } == true)
+            #expect(metricValue(text, #"fleet_job_duration_seconds_count{kind="drill.noop"}"#).map { $0 >= 5 } == true)
             #expect(text.contains(#"fleet_job_duration_seconds_bucket{kind="drill.noop",le="60"#))
-            #expect(Self.value(text, #"fleet_queue_jobs{kind="drill.noop",state="due"}"#) == 0)
-            #expect(Self.value(text, #"fleet_queue_dead_last_hour{kind="drill.script"}"#) == 1)
-            #expect(Self.value(text, #"fleet_queue_oldest_due_seconds{kind="image.normalize"}"#) == 0)
-            #expect(Self.value(text, #"fleet_queue_retrying_jobs{kind="render.run"}"#) == 0, "every kind the fleet knows is reported")
-            #expect(Self.value(text, #"fleet_queue_jobs{kind="image.normalize",state="waiting"}"#) == 1)
-            #expect(Self.value(text, #"fleet_queue_dependency_failed_last_hour{kind="image.normalize"}"#) == 1)
-            #expect(Self.value(text, "fleet_queue_dependency_releases") == 1)
-            #expect(Self.value(text, "fleet_queue_dependency_failures") == 1)
+            #expect(metricValue(text, #"fleet_queue_jobs{kind="drill.noop",state="due"}"#) == 0)
+            #expect(metricValue(text, #"fleet_queue_dead_last_hour{kind="drill.script"}"#) == 1)
+            #expect(metricValue(text, #"fleet_queue_oldest_due_seconds{kind="image.normalize"}"#) == 0)
+            #expect(metricValue(text, #"fleet_queue_retrying_jobs{kind="render.run"}"#) == 0, "every kind the fleet knows is reported")
+            #expect(metricValue(text, #"fleet_queue_jobs{kind="image.normalize",state="waiting"}"#) == 1)
+            #expect(metricValue(text, #"fleet_queue_dependency_failed_last_hour{kind="image.normalize"}"#) == 1)
+            #expect(metricValue(text, "fleet_queue_dependency_releases") == 1)
+            #expect(metricValue(text, "fleet_queue_dependency_failures") == 1)
         }
     }
 
@@ -118,20 +119,12 @@ import Testing
         try await DispatcherHTTPHarness.with(databaseURL: q.url, services: [gauges]) { http in
             try await q.waitUntil("horizon gauges refreshed") {
                 let text = try await http.get("/metrics").text
-                return Self.value(text, "fleet_db_oldest_snapshot_xids").map { $0 >= 3 } == true
-                    && Self.value(text, "fleet_db_oldest_snapshot_seconds").map { $0 > 0 } == true
-                    && Self.value(text, "fleet_db_replica_feedback_xids") == 0
+                return metricValue(text, "fleet_db_oldest_snapshot_xids").map { $0 >= 3 } == true
+                    && metricValue(text, "fleet_db_oldest_snapshot_seconds").map { $0 > 0 } == true
+                    && metricValue(text, "fleet_db_replica_feedback_xids") == 0
             }
         }
         try await dump.query("ROLLBACK")
         #expect(try await SnapshotHorizon.measure(on: q.pool).holder != held.holder)
-    }
-
-    /// The value of the sample named exactly `series` (name and labels) in Prometheus text.
-    static func value(_ text: String, _ series: String) -> Double? {
-        for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
-            return Double(line.dropFirst(series.count + 1))
-        }
-        return nil
     }
 }

@@ -1,6 +1,7 @@
 import DispatcherCore
 import FakeProviders
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 @testable import Providers
 @testable import Renders

@@ -2,6 +2,7 @@ import DrillKinds
 import FleetHTTPClient
 @testable import FleetPostgres
 @testable import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Testing
 
@@ -26,9 +27,9 @@ import Testing
         let metrics = try await get("/metrics")
         #expect(metrics.status == 200)
         let text = metrics.text
-        #expect(ProbeAndMetricsTests.value(text, #"fleet_jobs_claimed_total{kind="drill.noop"}"#) == 20, "\(text)")
-        #expect(ProbeAndMetricsTests.value(text, #"fleet_jobs_finished_total{kind="drill.noop",outcome="completed"}"#) == 20)
-        #expect(ProbeAndMetricsTests.value(text, #"fleet_job_duration_seconds_count{kind="drill.noop"}"#) == 20)
+        #expect(metricValue(text, #"fleet_jobs_claimed_total{kind="drill.noop"}"#) == 20, "\(text)")
+        #expect(metricValue(text, #"fleet_jobs_finished_total{kind="drill.noop",outcome="completed"}"#) == 20)
+        #expect(metricValue(text, #"fleet_job_duration_seconds_count{kind="drill.noop"}"#) == 20)
 
         // A job that outlasts the signal keeps the drain going: not ready, still alive.
         // Long enough that the drain outlasts the checks below on a loaded machine (grace: 10 s).

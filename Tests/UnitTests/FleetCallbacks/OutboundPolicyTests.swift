@@ -1,5 +1,6 @@
 @testable import FleetCallbacks
 import FleetSupport
+@testable import FleetTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 @testable import FleetPostgres
 import FleetQueue
+@testable import FleetTestSupport
 import Foundation
 import Renders
 import Synchronization

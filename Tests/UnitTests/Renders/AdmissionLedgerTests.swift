@@ -1,5 +1,3 @@
-@testable import DispatcherCore
-import DispatcherProtocol
 @testable import FleetQueue
 @testable import Providers
 @testable import Renders
@@ -201,22 +199,6 @@ import Testing
         // More running than slots (a limit lowered): the first slot frees when the surplus ended.
         let over = ProviderSlots(maxRunning: 2, running: 3, clocks: [Self.clock(age: 20, untilDeadline: 5)], latency: .seconds(1))
         #expect(over.freeAt == [.seconds(1), .seconds(5)])
-    }
-
-    /// The service on a real database: the estimate it reads, and once it stops, requests
-    /// refused as by a dispatcher shutting down instead of left waiting.
-    @Test func aStoppedAdmissionAnswersUnavailable() async throws {
-        let q = try await TestQueue.make()
-        try await q.driver.limitSet(ConcurrencyLimit(key: RenderCapacity.providerKey(FashnProvider.name), maxRunning: 7), by: "test")
-        try await RenderSettings(provider: FashnProvider.name, enabledCategories: [.tops]).save(to: q.pool)
-        let admission = RenderAdmission(pool: q.pool, maxAge: .zero)
-        let running = Task { await admission.run() }
-        let estimate = try await admission.estimate()
-        #expect(estimate.settings.provider == FashnProvider.name && estimate.load.rule?.maxRunning == 7)
-        running.cancel()
-        await running.value
-        await #expect(throws: RenderAdmission.Stopped.self) { try await admission.estimate() }
-        #expect(DispatcherError(mapping: RenderAdmission.Stopped()).code == .unavailable)
     }
 }
 
