@@ -251,23 +251,107 @@ let package = Package(
             dependencies: ["FleetHTTPClient", "FleetStorage", "FleetSupport", "Imaging", "CSodium", hummingbird, nioCore, nioPosix, crypto, cryptoExtras, log, serviceLifecycle],
             path: "Sources/Shared/FakeProviders"
         ),
-        // No test target depends on an executable: the tests that run one (`fleet-drill`, the workers)
-        // start the built binary (`builtExecutable`), which `swift build --build-tests` builds with
-        // every other product.
+        // What the test targets share: a test database per test on the shared cluster (`TestQueue`),
+        // PgBouncer and standbys, the built executables as processes (`WorkerProcess`,
+        // `DispatcherProcess`), the in-process dispatcher (`TestDispatcher`), the render fixture,
+        // the S3 gateway, test images. A test target itself, holding no tests: so only
+        // `--build-tests` builds it (a regular target would be built by `swift build -c release`
+        // too, where its `@testable` imports cannot compile), and the tests import it `@testable`.
+        // No test target depends on an executable: the tests that run one (`fleet-drill`, the
+        // workers) start the built binary (`builtExecutable`), which `swift build --build-tests`
+        // builds with every other product.
         .testTarget(
-            name: "SharedTests",
+            name: "FleetTestSupport",
             dependencies: [
-                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "Providers",
-                "DispatcherProtocol", "FleetRuntime", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetCallbacks", "FleetAccess",
-                "FleetSchema", "RenderSchema", "CallbackSchema", "RenderLedger", "FleetTracing", "CVips", "CVipsShims",
-                .product(name: "MetricsTestKit", package: "swift-metrics"),
-                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
-                prometheus, hummingbird, nioCore, nioPosix, log, metrics, serviceLifecycle, tracing,
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders", "Providers",
+                "FleetCallbacks", "DispatcherProtocol", "FleetAccess", "FleetSchema", "DispatcherCore", "DrillKinds", "FakeProviders",
+                .product(name: "MetricsTestKit", package: "swift-metrics"), prometheus, log, metrics, nioCore, nioPosix, serviceLifecycle,
+            ],
+            path: "Tests/FleetTestSupport"
+        ),
+        // The tests, one target per module (`swift test --filter FleetQueueTests` runs one); on Linux
+        // they link into one test bundle. UnitTests: values (state machines, parsers, signers,
+        // ledgers), no database, process or network: seconds. The others run against PostgreSQL,
+        // processes and fake servers (docs/architecture.md, "Tests").
+        .testTarget(
+            name: "UnitTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetStorage", "FleetHTTP", "FleetQueue", "Providers", "Renders", "FleetCallbacks",
+                "DispatcherProtocol", "DispatcherCore", "FleetRuntime", "FleetSchema", "RenderSchema", "CallbackSchema", "FleetTestSupport",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"), log, nioCore, tracing,
             ]
         ),
         .testTarget(
-            name: "RenderTests",
+            name: "FleetQueueTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetQueue", "Providers", "Renders", "DispatcherCore", "DrillKinds", "FakeProviders", "FleetTestSupport",
+                log, serviceLifecycle,
+            ]
+        ),
+        .testTarget(
+            name: "FleetPostgresTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetQueue", "Imaging", "Providers", "Renders", "FleetCallbacks", "DispatcherProtocol",
+                "DispatcherCore", "FleetSchema", "DrillKinds", "FakeProviders", "FleetTestSupport",
+            ]
+        ),
+        .testTarget(
+            name: "RendersTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Providers", "Renders", "RenderLedger", "FleetCallbacks",
+                "DispatcherProtocol", "FleetAccess", "DispatcherCore", "FakeProviders", "FleetTestSupport", log,
+            ]
+        ),
+        .testTarget(
+            name: "ProvidersTests",
             dependencies: ["FleetSupport", "FleetHTTPClient", "Renders", "Providers", "FakeProviders", "CSodium", hummingbird, crypto, cryptoExtras]
+        ),
+        .testTarget(
+            name: "ImagingTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetQueue", "Imaging", "Providers", "Renders", "RenderLedger",
+                "DispatcherProtocol", "FleetSchema", "FakeProviders", "CVips", "CVipsShims", "FleetTestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"), log, metrics,
+            ]
+        ),
+        .testTarget(
+            name: "FleetStorageTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetObjectStore", "FleetQueue", "Imaging", "Providers", "Renders",
+                "DispatcherProtocol", "FakeProviders", "FleetTestSupport", log,
+            ]
+        ),
+        .testTarget(
+            name: "DispatcherCoreTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Imaging", "Renders",
+                "DispatcherProtocol", "FleetAccess", "FleetSchema", "DispatcherCore", "FleetTestSupport", log, nioCore, nioPosix, serviceLifecycle,
+            ]
+        ),
+        .testTarget(
+            name: "FleetCallbacksTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetStorage", "FleetQueue", "Renders", "FleetCallbacks", "DispatcherProtocol", "DispatcherCore",
+                "FakeProviders", "FleetTestSupport",
+            ]
+        ),
+        .testTarget(
+            name: "FleetRuntimeTests",
+            dependencies: [
+                "FleetSupport", "FleetPostgres", "FleetHTTPClient", "FleetStorage", "FleetHTTP", "FleetQueue", "Providers", "Renders", "FleetRuntime",
+                "DispatcherCore", "DrillKinds", "FakeProviders", "FleetTestSupport", log, serviceLifecycle,
+            ]
+        ),
+        .testTarget(
+            name: "FleetTracingTests",
+            dependencies: [
+                "FleetSupport", "FleetHTTPClient", "FleetQueue", "Providers", "Renders", "DispatcherProtocol", "FleetTracing", "DrillKinds",
+                "FakeProviders", "FleetTestSupport", log, serviceLifecycle, tracing,
+            ]
+        ),
+        .testTarget(
+            name: "FleetHTTPClientTests",
+            dependencies: ["FleetHTTPClient", "FakeProviders", "FleetTestSupport", hummingbird]
         ),
     ]
 )

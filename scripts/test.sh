@@ -14,7 +14,7 @@ scripts/install-deps.sh
 dir=.data/test-postgres
 port=${FLEET_TEST_PG_PORT:-$(scripts/pg.sh pick-port --dir "$dir" --port 15330)}
 bouncer_port=${FLEET_TEST_PGBOUNCER_PORT:-$(scripts/pg.sh pick-port --dir .data/none --port $((port + 1)))}
-# The S3 gateway the object storage tests start on first use (Tests/SharedTests/Support/S3Gateway.swift)
+# The S3 gateway the object storage tests start on first use (Tests/FleetTestSupport/S3Gateway.swift)
 # goes too; `|| true`: a machine without Ceph never started one.
 trap 'scripts/pgbouncer.sh stop --port "$bouncer_port"; scripts/pg.sh stop --dir "$dir" --port "$port"
       scripts/s3.sh stop --dir .data/s3-test >/dev/null 2>&1 || true' EXIT
