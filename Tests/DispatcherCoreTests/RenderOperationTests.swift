@@ -55,6 +55,9 @@ import Testing
             let reserved = try await dispatcher.queue.pool.query("SELECT render_id FROM credit_reservations").rows.map { try $0.string("render_id") }
             #expect(reserved == ["r1"])
             #expect(await Self.code { try await client.send(RenderStatusRequest(renderId: "r2")) } == "NOT_FOUND")
+            // No render can have an id that names no file: refused as such, not looked for.
+            #expect(await Self.code { try await client.send(RenderStatusRequest(renderId: "../r1")) } == "BAD_ARGUMENT")
+            #expect(await Self.code { try await client.send(RenderFeedbackRequest(renderId: "r 1", userId: "u1", vote: .down)) } == "BAD_ARGUMENT")
             await client.close()
         }
     }
