@@ -18,8 +18,10 @@ struct EnqueueCost: AsyncParsableCommand {
             dispatcher's user + system time (/proc/PID/stat): it moves with whatever else runs. \
             With --perf, `perf stat` attached to the dispatcher also counts its system calls and \
             context switches (a task or thread woken is a switch), which hold still on a busy \
-            machine. Instructions are not counted: this machine's virtual CPUs expose no \
-            hardware counters to perf, and valgrind 3.19 cannot run Swift 6.3's executables.
+            machine. With --callgrind, the dispatcher runs under valgrind's callgrind \
+            (scripts/callgrind.sh) and its instructions are counted per window, the same figure \
+            whatever else runs (this machine's virtual CPUs expose no hardware counters to perf); \
+            each window's profile is kept for callgrind_annotate.
             """)
 
     @Option(help: "Requests in the first window (N); the second has 2N.") var count = 20_000
@@ -27,6 +29,7 @@ struct EnqueueCost: AsyncParsableCommand {
     @Option(help: "Requests sent before the windows.") var warmUp = 2_000
     @Option(help: "Pairs of windows; the medians are reported.") var repeats = 3
     @Flag(help: "Also count system calls and context switches with perf stat.") var perf = false
+    @Flag(help: "Run the dispatcher under callgrind and count its instructions (slow: use a smaller --count).") var callgrind = false
     @Option(help: "The dispatcher executable (default: the one beside fleet-bench).") var dispatcher = BenchDispatcher.besideThisOne
     @Flag(help: "Print one JSON object per line instead of a table.") var json = false
 
@@ -40,8 +43,13 @@ struct EnqueueCost: AsyncParsableCommand {
 
     func run() async throws {
         let database = try await BenchDatabase.prepare()
-        let server = try await BenchDispatcher.start(databaseURL: database.url, token: Self.token, groupCommit: true, executable: dispatcher)
+        let profiles = NSTemporaryDirectory() + "fleet-bench-callgrind-\(UUID().uuidString).out"
+        let server = try await BenchDispatcher.start(
+            databaseURL: database.url, token: Self.token, groupCommit: true, executable: dispatcher,
+            wrapper: callgrind ? [packageRoot.appendingPathComponent("scripts/callgrind.sh").path, profiles] : [],
+            readyWithin: callgrind ? .seconds(600) : .seconds(60))
         defer { server.stop() }
+        let counting = callgrind ? Callgrind(pid: server.process.pid, profiles: profiles) : nil
         let load = try await EnqueueLoad(port: server.port, token: Self.token, connections: connections).connect()
         defer { load.close() }
         try await load.send(count: warmUp)
@@ -50,7 +58,7 @@ struct EnqueueCost: AsyncParsableCommand {
             var windows: [[String: Double]] = []
             for size in [count, 2 * count] {
                 try await database.pool.query("TRUNCATE jobs")
-                let counters = try await measure(size, load, server.process.pid)
+                let counters = try await measure(size, load, server.process.pid, counting)
                 windows.append(counters)
                 progress("round \(round)/\(repeats), \(size) enqueues: "
                     + counters.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.0f", $0.value))" }.joined(separator: ", "))
@@ -69,22 +77,64 @@ struct EnqueueCost: AsyncParsableCommand {
             print(measurement.metric.padding(toLength: 36, withPad: " ", startingAt: 0) + String(format: "%10.2f ", measurement.value) + measurement.unit)
         }
         print("per request: (2N window - N window) / N; cpu_us from /proc (loaded-machine noise included)")
+        if let counting { print("callgrind profiles of the windows: \(counting.profiles).N (callgrind_annotate)") }
         print("server: \(try await database.settings())")
     }
 
     /// The counters of one window of `size` enqueues.
-    private func measure(_ size: Int, _ load: EnqueueConnections, _ pid: pid_t) async throws -> [String: Double] {
+    private func measure(_ size: Int, _ load: EnqueueConnections, _ pid: pid_t, _ callgrind: Callgrind?) async throws -> [String: Double] {
         let counting = perf ? try await PerfStat.attach(to: pid) : nil
+        try await callgrind?.zero()
         guard let before = CPUTime.ofProcess(pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
         try await load.send(count: size)
         guard let after = CPUTime.ofProcess(pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
         var counters = ["cpu_us": (after - before) * 1e6]
         if let counting { counters.merge(try await counting.stop()) { $1 } }
+        if let callgrind { counters["instructions"] = try await callgrind.dump() }
         return counters
     }
 
     private static func unit(_ counter: String) -> String {
         counter.hasSuffix("_us") ? "µs/request" : "/request"
+    }
+}
+
+/// A process running under callgrind (`scripts/callgrind.sh`), its counts zeroed and dumped by
+/// `callgrind_control`, which returns once the process has done it.
+private struct Callgrind {
+    let pid: pid_t
+    /// callgrind's output file; the n-th dump is `profiles.n`.
+    let profiles: String
+
+    func zero() async throws {
+        try await control("--zero")
+    }
+
+    /// Dumps the counts since the last zero and returns their instructions (the dump's totals).
+    func dump() async throws -> Double {
+        let before = dumps()
+        try await control("--dump")
+        guard let newest = dumps().subtracting(before).max(by: { $0.count == $1.count ? $0 < $1 : $0.count < $1.count }) else {
+            throw BenchError("callgrind wrote no dump beside \(profiles)")
+        }
+        let text = try String(contentsOfFile: newest, encoding: .utf8)
+        guard let line = text.split(separator: "\n").last(where: { $0.hasPrefix("totals:") || $0.hasPrefix("summary:") }),
+              let total = line.split(separator: " ").last.flatMap({ Double($0) }) else {
+            throw BenchError("no totals in \(newest)")
+        }
+        return total
+    }
+
+    private func dumps() -> Set<String> {
+        let folder = URL(fileURLWithPath: profiles).deletingLastPathComponent().path
+        let name = URL(fileURLWithPath: profiles).lastPathComponent + "."
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return Set(files.filter { $0.hasPrefix(name) }.map { folder + "/" + $0 })
+    }
+
+    private func control(_ command: String) async throws {
+        let status = try await ChildProcess.run("/usr/bin/callgrind_control", [command, "\(pid)"], outputPath: "/dev/null")
+        guard status == 0 else { throw BenchError("callgrind_control \(command) \(pid) exited with \(status)") }
     }
 }
 
