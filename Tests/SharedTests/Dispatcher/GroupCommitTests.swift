@@ -130,7 +130,7 @@ import Testing
             #expect(answers.keys.sorted() == Array(1...count))
             #expect(try await jobCount(dispatcher) == count)
             let client = try await dispatcher.client(.unix)
-            #expect(try await client.status(jobId: try #require(answers[7])).payload == ["n": .number(7), "x": .number(0.5)])
+            #expect(try await client.status(jobId: try #require(answers[7])).payload == .object(["n": .number(7), "x": .number(0.5)]))
             await client.close()
         }
     }
