@@ -110,6 +110,35 @@ import Testing
 
     // MARK: - Helpers
 
+    /// Requests answered from their batch's commit (`EnqueueOperation.start`) count as in flight
+    /// like any other: with at most 3 at once, 40 sent together are each answered once, the later
+    /// ones let in as the earlier ones are answered, their payloads stored as sent.
+    @Test(.timeLimit(.minutes(1)))
+    func pipelinedEnqueuesBeyondTheInFlightLimitAreEachAnsweredOnce() async throws {
+        try await TestDispatcher.run({ $0.maxInFlight = 3 }) { dispatcher in
+            let count = 40
+            let frames = (1...count).map { #"{"id":\#($0),"op":"enqueue","args":{"kind":"drill.noop","payload":{"n":\#($0),"x":0.5}}}"# + "\n" }
+            let answers = try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                try await raw.send(frames.joined())
+                var answers: [Int: Int64] = [:]
+                for _ in 0..<count {
+                    let frame = try await raw.response()
+                    guard case .number(let id)? = frame["id"], case .number(let job)? = frame["result"]?["jobId"] else {
+                        throw TestFailure("not an answer: \(frame.jsonText)")
+                    }
+                    #expect(answers.updateValue(Int64(job), forKey: Int(id)) == nil, "request \(id) answered twice")
+                }
+                return answers
+            }
+            #expect(answers.keys.sorted() == Array(1...count))
+            #expect(try await jobCount(dispatcher) == count)
+            let client = try await dispatcher.client(.unix)
+            #expect(try await client.status(jobId: try #require(answers[7])).payload == .object(["n": .number(7), "x": .number(0.5)]))
+            await client.close()
+        }
+    }
+
     private func code(_ outcome: Outcome) -> String? {
         if case .failure(let error) = outcome { error.code.rawValue } else { nil }
     }

@@ -5,8 +5,9 @@ import Foundation
 import NIOCore
 import Testing
 
-/// The single enqueue's own paths (`docs/benchmarks.md`, "Single enqueues"): its answer written
-/// by hand and its plain arguments read without the decoder must give what the generic paths give.
+/// The single enqueue's own paths (`docs/benchmarks.md`, "Single enqueues"): its answer and its
+/// payload written by hand and its plain arguments read without the decoder must give what the
+/// generic paths give.
 @Suite struct EnqueueFastPathTests {
     static let ids: [RequestID?] = [.number(7), .number(-3), .number(9_007_199_254_740_991), .string("req-1"), .string(""), nil]
     static let results = [
@@ -39,6 +40,32 @@ import Testing
     @Test func otherAnswersAreLeftToTheEncoder() {
         #expect(ServerResponse.failure(.number(1), .badArgument, "no").handEncodedFrame == nil)
         #expect(ServerResponse(id: .number(1), outcome: .success(PingRequest.Result(serverTime: Date()))).handEncodedFrame == nil)
+    }
+
+    /// jsonb keeps a number as written: the hand-written payload's must be the encoder's, byte for byte.
+    @Test func thePayloadWrittenByHandHasTheEncodersNumbers() throws {
+        let numbers: [Double] = [
+            0, -0.0, 1, -1, 42, 1e15, 1e16, 9_007_199_254_740_992, 1e21, 0.1, 1.5, -2.25, 1e-7, 123_456_789.125, 5e-324,
+            1.7976931348623157e308,
+        ]
+        for number in numbers {
+            let payload: [String: JSONValue] = ["n": .number(number)]
+            #expect(try JobSubmitter.payloadText(payload) == String(decoding: try JSONEncoder().encode(payload), as: UTF8.self))
+        }
+    }
+
+    @Test func thePayloadWrittenByHandIsTheEncodersJSONValue() throws {
+        let payload: [String: JSONValue] = [
+            "s": .string("q\"b\\s/n\nr\rt\tc\u{1}\u{1f}é☃"), "o": .object([:]), "e": .array([]),
+            "a": .array([.null, .bool(true), .bool(false), .number(2.5), .object(["k": .array([.string("")])])]),
+        ]
+        let byHand = try JobSubmitter.payloadText(payload)
+        #expect(try JSONValue(json: byHand) == JSONValue(json: String(decoding: try JSONEncoder().encode(payload), as: UTF8.self)))
+        #expect(try JobSubmitter.payloadText([String: JSONValue]()) == "{}")
+    }
+
+    @Test func aNumberTheEncoderRefusesIsRefused() {
+        #expect(throws: EncodingError.self) { try JobSubmitter.payloadText(["n": JSONValue.number(.infinity)]) }
     }
 
     @Test func plainArgumentsAreWhatTheDecoderMakes() throws {

@@ -10,6 +10,13 @@ public protocol JobEnqueuer: Sendable {
     func enqueue(_ job: NewJob) async throws -> EnqueuedJob
 }
 
+/// An enqueuer that can answer through a callback, called once from whichever task ends the
+/// enqueue: a request then needs no task of its own while its job waits for its commit
+/// (`EnqueueOperation.start`).
+public protocol AnsweringEnqueuer: JobEnqueuer {
+    func enqueue(_ job: NewJob, answer: @escaping @Sendable (Result<EnqueuedJob, any Error>) -> Void)
+}
+
 extension JobQueue: JobEnqueuer {}
 
 /// Group commit for single enqueues: jobs enqueued at the same time, from any connection, share
@@ -20,7 +27,7 @@ extension JobQueue: JobEnqueuer {}
 /// The commits run in this service's task group, not in the callers' tasks: a caller whose
 /// client went away still has its job committed, and no caller's cancellation fails its
 /// neighbours. Started before the server, it stops after it, when every answer has been given.
-public final class EnqueueBatcher: JobEnqueuer, Service {
+public final class EnqueueBatcher: AnsweringEnqueuer, Service {
     /// Rows per statement: the statement's arrays stay small, and a batch's commit short.
     public static let defaultMaxBatch = 512
     /// Commits running at once: each on its own pooled connection; PostgreSQL flushes their
@@ -29,7 +36,7 @@ public final class EnqueueBatcher: JobEnqueuer, Service {
 
     private struct Waiter: Sendable {
         let job: NewJob
-        let answer: CheckedContinuation<EnqueuedJob, any Error>
+        let answer: @Sendable (Result<EnqueuedJob, any Error>) -> Void
         /// The request's trace context: its batch's statement runs in the first waiter's.
         let context: ServiceContext?
     }
@@ -53,14 +60,19 @@ public final class EnqueueBatcher: JobEnqueuer, Service {
 
     /// Answers after the commit that holds `job`; waits for it even when the caller is cancelled.
     public func enqueue(_ job: NewJob) async throws -> EnqueuedJob {
+        try await withCheckedThrowingContinuation { continuation in
+            enqueue(job) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Calls `answer` after the commit that holds `job`, from the task that committed it.
+    public func enqueue(_ job: NewJob, answer: @escaping @Sendable (Result<EnqueuedJob, any Error>) -> Void) {
         var job = job
         if traced { job.traceParent = TracePropagation.traceParent() }
         let context = traced ? ServiceContext.current : nil
-        return try await withCheckedThrowingContinuation { answer in
-            let start = state.withLock { $0.arrive(Waiter(job: job, answer: answer, context: context)) }
-            guard let start else { return }
-            if case .terminated = startsInput.yield(start) { refuseSlot(start) }
-        }
+        let start = state.withLock { $0.arrive(Waiter(job: job, answer: answer, context: context)) }
+        guard let start else { return }
+        if case .terminated = startsInput.yield(start) { refuseSlot(start) }
     }
 
     /// Commits each slot's batches until nothing waits for it; after a graceful shutdown, until
@@ -91,7 +103,7 @@ public final class EnqueueBatcher: JobEnqueuer, Service {
         let results = await ServiceContext.withValue(waiters[0].context ?? .topLevel) {
             await queue.enqueueEach(waiters.map(\.job))
         }
-        for (waiter, result) in zip(waiters, results) { waiter.answer.resume(with: result) }
+        for (waiter, result) in zip(waiters, results) { waiter.answer(result) }
     }
 
     /// A slot whose batches arrived after the service stopped: each is refused, as a stopped
@@ -100,7 +112,7 @@ public final class EnqueueBatcher: JobEnqueuer, Service {
         var batch: [Waiter]? = start
         while let waiters = batch {
             for waiter in waiters {
-                waiter.answer.resume(throwing: DispatcherError(.unavailable, "the dispatcher is shutting down; retry later"))
+                waiter.answer(.failure(DispatcherError(.unavailable, "the dispatcher is shutting down; retry later")))
             }
             batch = state.withLock { $0.commitEnded() }
         }

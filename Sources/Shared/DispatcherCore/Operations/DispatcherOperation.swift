@@ -16,6 +16,20 @@ public protocol DispatcherOperation: Sendable {
     func run(_ request: Request) async throws -> Request.Result
 }
 
+/// An op that can also start from the connection's reading task and answer through a callback:
+/// no task of its own per request while its work waits elsewhere (the single enqueue on the
+/// group commit, the most frequent request; `docs/benchmarks.md`, "Single enqueues"). Its
+/// synchronous part runs before the connection reads its next frame, so it must not block.
+public protocol AnsweringOperation: DispatcherOperation {
+    /// Whether `start` can serve (else every request goes through `run`).
+    var answersWithoutTask: Bool { get }
+    /// Starts the request; `answer` is called once, from whichever task or thread ends it.
+    func start(_ request: Request, answer: @escaping @Sendable (Result<Request.Result, any Error>) -> Void)
+}
+
+/// How an op started without a task of its own gives its result.
+typealias OperationAnswer = @Sendable (Result<any Encodable & Sendable, any Error>) -> Void
+
 /// Who may use an op.
 public enum OperationAccess: Sendable {
     /// Anyone, before `auth` too (`ping`).
@@ -39,6 +53,8 @@ public struct OperationRegistry: Sendable {
     struct Entry: Sendable {
         let access: OperationAccess
         let run: @Sendable (_ arguments: JSONValue) async throws -> any Encodable & Sendable
+        /// The op's `AnsweringOperation.start`, when it has one that serves.
+        let start: (@Sendable (_ arguments: JSONValue, _ answer: @escaping OperationAnswer) -> Void)?
     }
 
     private let entries: [String: Entry]
@@ -58,9 +74,23 @@ public struct OperationRegistry: Sendable {
     func entry(named name: String) -> Entry? { entries[name] }
 
     private static func entry<Operation: DispatcherOperation>(_ operation: Operation) -> (String, Entry) {
-        (Operation.Request.op, Entry(access: operation.access) { arguments in
+        var start: (@Sendable (JSONValue, @escaping OperationAnswer) -> Void)?
+        if let answering = operation as? any AnsweringOperation, answering.answersWithoutTask { start = starting(answering) }
+        return (Operation.Request.op, Entry(access: operation.access, run: { arguments in
             try await operation.run(try ArgumentDecoder.decode(Operation.Request.self, from: arguments))
-        })
+        }, start: start))
+    }
+
+    private static func starting<Operation: AnsweringOperation>(_ operation: Operation) -> @Sendable (JSONValue, @escaping OperationAnswer) -> Void {
+        { arguments, answer in
+            let request: Operation.Request
+            do {
+                request = try ArgumentDecoder.decode(Operation.Request.self, from: arguments)
+            } catch {
+                return answer(.failure(error))
+            }
+            operation.start(request) { result in answer(result.map { $0 }) }
+        }
     }
 }
 

@@ -4,8 +4,9 @@ import FleetQueue
 import FleetSupport
 import Foundation
 
-/// `enqueue`: any known job kind with its payload object.
-public struct EnqueueOperation: DispatcherOperation {
+/// `enqueue`: any known job kind with its payload object. With the group commit, a request is
+/// answered from the batch's commit (`start`), without a task of its own.
+public struct EnqueueOperation: AnsweringOperation {
     public var access: OperationAccess { .submitters }
     let submitter: JobSubmitter
 
@@ -15,6 +16,23 @@ public struct EnqueueOperation: DispatcherOperation {
         let job = try job(kind: request.kind, payload: request.payload ?? [:], options: request.options, field: "args")
         let enqueued = try await submitter.enqueuer.enqueue(job)
         return EnqueuedJobResult(jobId: enqueued.id, kind: request.kind, isNew: enqueued.isNew)
+    }
+
+    public var answersWithoutTask: Bool { submitter.enqueuer is any AnsweringEnqueuer }
+
+    public func start(_ request: EnqueueRequest, answer: @escaping @Sendable (Result<EnqueuedJobResult, any Error>) -> Void) {
+        guard let enqueuer = submitter.enqueuer as? any AnsweringEnqueuer else {
+            return answer(.failure(DispatcherError(.internal, "enqueue started without an answering enqueuer")))
+        }
+        let job: NewJob
+        do {
+            job = try self.job(kind: request.kind, payload: request.payload ?? [:], options: request.options, field: "args")
+        } catch {
+            return answer(.failure(error))
+        }
+        enqueuer.enqueue(job) { enqueued in
+            answer(enqueued.map { EnqueuedJobResult(jobId: $0.id, kind: request.kind, isNew: $0.isNew) })
+        }
     }
 
     /// The job `enqueue` would insert, checked; `field`: where the client wrote it, for errors.

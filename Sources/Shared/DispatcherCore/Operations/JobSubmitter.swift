@@ -2,6 +2,7 @@ import DispatcherProtocol
 import FleetCallbacks
 import FleetQueue
 import FleetStorage
+import FleetSupport
 import Foundation
 
 /// Enqueues one job for the enqueueing ops, turning the protocol's options into the queue's.
@@ -32,10 +33,10 @@ struct JobSubmitter: Sendable {
             if let text, text.utf8.contains(0) { throw DispatcherError(.badArgument, "\(field).\(name) must not contain NUL") }
         }
         let defaults = NewJob(kind: kind)
-        var job = try NewJob(
-            kind: kind, encoding: payload, queue: options.queue ?? defaults.queue, priority: options.priority ?? defaults.priority,
-            delay: .milliseconds(Int64((delay * 1000).rounded())), maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
-            idempotencyKey: options.idempotencyKey)
+        var job = NewJob(
+            kind: kind, payload: try Self.payloadText(payload), queue: options.queue ?? defaults.queue,
+            priority: options.priority ?? defaults.priority, delay: .milliseconds(Int64((delay * 1000).rounded())),
+            maxAttempts: options.maxAttempts ?? defaults.maxAttempts, idempotencyKey: options.idempotencyKey)
         job.limitKeys = options.limitKeys ?? []
         job.after = options.after ?? []
         if let url = options.callbackUrl {
@@ -56,6 +57,52 @@ struct JobSubmitter: Sendable {
             throw DispatcherError(.badArgument, "\(path) \(reason)")
         }
         return job
+    }
+}
+
+extension JobSubmitter {
+    /// The payload's JSON text. A client's parsed payload (`enqueue`'s) is written by hand:
+    /// `JSONEncoder`, made for each job, took 14 % of a single enqueue's instructions
+    /// (`docs/benchmarks.md`, "Single enqueues"). The column is jsonb, which keeps numbers as
+    /// written: they are written as the encoder writes them.
+    static func payloadText(_ payload: some Encodable) throws -> String {
+        if let fields = payload as? [String: JSONValue] {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(64)
+            if appendEncoded(.object(fields), to: &bytes) { return String(decoding: bytes, as: UTF8.self) }
+        }
+        return String(decoding: try JSONEncoder().encode(payload), as: UTF8.self)
+    }
+
+    /// Appends `value` as `JSONEncoder` would; false for a number it refuses (not finite).
+    private static func appendEncoded(_ value: JSONValue, to bytes: inout [UInt8]) -> Bool {
+        switch value {
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case .bool(let flag): bytes.append(contentsOf: flag ? "true".utf8 : "false".utf8)
+        case .number(let number):
+            guard number.isFinite else { return false }
+            // The shortest text that reads back as the same double, whole numbers without ".0".
+            let text = number.description
+            bytes.append(contentsOf: text.hasSuffix(".0") ? text.dropLast(2).utf8 : text[...].utf8)
+        case .string(let text): bytes.appendJSONString(text)
+        case .array(let items):
+            bytes.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                guard appendEncoded(item, to: &bytes) else { return false }
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let fields):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, (key, item)) in fields.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                bytes.appendJSONString(key)
+                bytes.append(UInt8(ascii: ":"))
+                guard appendEncoded(item, to: &bytes) else { return false }
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        return true
     }
 }
 

@@ -40,7 +40,7 @@ struct Connection: Sendable {
         do {
             try await channel.executeThenClose { inbound, outbound in
                 let pending = PendingOutput(limit: Self.maxPendingOutputBytes)
-                let writer = FrameWriter(outbound: outbound, pending: pending, logger: logger) { [logger] in
+                let writer = FrameWriter(channel: channel.channel, outbound: outbound, pending: pending, logger: logger) { [logger] in
                     guard pending.bytes > Self.closePendingOutputBytes else { return }
                     logger.warning("closing a connection that does not read its answers", metadata: ["pending_bytes": "\(pending.bytes)"])
                     channel.channel.close(promise: nil)
@@ -100,10 +100,13 @@ struct Connection: Sendable {
         onAuthenticated: @escaping @Sendable () -> Void
     ) async throws -> ServerResponse? {
         var session = session
-        return try await withThrowingTaskGroup(of: Void.self) { requests in
-            var running = 0
+        return try await withThrowingDiscardingTaskGroup { requests in
             do {
                 for try await frame in inbound {
+                    // An answer could not be written (the connection was closed under it, e.g.
+                    // with too much output waiting): the group is cancelled, and the frames the
+                    // client sent before the close are not run for no one to read.
+                    if requests.isCancelled { break }
                     activity.touch()
                     let wasAuthenticated = session.isAuthenticated
                     let routing = router.route(frame, session: &session)
@@ -118,18 +121,25 @@ struct Connection: Sendable {
                         requests.cancelAll()
                         return response
                     case .run(let id, let op, let call):
-                        if running == maxInFlight {
-                            try await requests.next()
-                            running -= 1
-                        }
-                        // A client that does not read its answers gets no new ones made.
-                        await writer.pending.waitUntilWithinLimit()
-                        running += 1
-                        activity.begin()
+                        await admit(writer, activity)
                         requests.addTask {
-                            let response = await perform(id, op, call)
+                            let response: ServerResponse
+                            do {
+                                response = ServerResponse(id: id, outcome: .success(try await call()))
+                            } catch {
+                                response = failure(id, op, error)
+                            }
                             defer { activity.end() }
                             try await writer.send(response)
+                        }
+                    case .start(let id, let op, let start):
+                        await admit(writer, activity)
+                        start { result in
+                            defer { activity.end() }
+                            switch result {
+                            case .success(let value): writer.sendNow(ServerResponse(id: id, outcome: .success(value)))
+                            case .failure(let error): writer.sendNow(failure(id, op, error))
+                            }
                         }
                     }
                 }
@@ -140,21 +150,26 @@ struct Connection: Sendable {
                 case .timedOut: .failure(nil, .frameTimeout, "\(error); closing")
                 }
             }
-            try await requests.waitForAll()
+            // The input ended: every request still gets its answer.
+            await activity.waitUntilInFlight(atMost: 0)
             return nil
         }
     }
 
-    private func perform(_ id: RequestID, _ op: String, _ call: () async throws -> any Encodable & Sendable) async -> ServerResponse {
-        do {
-            return ServerResponse(id: id, outcome: .success(try await call()))
-        } catch {
-            let mapped = DispatcherError(mapping: error)
-            if mapped.code == .internal || mapped.code == .unavailable {
-                logger.error("operation failed", metadata: ["op": "\(op)", "error": "\(error)"])
-            }
-            return ServerResponse(id: id, outcome: .failure(mapped))
+    /// Waits until the connection may begin one more request, and counts it as begun.
+    private func admit(_ writer: FrameWriter, _ activity: ConnectionActivity) async {
+        await activity.waitUntilInFlight(atMost: maxInFlight - 1)
+        // A client that does not read its answers gets no new ones made.
+        await writer.pending.waitUntilWithinLimit()
+        activity.begin()
+    }
+
+    private func failure(_ id: RequestID, _ op: String, _ error: any Error) -> ServerResponse {
+        let mapped = DispatcherError(mapping: error)
+        if mapped.code == .internal || mapped.code == .unavailable {
+            logger.error("operation failed", metadata: ["op": "\(op)", "error": "\(error)"])
         }
+        return ServerResponse(id: id, outcome: .failure(mapped))
     }
 
     /// Sends the last frame, ends our output, and keeps draining input until the client closes or
@@ -169,8 +184,10 @@ struct Connection: Sendable {
 
 /// Writes frames on a connection's outbound side; any number of tasks may write at once. Each
 /// frame counts as pending output from when it is made until the pipeline takes it (a write
-/// suspends while the socket is not writable).
+/// suspends while the socket is not writable), or, written from a callback (`sendNow`), until
+/// the socket does.
 struct FrameWriter: Sendable {
+    let channel: any Channel
     let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     let pending: PendingOutput
     let logger: Logger
@@ -178,8 +195,9 @@ struct FrameWriter: Sendable {
     let checkPending: @Sendable () -> Void
     private let encoder = WireFormat.makeEncoder()
 
-    init(outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, pending: PendingOutput, logger: Logger,
+    init(channel: any Channel, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, pending: PendingOutput, logger: Logger,
          checkPending: @escaping @Sendable () -> Void = {}) {
+        self.channel = channel
         self.outbound = outbound
         self.pending = pending
         self.logger = logger
@@ -199,13 +217,26 @@ struct FrameWriter: Sendable {
     }
 
     func send(_ response: ServerResponse) async throws {
-        let frame: ByteBuffer
+        try await write(try frame(response))
+    }
+
+    /// Writes without suspending, from whatever thread answers (an `AnsweringOperation`'s
+    /// callback): the frame goes straight to the channel, and counts as pending until the
+    /// socket has taken it. A connection already closed drops it.
+    func sendNow(_ response: ServerResponse) {
+        guard let frame = try? frame(response) else { return }
+        let size = frame.readableBytes
+        pending.add(size)
+        checkPending()
+        channel.writeAndFlush(frame).whenComplete { [pending] _ in pending.remove(size) }
+    }
+
+    private func frame(_ response: ServerResponse) throws -> ByteBuffer {
         do {
-            frame = try response.handEncodedFrame ?? WireFormat.frame(response, encoder: encoder)
+            return try response.handEncodedFrame ?? WireFormat.frame(response, encoder: encoder)
         } catch {
             logger.error("response not encodable", metadata: ["error": "\(error)"])
-            frame = try WireFormat.frame(ServerResponse.failure(response.id, .internal, "internal error"), encoder: encoder)
+            return try WireFormat.frame(ServerResponse.failure(response.id, .internal, "internal error"), encoder: encoder)
         }
-        try await write(frame)
     }
 }

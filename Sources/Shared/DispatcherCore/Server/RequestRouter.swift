@@ -28,6 +28,9 @@ enum Routing: Sendable {
     case replyAndClose(ServerResponse)
     /// Run an operation (concurrently with the connection's other requests).
     case run(id: RequestID, op: String, call: @Sendable () async throws -> any Encodable & Sendable)
+    /// Start an operation that answers through the callback, without a task of its own
+    /// (`AnsweringOperation`).
+    case start(id: RequestID, op: String, start: @Sendable (_ answer: @escaping OperationAnswer) -> Void)
 }
 
 /// Reads a frame's envelope and decides: a protocol error, `auth` (which changes the session, so
@@ -83,7 +86,12 @@ struct RequestRouter: Sendable {
         } else {
             call = { try await entry.run(arguments) }
         }
-        guard case .roles(let roles) = entry.access else { return .run(id: id, op: op, call: call) }
+        // Traced requests keep their task: the span is the task's.
+        let start = traced ? nil : entry.start
+        guard case .roles(let roles) = entry.access else {
+            if let start { return .start(id: id, op: op) { start(arguments, $0) } }
+            return .run(id: id, op: op, call: call)
+        }
         if let digest = session.tokenDigest, tokens.caller(for: digest) == nil {
             return .replyAndClose(.failure(id, .unauthenticated, "the access token was revoked"))
         }
@@ -93,6 +101,9 @@ struct RequestRouter: Sendable {
         guard roles.contains(caller.role) else {
             let allowed = AccessRole.allCases.filter(roles.contains).map(\.rawValue).joined(separator: ", ")
             return .reply(.failure(id, .forbidden, "\(op) needs a token with the role \(allowed); '\(caller.name)' is \(caller.role.rawValue)"))
+        }
+        if let start {
+            return .start(id: id, op: op) { answer in Caller.$current.withValue(caller) { start(arguments, answer) } }
         }
         return .run(id: id, op: op) { try await Caller.$current.withValue(caller) { try await call() } }
     }
