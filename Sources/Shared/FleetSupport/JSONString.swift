@@ -4,6 +4,11 @@ extension Array where Element == UInt8 {
     /// writes by hand (log lines, trace exports) quotes its strings here.
     public mutating func appendJSONString(_ text: String) {
         append(UInt8(ascii: "\""))
+        defer { append(UInt8(ascii: "\"")) }
+        // Most text needs no escape: appended whole rather than a byte at a time.
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            return append(contentsOf: text.utf8)
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"): append(contentsOf: [UInt8(ascii: "\\"), byte])
@@ -16,6 +21,5 @@ extension Array where Element == UInt8 {
             default: append(byte)
             }
         }
-        append(UInt8(ascii: "\""))
     }
 }

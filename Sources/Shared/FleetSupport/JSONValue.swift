@@ -66,7 +66,14 @@ extension JSONValue {
     /// `Decodable` tries each case in turn at every level, which costs about a second for a
     /// kilobyte nested 500 deep.)
     public init(parsing bytes: some Collection<UInt8>, maxDepth: Int) throws(JSONParseError) {
-        var parser = JSONTextParser(bytes: Array(bytes), maxDepth: maxDepth)
+        try self.init(parsing: Array(bytes), maxDepth: maxDepth)
+    }
+
+    /// The same for bytes already in an array. Across modules the generic form runs unspecialised,
+    /// copying its input a byte at a time through the protocol; a caller that can copy its
+    /// bytes whole (a `ByteBuffer`'s, in one `memcpy`) passes the array.
+    public init(parsing bytes: [UInt8], maxDepth: Int) throws(JSONParseError) {
+        var parser = JSONTextParser(bytes: bytes, maxDepth: maxDepth)
         self = try parser.document()
     }
 }
@@ -141,12 +148,20 @@ private struct JSONTextParser {
 
     private mutating func string() throws(JSONParseError) -> String {
         index += 1  // the opening quote
+        let firstRun = plainRun()
+        var runEnd = firstRun.end
+        // Most strings (every key, most values) are ASCII with no escape: made straight from
+        // the bytes, with nothing to validate.
+        if firstRun.ascii, runEnd < bytes.count, bytes[runEnd] == UInt8(ascii: "\"") {
+            let start = index
+            index = runEnd + 1
+            return bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<runEnd]), as: UTF8.self) }
+        }
         var text: [UInt8] = []
-        while index < bytes.count {
+        while true {
             // Bytes that stand for themselves are copied a run at a time: payloads carry long strings.
-            let run = index..<plainRunEnd()
-            text.append(contentsOf: bytes[run])
-            index = run.upperBound
+            text.append(contentsOf: bytes[index..<runEnd])
+            index = runEnd
             guard index < bytes.count else { break }
             let byte = bytes[index]
             index += 1
@@ -159,20 +174,24 @@ private struct JSONTextParser {
             default:
                 throw fail("a control character in a string")
             }
+            runEnd = plainRun().end
         }
         throw fail("unterminated string")
     }
 
-    /// Where the run of string bytes from `index` ends: at a quote, a backslash or a control character.
-    private func plainRunEnd() -> Int {
+    /// Where the run of string bytes from `index` ends (at a quote, a backslash or a control
+    /// character), and whether every byte of it is ASCII.
+    private func plainRun() -> (end: Int, ascii: Bool) {
         bytes.withUnsafeBufferPointer { buffer in
             var end = index
+            var bits: UInt8 = 0
             while end < buffer.count {
                 let byte = buffer[end]
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                bits |= byte
                 end += 1
             }
-            return end
+            return (end, bits < 0x80)
         }
     }
 

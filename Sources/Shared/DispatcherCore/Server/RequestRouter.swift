@@ -50,7 +50,7 @@ struct RequestRouter: Sendable {
     func route(_ frame: ByteBuffer, session: inout Session) -> Routing {
         let envelope: JSONValue
         do {
-            envelope = try JSONValue(parsing: frame.readableBytesView, maxDepth: WireFormat.maxDepth)
+            envelope = try JSONValue(parsing: Array(frame.readableBytesView), maxDepth: WireFormat.maxDepth)
         } catch {
             return .reply(.failure(nil, .malformedFrame, "a frame is one JSON object followed by a newline (\(error))"))
         }
