@@ -200,6 +200,30 @@ import Testing
         #expect(record.finishedAt != nil && record.leaseOwner == nil)
     }
 
+    /// The end a handler writes for its own job: the same compare-and-set as the batch's, and the
+    /// same row: completed with its result, or dead with its error kept among the attempt's.
+    @Test(arguments: DriverExecutor.allCases) func aHandlersEndIsACompareAndSetOnOwnerAndAttempt(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        let done = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        let failed = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        let claimed = try await claim(q, [.drillNoop: 2])
+        let first = try #require(claimed.first { $0.id == done.id })
+        let second = try #require(claimed.first { $0.id == failed.id })
+        #expect(try await !q.driver.jobEnd(owner: "someone-else", id: first.id, attempt: first.attempt, .completed(nil)))
+        #expect(try await !q.driver.jobEnd(owner: owner, id: first.id, attempt: 7, .completed(nil)))
+        #expect(try await q.driver.jobEnd(owner: owner, id: first.id, attempt: first.attempt, .completed(.object(["ok": .bool(true)]))))
+        #expect(try await !q.driver.jobEnd(owner: owner, id: first.id, attempt: first.attempt, .dead(code: JobErrorCode(rawValue: "LATE"), message: "late")))
+        let completed = try #require(try await q.queue.job(id: done.id))
+        #expect(completed.state == .completed && completed.result == #"{"ok": true}"#)
+        #expect(completed.errors.isEmpty && completed.finishedAt != nil && completed.leaseOwner == nil)
+        #expect(try await q.driver.jobEnd(owner: owner, id: second.id, attempt: second.attempt, .dead(code: JobErrorCode(rawValue: "E9"), message: "no")))
+        let dead = try #require(try await q.queue.job(id: failed.id))
+        #expect(dead.state == .dead && dead.result == nil && dead.finishedAt != nil && dead.leaseOwner == nil)
+        #expect(dead.errors.map(\.error) == ["no"] && dead.errors.map(\.attempt) == [1])
+        #expect(dead.errors[0].code == "E9" && dead.errors[0].worker == owner)
+        #expect(try await lastErrorCode(q, failed.id) == "E9")
+    }
+
     @Test(arguments: DriverExecutor.allCases) func retryWaitsThenDeadKeepsEveryError(_ executor: DriverExecutor) async throws {
         let q = try await TestQueue.make(executor: executor)
         let job = try await q.queue.enqueue(NewJob(kind: .drillNoop, maxAttempts: 2))
