@@ -93,6 +93,28 @@ import Testing
         }
     }
 
+    /// A handler's end of its own job (`JobContext.end`: a render's, once a render) and the look
+    /// for the jobs making a render's photos (twice a render) keep the generic plan too: with its
+    /// matches visible to the planner, the look was planned anew on every call (docs/queue.md, "Plans").
+    @Test func theHandlersEndAndThePendingLookupAreNotPlannedAnewOnEveryCall() async throws {
+        let q = try await TestQueue.make(executor: .transaction)
+        _ = try await q.queue.enqueue((0..<12).map { _ in NewJob(kind: .drillNoop, limitKeys: ["k"]) })
+        let matches = [try JobMatch(kind: .drillNoop, payloadContains: ["n": 1]), try JobMatch(kind: .drillScript, payloadContains: ["n": 2])]
+        for _ in 0..<12 {
+            let job = try #require(try await claim(q, [.drillNoop: 1]).first)
+            #expect(try await q.driver.jobEnd(owner: owner, id: job.id, attempt: job.attempt, .completed(nil)))
+            #expect(try await q.driver.jobPendingMatching(matches, limit: 16).isEmpty)
+        }
+        let plans = try await q.sql.query("""
+            SELECT generic_plans, custom_plans FROM pg_prepared_statements
+            WHERE statement LIKE '%WITH ended AS%' OR statement LIKE '%payload @> wanted.contains%'
+            """).rows
+        #expect(plans.count == 2)
+        for row in plans {
+            #expect(try row.int64("custom_plans") <= 5 && row.int64("generic_plans") >= 7, "\(row)")
+        }
+    }
+
     @Test(arguments: DriverExecutor.allCases) func claimTakesNoMoreThanTheFreeSlots(_ executor: DriverExecutor) async throws {
         let q = try await TestQueue.make(executor: executor)
         _ = try await q.queue.enqueue((0..<10).map { _ in NewJob(kind: .drillNoop) })
