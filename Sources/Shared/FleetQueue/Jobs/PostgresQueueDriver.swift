@@ -74,9 +74,9 @@ struct PostgresQueueDriver: Sendable {
     /// Ends one job its handler ended in its own transaction (`JobContext.end`); `$1` owner, `$2`
     /// job, `$3` attempt, `$4` state (`completed` or `dead`), `$5` result, `$6` error, `$7` its
     /// code. The batch's compare-and-set and notification for one job, without its arrays: through
-    /// them a render's end, one job a transaction, cost about twice this (`docs/scaling.md`). The
-    /// primary key finds the row whatever the statistics say, so the guard can compare with the
-    /// parameters here.
+    /// them a render's end, one job a transaction, took 0.50 ms against 0.31 ms (`docs/scaling.md`).
+    /// The primary key finds the row whatever the statistics say, so the guard can compare with
+    /// the parameters here.
     static let endOneSQL = """
         WITH ended AS (
         UPDATE jobs SET
