@@ -70,24 +70,31 @@ import Testing
         #expect(try await q.sql.query(execute).rows.count == 1_000)
     }
 
-    /// The claim and the finish settle on PostgreSQL's generic plan, made once per connection:
-    /// while the planner could see their arrays' lengths, one job or outcome made a custom plan
-    /// look cheaper, and each call was planned anew (0.4 and 0.3 ms of every render, docs/queue.md,
-    /// "Plans"). One connection, so that its prepared statements are the ones counted.
-    @Test func theClaimAndTheFinishAreNotPlannedAnewOnEveryCall() async throws {
+    /// The hot statements settle on PostgreSQL's generic plan, made once per connection: the
+    /// claim and the batched finish (while the planner could see their arrays' lengths, one job or
+    /// outcome made a custom plan look cheaper, and each call was planned anew: 0.4 and 0.3 ms of
+    /// every render), a handler's end of its own job (`jobEnd`, a render's), and the look for the
+    /// jobs making a render's photos (twice a render; planned anew on every call while its matches
+    /// were in view). docs/queue.md, "Plans". One connection, so that its prepared statements are
+    /// the ones counted.
+    @Test func theHotStatementsAreNotPlannedAnewOnEveryCall() async throws {
         let q = try await TestQueue.make(executor: .transaction)
-        _ = try await q.queue.enqueue((0..<12).map { _ in NewJob(kind: .drillNoop) })
+        _ = try await q.queue.enqueue((0..<24).map { _ in NewJob(kind: .drillNoop, limitKeys: ["k"]) })
+        let matches = [try JobMatch(kind: .drillNoop, payloadContains: ["n": 1]), try JobMatch(kind: .drillScript, payloadContains: ["n": 2])]
         for _ in 0..<12 {
-            let jobs = try await claim(q, [.drillNoop: 1])
-            _ = try await q.driver.jobFinishMany(owner: owner, outcomes: jobs.map {
-                JobOutcome(jobID: $0.id, attempt: $0.attempt, kind: .completed(result: nil))
-            })
+            let jobs = try await claim(q, [.drillNoop: 2])
+            try #require(jobs.count == 2)
+            _ = try await q.driver.jobFinishMany(owner: owner, outcomes: [
+                JobOutcome(jobID: jobs[0].id, attempt: jobs[0].attempt, kind: .completed(result: nil))])
+            #expect(try await q.driver.jobEnd(owner: owner, id: jobs[1].id, attempt: jobs[1].attempt, .completed(nil)))
+            #expect(try await q.driver.jobPendingMatching(matches, limit: 16).isEmpty)
         }
         let plans = try await q.sql.query("""
             SELECT generic_plans, custom_plans FROM pg_prepared_statements
             WHERE statement LIKE '%asked AS MATERIALIZED%' OR statement LIKE '%input AS MATERIALIZED%'
+               OR statement LIKE '%WITH ended AS%' OR statement LIKE '%payload @> wanted.contains%'
             """).rows
-        #expect(plans.count == 2)
+        #expect(plans.count == 4)
         for row in plans {
             #expect(try row.int64("custom_plans") <= 5 && row.int64("generic_plans") >= 7, "\(row)")
         }
@@ -198,6 +205,30 @@ import Testing
         #expect(record.state == .completed)
         #expect(record.result == #"{"ok": true}"#)
         #expect(record.finishedAt != nil && record.leaseOwner == nil)
+    }
+
+    /// The end a handler writes for its own job: the same compare-and-set as the batch's, and the
+    /// same row: completed with its result, or dead with its error kept among the attempt's.
+    @Test(arguments: DriverExecutor.allCases) func aHandlersEndIsACompareAndSetOnOwnerAndAttempt(_ executor: DriverExecutor) async throws {
+        let q = try await TestQueue.make(executor: executor)
+        let done = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        let failed = try await q.queue.enqueue(NewJob(kind: .drillNoop))
+        let claimed = try await claim(q, [.drillNoop: 2])
+        let first = try #require(claimed.first { $0.id == done.id })
+        let second = try #require(claimed.first { $0.id == failed.id })
+        #expect(try await !q.driver.jobEnd(owner: "someone-else", id: first.id, attempt: first.attempt, .completed(nil)))
+        #expect(try await !q.driver.jobEnd(owner: owner, id: first.id, attempt: 7, .completed(nil)))
+        #expect(try await q.driver.jobEnd(owner: owner, id: first.id, attempt: first.attempt, .completed(.object(["ok": .bool(true)]))))
+        #expect(try await !q.driver.jobEnd(owner: owner, id: first.id, attempt: first.attempt, .dead(code: JobErrorCode(rawValue: "LATE"), message: "late")))
+        let completed = try #require(try await q.queue.job(id: done.id))
+        #expect(completed.state == .completed && completed.result == #"{"ok": true}"#)
+        #expect(completed.errors.isEmpty && completed.finishedAt != nil && completed.leaseOwner == nil)
+        #expect(try await q.driver.jobEnd(owner: owner, id: second.id, attempt: second.attempt, .dead(code: JobErrorCode(rawValue: "E9"), message: "no")))
+        let dead = try #require(try await q.queue.job(id: failed.id))
+        #expect(dead.state == .dead && dead.result == nil && dead.finishedAt != nil && dead.leaseOwner == nil)
+        #expect(dead.errors.map(\.error) == ["no"] && dead.errors.map(\.attempt) == [1])
+        #expect(dead.errors[0].code == "E9" && dead.errors[0].worker == owner)
+        #expect(try await lastErrorCode(q, failed.id) == "E9")
     }
 
     @Test(arguments: DriverExecutor.allCases) func retryWaitsThenDeadKeepsEveryError(_ executor: DriverExecutor) async throws {

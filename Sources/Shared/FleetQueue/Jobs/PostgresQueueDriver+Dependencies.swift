@@ -180,9 +180,13 @@ extension PostgresQueueDriver {
     /// (`jobs_waiting_idx`, `jobs_claim_idx`; the running ones through `jobs_lease_idx`, as many as
     /// the fleet has slots): it reads the pending jobs of the kinds sought, never the finished
     /// ones nor other kinds' (`docs/queue.md`, "Finding pending jobs by what they work on").
+    /// The matches and the limit are read through a materialised row, as in `finishManySQL`:
+    /// known to the planner, they made every call a custom plan, planned anew each time (0.5 ms
+    /// of planning against 0.05 ms of execution, twice a render: its request and its start).
     static let pendingMatchingSQL = """
+        WITH sought AS MATERIALIZED (SELECT $1::text[] AS kinds, $2::jsonb[] AS contains, $3::integer AS most)
         SELECT found.id, found.kind, found.state, NULL::text AS result
-        FROM unnest($1::text[], $2::jsonb[]) AS wanted(kind, contains)
+        FROM sought, unnest(sought.kinds, sought.contains) AS wanted(kind, contains)
         CROSS JOIN LATERAL (
             SELECT id, kind, state FROM jobs WHERE state = 'waiting' AND kind = wanted.kind AND payload @> wanted.contains
             UNION ALL
@@ -190,7 +194,7 @@ extension PostgresQueueDriver {
             UNION ALL
             SELECT id, kind, state FROM jobs WHERE state = 'running' AND kind = wanted.kind AND payload @> wanted.contains
         ) AS found
-        GROUP BY found.id, found.kind, found.state ORDER BY found.id LIMIT $3
+        GROUP BY found.id, found.kind, found.state ORDER BY found.id LIMIT (SELECT most FROM sought)
         """
 
     /// Up to `limit` jobs not ended yet (`waiting`, `available`, `running`) matching any of

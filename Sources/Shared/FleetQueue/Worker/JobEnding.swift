@@ -45,15 +45,16 @@ extension JobContext {
     /// the handler's own writes or not at all (a render's result, its credit and its job: a crash
     /// before the commit leaves the job running, to be rescued and run again, and nothing
     /// settled). The handler then returns or throws as it ended the job (`JobEnding`), and the
-    /// worker writes no outcome of its own. The statement is the worker's batched finish for one
-    /// job (a compare-and-set on its lease): false when the job is no longer leased to this
-    /// worker, and then nothing was written. A result over `JobResultLimit.maxBytes` throws.
+    /// worker writes no outcome of its own. The statement is the worker's finish for one job
+    /// (`PostgresQueueDriver.jobEnd`, a compare-and-set on its lease): false when the job is no
+    /// longer leased to this worker, and then nothing was written. A result over
+    /// `JobResultLimit.maxBytes` throws.
     public func end(_ job: ClaimedJob, _ ending: JobEnding, on connection: PostgresConnection) async throws -> Bool {
         let outcome = ending.outcome
         if case .completed(let text?) = outcome { try JobResultLimit.check(text) }
-        let applied = try await PostgresQueueDriver(executor: connection)
-            .jobFinishMany(owner: workerID, outcomes: [JobOutcome(jobID: job.id, attempt: job.attempt, kind: outcome)])
-        guard applied.contains(job.id) else { return false }
+        guard try await PostgresQueueDriver(executor: connection).jobEnd(owner: workerID, id: job.id, attempt: job.attempt, ending) else {
+            return false
+        }
         endedByHandler.note(outcome)
         return true
     }
