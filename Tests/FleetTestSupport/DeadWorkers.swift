@@ -37,17 +37,14 @@ extension TestQueue {
         }
     }
 
-    /// SIGKILLs `victim`, then returns how long until `condition` held, polled every 20 ms (a
+    /// SIGKILLs `victim`, then returns how long until `condition` held (`waitFor`; a
     /// figure to print, not to bound: the tests' leases make anything but the lock take an hour);
     /// fails after `limit`, which only tells a hang.
     func kill(_ victim: WorkerProcess, thenTimeUntil what: String, limit: Duration = .seconds(120),
               _ condition: () async throws -> Bool) async throws -> Duration {
         let killed = ContinuousClock.now
         victim.signal(SIGKILL)
-        while !(try await condition()) {
-            guard ContinuousClock.now - killed < limit else { throw TestFailure("\(what): not within \(limit) of the SIGKILL") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitFor("\(what) after the SIGKILL", timeout: limit, condition)
         return ContinuousClock.now - killed
     }
 }
