@@ -15,13 +15,17 @@ struct EnqueueCost: AsyncParsableCommand {
             Starts a release dispatcher (group commit on) on a fresh bench database, opens the \
             connections, sends the warm-up, then windows of N and 2N enqueues (one in flight per \
             connection), and reports (2N window - N window) / N for each counter. CPU is the \
-            dispatcher's user + system time (/proc/PID/stat): it moves with whatever else runs. \
+            dispatcher's user + system time (/proc/PID/stat), also apart (cpu_user_us, cpu_system_us: \
+            the kernel's share): it moves with whatever else runs. \
             With --perf, `perf stat` attached to the dispatcher also counts its system calls and \
             context switches (a task or thread woken is a switch), which hold still on a busy \
             machine. With --callgrind, the dispatcher runs under valgrind's callgrind \
             (scripts/callgrind.sh) and its instructions are counted per window, the same figure \
             whatever else runs (this machine's virtual CPUs expose no hardware counters to perf); \
-            each window's profile is kept for callgrind_annotate.
+            each window's profile is kept for callgrind_annotate. With --floor, the server is \
+            `fleet-bench frame-floor` instead: a bare NIO server with the dispatcher's framing \
+            that answers each frame at once, no database: what any server here spends on a \
+            framed request and its answer.
             """)
 
     @Option(help: "Requests in the first window (N); the second has 2N.") var count = 20_000
@@ -30,6 +34,7 @@ struct EnqueueCost: AsyncParsableCommand {
     @Option(help: "Pairs of windows; the medians are reported.") var repeats = 3
     @Flag(help: "Also count system calls and context switches with perf stat.") var perf = false
     @Flag(help: "Run the dispatcher under callgrind and count its instructions (slow: use a smaller --count).") var callgrind = false
+    @Flag(help: "Measure the bare framed server (fleet-bench frame-floor) instead of the dispatcher.") var floor = false
     @Option(help: "The dispatcher executable (default: the one beside fleet-bench).") var dispatcher = BenchDispatcher.besideThisOne
     @Flag(help: "Print one JSON object per line instead of a table.") var json = false
 
@@ -42,23 +47,30 @@ struct EnqueueCost: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let database = try await BenchDatabase.prepare()
+        let database = floor ? nil : try await BenchDatabase.prepare()
         let profiles = NSTemporaryDirectory() + "fleet-bench-callgrind-\(UUID().uuidString).out"
-        let server = try await BenchDispatcher.start(
-            databaseURL: database.url, token: Self.token, groupCommit: true, executable: dispatcher,
-            wrapper: callgrind ? [packageRoot.appendingPathComponent("scripts/callgrind.sh").path, profiles] : [],
-            readyWithin: callgrind ? .seconds(600) : .seconds(60))
-        defer { server.stop() }
-        let counting = callgrind ? Callgrind(pid: server.process.pid, profiles: profiles) : nil
-        let load = try await EnqueueLoad(port: server.port, token: Self.token, connections: connections).connect()
+        let wrapper = callgrind ? [packageRoot.appendingPathComponent("scripts/callgrind.sh").path, profiles] : []
+        let readyWithin: Duration = callgrind ? .seconds(600) : .seconds(60)
+        let process: ChildProcess
+        let load: EnqueueConnections
+        if let database {
+            let server = try await BenchDispatcher.start(
+                databaseURL: database.url, token: Self.token, groupCommit: true, executable: dispatcher, wrapper: wrapper, readyWithin: readyWithin)
+            process = server.process
+            load = try await EnqueueLoad(port: server.port, token: Self.token, connections: connections).connect()
+        } else {
+            (process, load) = try await Self.startFloor(wrapper: wrapper, readyWithin: readyWithin, connections: connections)
+        }
+        defer { process.signal(SIGTERM) }
         defer { load.close() }
+        let counting = callgrind ? Callgrind(pid: process.pid, profiles: profiles) : nil
         try await load.send(count: warmUp)
         var report = Report()
         for round in 1...repeats {
             var windows: [[String: Double]] = []
             for size in [count, 2 * count] {
-                try await database.pool.query("TRUNCATE jobs")
-                let counters = try await measure(size, load, server.process.pid, counting)
+                try await database?.pool.query("TRUNCATE jobs")
+                let counters = try await measure(size, load, process.pid, counting)
                 windows.append(counters)
                 progress("round \(round)/\(repeats), \(size) enqueues: "
                     + counters.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.0f", $0.value))" }.joined(separator: ", "))
@@ -67,28 +79,46 @@ struct EnqueueCost: AsyncParsableCommand {
                 report.add("enqueue_cost.\(name)", (value - (windows[0][name] ?? 0)) / Double(count), unit: Self.unit(name))
             }
         }
-        try await database.pool.query("TRUNCATE jobs")
+        try await database?.pool.query("TRUNCATE jobs")
         if json {
             printJSONLines(report.medians)
             return
         }
-        print("enqueue-cost: \(connections) connections, windows of \(count) and \(2 * count) single enqueues, medians of \(repeats); \(dispatcher)")
+        let server = floor ? "the bare framed server (fleet-bench frame-floor)" : dispatcher
+        print("enqueue-cost: \(connections) connections, windows of \(count) and \(2 * count) single enqueues, medians of \(repeats); \(server)")
         for measurement in report.medians {
             print(measurement.metric.padding(toLength: 36, withPad: " ", startingAt: 0) + String(format: "%10.2f ", measurement.value) + measurement.unit)
         }
         print("per request: (2N window - N window) / N; cpu_us from /proc (loaded-machine noise included)")
         if let counting { print("callgrind profiles of the windows: \(counting.profiles).N (callgrind_annotate)") }
-        print("server: \(try await database.settings())")
+        if let database { print("server: \(try await database.settings())") }
+    }
+
+    /// `fleet-bench frame-floor` started from this executable, and the connections once it answers.
+    private static func startFloor(wrapper: [String], readyWithin: Duration, connections: Int) async throws -> (ChildProcess, EnqueueConnections) {
+        let port = try freeTCPPort()
+        let command = wrapper + [CommandLine.arguments[0], "frame-floor", "--port", "\(port)"]
+        let process = try ChildProcess(command[0], Array(command.dropFirst()), environment: ProcessInfo.processInfo.environment,
+                                       outputPath: NSTemporaryDirectory() + "fleet-bench-frame-floor.log")
+        let deadline = ContinuousClock.now + readyWithin
+        while ContinuousClock.now < deadline {
+            if let status = process.exitStatus { throw BenchError("frame-floor exited with \(status)") }
+            if let load = try? await EnqueueLoad(port: port, token: token, connections: connections).connect() { return (process, load) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        process.signal(SIGTERM)
+        throw BenchError("frame-floor did not listen on \(port) within \(readyWithin)")
     }
 
     /// The counters of one window of `size` enqueues.
     private func measure(_ size: Int, _ load: EnqueueConnections, _ pid: pid_t, _ callgrind: Callgrind?) async throws -> [String: Double] {
         let counting = perf ? try await PerfStat.attach(to: pid) : nil
         try await callgrind?.zero()
-        guard let before = CPUTime.ofProcess(pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
+        guard let before = CPUTime.split(of: pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
         try await load.send(count: size)
-        guard let after = CPUTime.ofProcess(pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
-        var counters = ["cpu_us": (after - before) * 1e6]
+        guard let after = CPUTime.split(of: pid) else { throw BenchError("cannot read /proc/\(pid)/stat") }
+        let user = (after.user - before.user) * 1e6, system = (after.system - before.system) * 1e6
+        var counters = ["cpu_us": user + system, "cpu_user_us": user, "cpu_system_us": system]
         if let counting { counters.merge(try await counting.stop()) { $1 } }
         if let callgrind { counters["instructions"] = try await callgrind.dump() }
         return counters

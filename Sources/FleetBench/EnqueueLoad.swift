@@ -264,5 +264,14 @@ enum CPUTime {
         return values.count == used.count ? values.reduce(0, +) : nil
     }
 
+    /// The user and the system (kernel) CPU seconds of another process, apart; nil where unreadable.
+    static func split(of pid: pid_t) -> (user: Double, system: Double)? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let end = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return (seconds(user), seconds(system))
+    }
+
     static func seconds(_ ticks: Int) -> Double { Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK))) }
 }

@@ -14,7 +14,7 @@ struct FleetBench: AsyncParsableCommand {
             swift run -c release fleet-bench queue
             """,
         subcommands: [
-            QueueSuite.self, EnqueueSuite.self, EnqueueCost.self, PipelineSuite.self, PoolerSuite.self, OpsSuite.self, ConsoleSuite.self, LargeTableSuite.self, SoakSuite.self,
+            QueueSuite.self, EnqueueSuite.self, EnqueueCost.self, FrameFloor.self, PipelineSuite.self, PoolerSuite.self, OpsSuite.self, ConsoleSuite.self, LargeTableSuite.self, SoakSuite.self,
             ImageSuite.self, StorageSuite.self, RenderSuite.self, SmokeRun.self, ChaosRun.self, FailoverDrill.self, BenchWorker.self, ImageProbe.self,
         ])
 }

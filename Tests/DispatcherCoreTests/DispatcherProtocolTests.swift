@@ -141,6 +141,38 @@ import Testing
         }
     }
 
+    /// Single enqueues, answered from their batch's commit without a task of their own, hold the
+    /// in-flight limit as other requests do: with one request in flight at most, enqueues sent
+    /// while a `wait` runs wait for it to end, and keep their places. The wait ends when its job
+    /// is cancelled, so the answers come wait, then the enqueues in the order sent; an enqueue
+    /// started beside the running wait would be answered before it.
+    @Test func enqueuesBehindARequestWaitingForRoomKeepTheirPlaces() async throws {
+        try await TestDispatcher.run({ $0.maxInFlight = 1 }) { dispatcher in
+            let job = try await dispatcher.queue.queue.enqueue(NewJob(kind: .drillNoop))
+            try await dispatcher.withRawConnection(.unix) { raw in
+                try await raw.greeting()
+                try await raw.send(#"{"id":"slow","op":"wait","args":{"jobId":\#(job.id),"timeoutMs":60000}}"# + "\n")
+                // The wait has started (it marks its job watched): the enqueues sent now find the
+                // only slot taken.
+                try await dispatcher.queue.waitUntil(timeout: .seconds(20), "the wait holds the only slot") {
+                    try await dispatcher.queue.pool.query("SELECT finish_watched FROM jobs WHERE id = $1", [job.id]).rows[0].bool("finish_watched")
+                }
+                try await raw.send((0..<5).map { #"{"id":\#($0),"op":"enqueue","args":{"kind":"drill.noop","payload":{"n":\#($0)}}}"# + "\n" }.joined())
+                _ = try await dispatcher.queue.queue.cancel(id: job.id)
+                var answered: [JSONValue] = []
+                for _ in 0..<6 {
+                    let response = try await raw.response()
+                    #expect(response["ok"] == .bool(true), "\(response.jsonText)")
+                    answered.append(response["id"] ?? .null)
+                }
+                #expect(answered == [.string("slow")] + (0..<5).map { JSONValue.number(Double($0)) })
+            }
+            let order = try await dispatcher.queue.pool.query(
+                "SELECT (payload->>'n')::int AS n FROM jobs WHERE payload ? 'n' ORDER BY id").rows.map { try $0.int("n") }
+            #expect(order == Array(0..<5))
+        }
+    }
+
     /// A 10 MB frame: an error, the connection closed, nothing buffered beyond the limit, the server fine.
     @Test func aFrameTooLargeIsRefusedAndTheConnectionClosed() async throws {
         try await TestDispatcher.run { dispatcher in
