@@ -75,7 +75,8 @@ import Testing
     /// outcome made a custom plan look cheaper, and each call was planned anew: 0.4 and 0.3 ms of
     /// every render), a handler's end of its own job (`jobEnd`, a render's), and the look for the
     /// jobs making a render's photos (twice a render; planned anew on every call while its matches
-    /// were in view). docs/queue.md, "Plans". One connection, so that its prepared statements are
+    /// were in view), and the kinds' recent run times (render admission's read, up to 100 times a
+    /// second; planned anew on every call while its arguments were in view). docs/queue.md, "Plans". One connection, so that its prepared statements are
     /// the ones counted.
     @Test func theHotStatementsAreNotPlannedAnewOnEveryCall() async throws {
         let q = try await TestQueue.make(executor: .transaction)
@@ -88,13 +89,15 @@ import Testing
                 JobOutcome(jobID: jobs[0].id, attempt: jobs[0].attempt, kind: .completed(result: nil))])
             #expect(try await q.driver.jobEnd(owner: owner, id: jobs[1].id, attempt: jobs[1].attempt, .completed(nil)))
             #expect(try await q.driver.jobPendingMatching(matches, limit: 16).isEmpty)
+            #expect(try await q.driver.jobRecentRunTimes(kinds: [.drillNoop, .drillScript], window: .seconds(600), samples: 20).count == 1)
         }
         let plans = try await q.sql.query("""
             SELECT generic_plans, custom_plans FROM pg_prepared_statements
             WHERE statement LIKE '%asked AS MATERIALIZED%' OR statement LIKE '%input AS MATERIALIZED%'
                OR statement LIKE '%WITH ended AS%' OR statement LIKE '%payload @> wanted.contains%'
+               OR statement LIKE '%sampled AS MATERIALIZED%'
             """).rows
-        #expect(plans.count == 4)
+        #expect(plans.count == 5)
         for row in plans {
             #expect(try row.int64("custom_plans") <= 5 && row.int64("generic_plans") >= 7, "\(row)")
         }
