@@ -254,23 +254,24 @@ enum CPUTime {
     /// utime + stime of a process from /proc (and cutime + cstime, its reaped children's, when
     /// `withReapedChildren`), in clock ticks; nil where unreadable.
     static func ticks(of pid: pid_t, withReapedChildren: Bool) -> Int? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let end = stat.lastIndex(of: ")") else { return nil }
-        // After the command name: state is field 0, utime 11, stime 12, cutime 13, cstime 14.
-        let fields = stat[stat.index(after: end)...].split(separator: " ")
         let used = withReapedChildren ? 11...14 : 11...12
-        guard fields.count > used.upperBound else { return nil }
+        guard let fields = statFields(of: pid), fields.count > used.upperBound else { return nil }
         let values = used.compactMap { Int(fields[$0]) }
         return values.count == used.count ? values.reduce(0, +) : nil
     }
 
     /// The user and the system (kernel) CPU seconds of another process, apart; nil where unreadable.
     static func split(of pid: pid_t) -> (user: Double, system: Double)? {
+        guard let fields = statFields(of: pid), fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return (seconds(user), seconds(system))
+    }
+
+    /// The fields of /proc/PID/stat after the command name: state is field 0, utime 11, stime 12,
+    /// cutime 13, cstime 14.
+    private static func statFields(of pid: pid_t) -> [Substring]? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let end = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: end)...].split(separator: " ")
-        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
-        return (seconds(user), seconds(system))
+        return stat[stat.index(after: end)...].split(separator: " ")
     }
 
     static func seconds(_ ticks: Int) -> Double { Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK))) }
