@@ -224,18 +224,28 @@ fileprivate final class EnqueueDriver: ChannelInboundHandler, @unchecked Sendabl
 
     private func write(_ text: String) {
         guard let context else { return }
-        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count + 1)
-        buffer.writeString(text)
-        buffer.writeInteger(UInt8(ascii: "\n"))
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(lineFrame(text, allocator: context.channel.allocator)), promise: nil)
     }
 
     private func contains(_ frame: ByteBuffer, _ needle: [UInt8]) -> Bool {
-        frame.readableBytesView.withContiguousStorageIfAvailable { bytes in
-            guard bytes.count >= needle.count else { return false }
-            return (0...(bytes.count - needle.count)).contains { start in needle.indices.allSatisfy { bytes[start + $0] == needle[$0] } }
-        } ?? String(buffer: frame).contains(String(decoding: needle, as: UTF8.self))
+        frame.readableBytesView.withContiguousStorageIfAvailable { firstOffset(of: needle, in: $0) != nil }
+            ?? String(buffer: frame).contains(String(decoding: needle, as: UTF8.self))
     }
+}
+
+/// `text` and a newline, one frame of the dispatcher's protocol, written as the bench's
+/// connections send their requests (no JSON coding).
+func lineFrame(_ text: String, allocator: ByteBufferAllocator) -> ByteBuffer {
+    var buffer = allocator.buffer(capacity: text.utf8.count + 1)
+    buffer.writeString(text)
+    buffer.writeInteger(UInt8(ascii: "\n"))
+    return buffer
+}
+
+/// Where `needle` first starts in `bytes`; nil when it does not occur.
+func firstOffset(of needle: [UInt8], in bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+    guard bytes.count >= needle.count else { return nil }
+    return (0...(bytes.count - needle.count)).first { start in needle.indices.allSatisfy { bytes[start + $0] == needle[$0] } }
 }
 
 /// CPU seconds (user and system) this process has used.

@@ -1,6 +1,5 @@
 import ArgumentParser
 import DispatcherProtocol
-import FleetSupport
 import Foundation
 import NIOCore
 import NIOPosix
@@ -44,28 +43,23 @@ private final class FloorAnswerer: ChannelInboundHandler, Sendable {
     private static let idKey = Array(#""id":"#.utf8)
 
     func channelActive(context: ChannelHandlerContext) {
-        write(#"{"type":"greeting","protocol":"wearbloom-dispatcher","version":1,"authRequired":true,"maxFrameBytes":1048576,"ops":[]}"#, context)
+        let greeting = Greeting(authRequired: true, maxFrameBytes: WireFormat.defaultMaxFrameBytes, ops: [])
+        if let frame = try? WireFormat.frame(greeting, encoder: WireFormat.makeEncoder()) {
+            context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        }
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         let id = frame.readableBytesView.withContiguousStorageIfAvailable(Self.requestID) ?? "null"
-        write(#"{"id":\#(id),"ok":true,"result":{"isNew":true,"jobId":\#(id),"kind":"drill.noop"}}"#, context)
+        let answer = #"{"id":\#(id),"ok":true,"result":{"isNew":true,"jobId":\#(id),"kind":"drill.noop"}}"#
+        context.writeAndFlush(wrapOutboundOut(lineFrame(answer, allocator: context.channel.allocator)), promise: nil)
     }
 
     private static func requestID(_ bytes: UnsafeBufferPointer<UInt8>) -> Substring {
-        guard bytes.count >= idKey.count,
-              let start = (0...(bytes.count - idKey.count)).first(where: { at in idKey.indices.allSatisfy { bytes[at + $0] == idKey[$0] } })
-        else { return "null" }
+        guard let start = firstOffset(of: idKey, in: bytes) else { return "null" }
         let digits = bytes[(start + idKey.count)...].prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
         return digits.isEmpty ? "null" : Substring(String(decoding: digits, as: UTF8.self))
-    }
-
-    private func write(_ text: String, _ context: ChannelHandlerContext) {
-        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count + 1)
-        buffer.writeString(text)
-        buffer.writeInteger(UInt8(ascii: "\n"))
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
     }
 }

@@ -76,8 +76,8 @@ import Testing
     /// every render), a handler's end of its own job (`jobEnd`, a render's), and the look for the
     /// jobs making a render's photos (twice a render; planned anew on every call while its matches
     /// were in view), and the kinds' recent run times (render admission's read, up to 100 times a
-    /// second; planned anew on every call while its arguments were in view). docs/queue.md, "Plans". One connection, so that its prepared statements are
-    /// the ones counted.
+    /// second; planned anew on every call while its arguments were in view). docs/queue.md,
+    /// "Plans". One connection, so that its prepared statements are the ones counted.
     @Test func theHotStatementsAreNotPlannedAnewOnEveryCall() async throws {
         let q = try await TestQueue.make(executor: .transaction)
         _ = try await q.queue.enqueue((0..<24).map { _ in NewJob(kind: .drillNoop, limitKeys: ["k"]) })
